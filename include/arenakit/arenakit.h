@@ -1,0 +1,13 @@
+/* arenakit/arenakit.h - the umbrella header of arenakit's C API.
+ *
+ * arenakit is a C11 memory-allocation library: a region arena (ak_arena),
+ * with a fixed-size object pool and a general-purpose malloc to follow.
+ * Include this one header; the C++ layer is <arenakit/arenakit.hpp>.
+ * Link with -larenakit (pkg-config: arenakit; CMake: arenakit::arenakit). */
+#ifndef ARENAKIT_ARENAKIT_H
+#define ARENAKIT_ARENAKIT_H
+
+#include "arenakit/common.h"
+#include "arenakit/arena.h"
+
+#endif /* ARENAKIT_ARENAKIT_H */

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages arenakit's tests and benchmarks use, when
+# they are missing. Usage: scripts/deps.sh [test|bench|all]  (default all).
+# Needs root (or sudo) only when something is missing.
+set -euo pipefail
+what=${1:-all}
+test_pkgs=(cmake g++ make googletest libgtest-dev valgrind clang libclang-rt-14-dev pkgconf)
+bench_pkgs=(libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev python3-matplotlib)
+case "$what" in
+  test) pkgs=("${test_pkgs[@]}") ;;
+  bench) pkgs=("${test_pkgs[@]}" "${bench_pkgs[@]}") ;;
+  all) pkgs=("${test_pkgs[@]}" "${bench_pkgs[@]}") ;;
+  *) echo "usage: $0 [test|bench|all]" >&2; exit 2 ;;
+esac
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "deps.sh: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

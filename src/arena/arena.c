@@ -1,0 +1,544 @@
+/* arena.c - the region arena (component layer over the OS layer).
+ *
+ * Call tree:
+ *   ak_arena_alloc (inline, arena.h)
+ *     -> ak_arena_alloc_slow      bad align, size 0 or > FAST_MAX, tracked
+ *          -> bump                 try the current chunk
+ *          -> refill               budget check, then
+ *               -> alloc_large     dedicated chunk (need > max_chunk / 4)
+ *               -> next_regular    a spare chunk that fits, or a new one
+ *                                  (sizes double up to max_chunk)
+ *               -> enter, bump
+ *   ak_arena_clear   -> run_cleanups, release large, retain policy, enter
+ *   ak_arena_restore -> run_cleanups, release large after mark, rewind
+ *
+ * Chunk layout: [header (64 bytes) | data ...... end). Allocations move
+ * a->ptr up from the first data byte. Regular chunks form one list in order
+ * of first use: chunks before `cur` are full (for this cycle), chunks after
+ * `cur` are spares kept by clear or restore. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arenakit/arena.h"
+#include "common/error.h"
+#include "common/track.h"
+#include "os/os_mem.h"
+
+/* A chunk header. Invariant: data_start(c) <= end, and for OS chunks
+ * [c, c + size) is one mapping from _ak_os_alloc. */
+struct ak_arena_chunk {
+  ak_arena_chunk *next;
+  size_t size;   /* bytes mapped, header included (0 for the caller buffer) */
+  uintptr_t end; /* one past the last data byte */
+  unsigned flags;
+};
+
+enum { CHUNK_CALLER = 1u, CHUNK_USED = 2u };
+#define HDR ((uintptr_t)64)
+_Static_assert(sizeof(ak_arena_chunk) <= 64, "chunk header must fit in HDR");
+
+struct ak_arena_cleanup {
+  ak_arena_cleanup *next;
+  void (*fn)(void *);
+  void *arg;
+};
+
+/* One live allocation, recorded only under Valgrind (for restore). */
+struct ak_arena_piece {
+  void *p;
+  size_t n;
+};
+
+static inline uintptr_t data_start(const ak_arena_chunk *c) { return (uintptr_t)c + HDR; }
+
+static inline uintptr_t real_limit(const ak_arena *a) { return a->tracked ? a->real_limit : a->limit; }
+
+/* In tracked mode the fast path sees limit 0 and always falls through. */
+static inline void set_limit(ak_arena *a, uintptr_t lim) {
+  if (a->tracked) {
+    a->real_limit = lim;
+    a->limit = 0;
+  } else {
+    a->limit = lim;
+  }
+}
+
+static inline size_t used_total(const ak_arena *a) {
+  return a->used_before + (a->cur ? (size_t)(a->ptr - data_start(a->cur)) : 0);
+}
+
+static inline size_t budget_left(const ak_arena *a) {
+  size_t used = used_total(a);
+  return a->opts.max_bytes > used ? a->opts.max_bytes - used : 0;
+}
+
+/* The limit for the current chunk: its end, or lower if the budget says so. */
+static void refresh_limit(ak_arena *a) {
+  if (!a->cur) {
+    a->ptr = 0;
+    set_limit(a, 0);
+    return;
+  }
+  uintptr_t lim = a->cur->end;
+  if (a->opts.max_bytes) {
+    size_t left = budget_left(a);
+    if (left < lim - a->ptr) lim = a->ptr + left;
+  }
+  set_limit(a, lim);
+}
+
+static void account_map(ak_arena *a, size_t size) {
+  a->reserved += size;
+  a->nchunks++;
+  if (a->reserved > a->peak_reserved) a->peak_reserved = a->reserved;
+}
+
+static void release_chunk(ak_arena *a, ak_arena_chunk *c) {
+  if (c->flags & CHUNK_CALLER) return;
+  a->reserved -= c->size;
+  a->nchunks--;
+  _ak_os_free(c, c->size);
+}
+
+static ak_arena_chunk *map_chunk(ak_arena *a, size_t size) {
+  ak_arena_chunk *c = _ak_os_alloc(size, 1);
+  if (!c) return NULL;
+  size = _ak_os_round_page(size);
+  c->next = NULL;
+  c->size = size;
+  c->end = (uintptr_t)c + size;
+  c->flags = 0;
+  account_map(a, size);
+  if (a->tracked) AK_TRACK_RELEASE((void *)data_start(c), c->end - data_start(c));
+  return c;
+}
+
+/* Makes `c` the current chunk; the bytes used in the old one are banked. */
+static void enter(ak_arena *a, ak_arena_chunk *c) {
+  if (a->cur) a->used_before += (size_t)(a->ptr - data_start(a->cur));
+  a->cur = c;
+  c->flags |= CHUNK_USED;
+  a->ptr = data_start(c);
+  refresh_limit(a);
+}
+
+/* Places [p, p + size) at `align` in [ptr, lim); 0 if it does not fit.
+ * Overflow-safe for any size and align (align a power of two). */
+static uintptr_t place(uintptr_t ptr, uintptr_t lim, size_t size, size_t align) {
+  if (ptr > lim) return 0;
+  uintptr_t pad = (0 - ptr) & (uintptr_t)(align - 1);
+  uintptr_t room = lim - ptr;
+  if (pad > room || size > room - pad) return 0;
+  return ptr + pad;
+}
+
+static void *bump(ak_arena *a, size_t size, size_t align) {
+  if (!a->cur) return NULL;
+  uintptr_t p = place(a->ptr, real_limit(a), size, align);
+  if (!p) return NULL;
+  a->ptr = p + size;
+  return (void *)p;
+}
+
+/* Under Valgrind: remember the piece so restore can free it. */
+static int record_piece(ak_arena *a, void *p, size_t n) {
+  if (a->npieces == a->cap_pieces) {
+    size_t cap = a->cap_pieces ? a->cap_pieces * 2 : 1024;
+    struct ak_arena_piece *np = _ak_os_alloc(cap * sizeof *np, 1);
+    if (!np) return -1;
+    if (a->pieces) {
+      memcpy(np, a->pieces, a->npieces * sizeof *np);
+      _ak_os_free(a->pieces, a->cap_pieces * sizeof *np);
+    }
+    a->pieces = np;
+    a->cap_pieces = cap;
+  }
+  a->pieces[a->npieces].p = p;
+  a->pieces[a->npieces].n = n;
+  a->npieces++;
+  return 0;
+}
+
+static void *track_alloc(ak_arena *a, void *p, size_t n) {
+  if (a->tracked & AK_TRACK_MODE_VALGRIND) {
+    if (record_piece(a, p, n) != 0) {
+      _ak_error(ENOMEM, "ak_arena_alloc: out of memory for the Valgrind piece table");
+      return NULL;
+    }
+    AK_VG_ALLOC((void *)a->vg_pool, p, n);
+  }
+  AK_UNPOISON(p, n);
+  return p;
+}
+
+static void free_pieces_after(ak_arena *a, size_t keep) {
+  while (a->npieces > keep) {
+    a->npieces--;
+    AK_VG_FREE((void *)a->vg_pool, a->pieces[a->npieces].p);
+  }
+}
+
+static void *alloc_large(ak_arena *a, size_t size, size_t align) {
+  size_t pad = align > HDR ? align - 1 : 0;
+  if (size > SIZE_MAX - pad - HDR) {
+    _ak_error(ENOMEM, "ak_arena_alloc: %zu bytes at alignment %zu overflow", size, align);
+    return NULL;
+  }
+  ak_arena_chunk *c = map_chunk(a, HDR + pad + size);
+  if (!c) {
+    _ak_error(errno ? errno : ENOMEM, "ak_arena_alloc: the OS refused a %zu-byte chunk", HDR + pad + size);
+    return NULL;
+  }
+  uintptr_t p = place(data_start(c), c->end, size, align);
+  uintptr_t used = p + size - data_start(c);
+  if (a->opts.max_bytes && used > budget_left(a)) {
+    release_chunk(a, c);
+    _ak_error(ENOMEM, "ak_arena_alloc: %zu bytes exceed the budget of %zu", size, a->opts.max_bytes);
+    return NULL;
+  }
+  c->flags |= CHUNK_USED;
+  c->next = a->large;
+  a->large = c;
+  a->used_before += used;
+  refresh_limit(a); /* the budget ceiling of the current chunk moved */
+  return (void *)p;
+}
+
+/* A regular chunk with room for `size` at `align`: the first spare after
+ * `cur` that fits (moved to right after `cur`), else a new mapping. */
+static ak_arena_chunk *next_regular(ak_arena *a, size_t size, size_t align) {
+  ak_arena_chunk **link = a->cur ? &a->cur->next : &a->chunks;
+  for (ak_arena_chunk **pp = link; *pp; pp = &(*pp)->next) {
+    ak_arena_chunk *c = *pp;
+    if (place(data_start(c), c->end, size, align)) {
+      *pp = c->next;
+      c->next = *link;
+      *link = c;
+      return c;
+    }
+  }
+  size_t need = HDR + size + (align > HDR ? align - 1 : 0); /* no overflow: size <= max_chunk/4 */
+  size_t want = a->next_chunk;
+  if (a->opts.max_bytes) {
+    size_t cap = _ak_os_round_page(HDR + budget_left(a) + (align > HDR ? align - 1 : 0));
+    if (cap && cap < want) want = cap;
+  }
+  if (want < need) want = need;
+  ak_arena_chunk *c = map_chunk(a, want);
+  if (!c) return NULL;
+  if (a->next_chunk < a->opts.max_chunk && want >= a->next_chunk) {
+    a->next_chunk = a->next_chunk > a->opts.max_chunk / 2 ? a->opts.max_chunk : a->next_chunk * 2;
+  }
+  c->next = *link;
+  *link = c;
+  return c;
+}
+
+static void *refill(ak_arena *a, size_t size, size_t align) {
+  if (size > SIZE_MAX / 2 || align > SIZE_MAX / 2 - size) {
+    _ak_error(ENOMEM, "ak_arena_alloc: %zu bytes at alignment %zu cannot be satisfied", size, align);
+    return NULL;
+  }
+  if (a->opts.max_bytes && size > budget_left(a)) {
+    _ak_error(ENOMEM, "ak_arena_alloc: %zu bytes exceed the budget (%zu of %zu left)", size, budget_left(a),
+              a->opts.max_bytes);
+    return NULL;
+  }
+  if (size + align - 1 > a->opts.max_chunk / 4) return alloc_large(a, size, align);
+  ak_arena_chunk *c = next_regular(a, size, align);
+  if (!c) {
+    _ak_error(errno ? errno : ENOMEM, "ak_arena_alloc: the OS refused a new chunk");
+    return NULL;
+  }
+  enter(a, c);
+  void *p = bump(a, size, align);
+  if (!p) _ak_error(ENOMEM, "ak_arena_alloc: %zu bytes exceed the budget of %zu", size, a->opts.max_bytes);
+  return p;
+}
+
+void *ak_arena_alloc_slow(ak_arena *a, size_t size, size_t align) {
+  if (!a) {
+    _ak_error(EINVAL, "ak_arena_alloc: arena is NULL");
+    return NULL;
+  }
+  if (align == 0 || (align & (align - 1)) != 0) {
+    _ak_error(EINVAL, "ak_arena_alloc: alignment %zu is not a power of two", align);
+    return NULL;
+  }
+  size_t n = size ? size : 1; /* size 0 still gets a unique pointer */
+  void *p = bump(a, n, align);
+  if (!p) p = refill(a, n, align);
+  if (!p) return NULL;
+  if (a->tracked && !track_alloc(a, p, n)) return NULL;
+  a->requested += size;
+  return p;
+}
+
+static void run_cleanups(ak_arena *a, ak_arena_cleanup *stop) {
+  while (a->cleanups && a->cleanups != stop) {
+    ak_arena_cleanup *c = a->cleanups;
+    a->cleanups = c->next; /* unlink first: fn may not re-run on error */
+    c->fn(c->arg);
+  }
+}
+
+static void release_large_until(ak_arena *a, ak_arena_chunk *stop) {
+  while (a->large && a->large != stop) {
+    ak_arena_chunk *c = a->large;
+    a->large = c->next;
+    release_chunk(a, c);
+  }
+}
+
+static void poison_from(ak_arena *a, ak_arena_chunk *c, uintptr_t from) {
+  if (!a->tracked) return;
+  for (; c; c = c->next, from = 0) {
+    uintptr_t s = from ? from : data_start(c);
+    AK_TRACK_RELEASE((void *)s, c->end - s);
+  }
+}
+
+int ak_arena_init(ak_arena *a, const ak_arena_options *opts) {
+  if (!a) {
+    _ak_error(EINVAL, "ak_arena_init: arena is NULL");
+    return EINVAL;
+  }
+  ak_arena_options o;
+  if (opts) {
+    o = *opts;
+  } else {
+    memset(&o, 0, sizeof o);
+  }
+  if (o.retain != AK_ARENA_RETAIN_USED && o.retain != AK_ARENA_RETAIN_LIMIT && o.retain != AK_ARENA_RETAIN_NONE) {
+    _ak_error(EINVAL, "ak_arena_init: unknown retain mode %d", (int)o.retain);
+    return EINVAL;
+  }
+  if ((o.buffer == NULL) != (o.buffer_size == 0) || (o.buffer && o.buffer_size < AK_ARENA_MIN_BUFFER)) {
+    _ak_error(EINVAL, "ak_arena_init: buffer %p of %zu bytes (need both, and at least %d bytes)", o.buffer,
+              o.buffer_size, AK_ARENA_MIN_BUFFER);
+    return EINVAL;
+  }
+  size_t first = o.first_chunk ? o.first_chunk : AK_ARENA_DEFAULT_FIRST_CHUNK;
+  size_t maxc = o.max_chunk ? o.max_chunk : AK_ARENA_DEFAULT_MAX_CHUNK;
+  if (!o.max_chunk && maxc < first) maxc = first;
+  first = _ak_os_round_page(first < 2 * HDR ? 2 * HDR : first);
+  maxc = _ak_os_round_page(maxc);
+  if (first == 0 || maxc == 0 || maxc < first || maxc > SIZE_MAX / 4) {
+    _ak_error(EINVAL, "ak_arena_init: chunk sizes first=%zu max=%zu are inconsistent", o.first_chunk, o.max_chunk);
+    return EINVAL;
+  }
+  o.first_chunk = first;
+  o.max_chunk = maxc;
+  memset(a, 0, sizeof *a);
+  a->opts = o;
+  a->next_chunk = first;
+  a->tracked = _ak_track_mode();
+  if (a->tracked & AK_TRACK_MODE_VALGRIND) {
+    a->vg_pool = (uintptr_t)_ak_track_new_pool_id();
+    AK_VG_CREATE_POOL((void *)a->vg_pool);
+  }
+  if (o.buffer) {
+    uintptr_t b = ((uintptr_t)o.buffer + 15) & ~(uintptr_t)15;
+    ak_arena_chunk *c = (ak_arena_chunk *)b;
+    c->next = NULL;
+    c->size = 0;
+    c->end = (uintptr_t)o.buffer + o.buffer_size;
+    c->flags = CHUNK_CALLER;
+    a->chunks = c;
+    if (a->tracked) AK_TRACK_RELEASE((void *)data_start(c), c->end - data_start(c));
+    enter(a, c);
+  }
+  return 0;
+}
+
+void ak_arena_clear(ak_arena *a) {
+  if (!a) return;
+  run_cleanups(a, NULL);
+  if (a->tracked & AK_TRACK_MODE_VALGRIND) {
+    AK_VG_TRIM((void *)a->vg_pool, NULL, 0);
+    a->npieces = 0;
+  }
+  release_large_until(a, NULL);
+  size_t kept = 0;
+  ak_arena_chunk **pp = &a->chunks;
+  while (*pp) {
+    ak_arena_chunk *c = *pp;
+    bool keep;
+    switch (a->opts.retain) {
+      case AK_ARENA_RETAIN_NONE: keep = false; break;
+      case AK_ARENA_RETAIN_LIMIT: keep = (c->flags & CHUNK_USED) && kept + c->size <= a->opts.retain_limit; break;
+      default: keep = (c->flags & CHUNK_USED) != 0; break;
+    }
+    if (keep || (c->flags & CHUNK_CALLER)) {
+      kept += c->size;
+      c->flags &= ~(unsigned)CHUNK_USED;
+      pp = &c->next;
+    } else {
+      *pp = c->next;
+      release_chunk(a, c);
+    }
+  }
+  poison_from(a, a->chunks, 0);
+  a->cur = NULL;
+  a->used_before = 0;
+  a->requested = 0;
+  if (a->chunks) {
+    enter(a, a->chunks);
+  } else {
+    refresh_limit(a);
+  }
+}
+
+void ak_arena_destroy(ak_arena *a) {
+  if (!a) return;
+  run_cleanups(a, NULL);
+  release_large_until(a, NULL);
+  while (a->chunks) {
+    ak_arena_chunk *c = a->chunks;
+    a->chunks = c->next;
+    release_chunk(a, c);
+  }
+  if (a->pieces) _ak_os_free(a->pieces, a->cap_pieces * sizeof *a->pieces);
+  if (a->tracked & AK_TRACK_MODE_VALGRIND) AK_VG_DESTROY_POOL((void *)a->vg_pool);
+  /* The caller buffer goes back to the caller usable again. */
+  if (a->opts.buffer) AK_TRACK_INTERNAL(a->opts.buffer, a->opts.buffer_size);
+  memset(a, 0, sizeof *a);
+}
+
+ak_arena_mark ak_arena_save(const ak_arena *a) {
+  ak_arena_mark m;
+  memset(&m, 0, sizeof m);
+  if (!a) return m;
+  m.chunk = a->cur;
+  m.ptr = a->ptr;
+  m.requested = a->requested;
+  m.used_before = a->used_before;
+  m.large = a->large;
+  m.cleanups = a->cleanups;
+  m.npieces = a->npieces;
+  return m;
+}
+
+void ak_arena_restore(ak_arena *a, ak_arena_mark m) {
+  if (!a) return;
+  run_cleanups(a, m.cleanups);
+  if (a->tracked & AK_TRACK_MODE_VALGRIND) free_pieces_after(a, m.npieces);
+  release_large_until(a, m.large);
+  if (m.chunk) {
+    poison_from(a, m.chunk->next, 0);
+    if (a->tracked) AK_TRACK_RELEASE((void *)m.ptr, m.chunk->end - m.ptr);
+    a->cur = m.chunk;
+    a->ptr = m.ptr;
+  } else {
+    poison_from(a, a->chunks, 0);
+    a->cur = NULL;
+  }
+  a->used_before = m.used_before;
+  a->requested = m.requested;
+  refresh_limit(a);
+}
+
+int ak_arena_defer(ak_arena *a, void (*fn)(void *), void *arg) {
+  if (!a || !fn) {
+    _ak_error(EINVAL, "ak_arena_defer: %s is NULL", a ? "function" : "arena");
+    return EINVAL;
+  }
+  ak_arena_cleanup *c = ak_arena_alloc(a, sizeof *c, _Alignof(ak_arena_cleanup));
+  if (!c) return errno;
+  c->fn = fn;
+  c->arg = arg;
+  c->next = a->cleanups;
+  a->cleanups = c;
+  return 0;
+}
+
+void *ak_arena_zalloc(ak_arena *a, size_t size, size_t align) {
+  void *p = ak_arena_alloc(a, size, align);
+  if (p) memset(p, 0, size);
+  return p;
+}
+
+void *ak_arena_alloc_array(ak_arena *a, size_t count, size_t size, size_t align, int zero) {
+  if (size && count > SIZE_MAX / size) {
+    _ak_error(ENOMEM, "ak_arena_alloc_array: %zu * %zu bytes overflows", count, size);
+    return NULL;
+  }
+  void *p = ak_arena_alloc(a, count * size, align);
+  if (p && zero) memset(p, 0, count * size);
+  return p;
+}
+
+char *ak_arena_strndup(ak_arena *a, const char *s, size_t n) {
+  if (!s) {
+    _ak_error(EINVAL, "ak_arena_strndup: string is NULL");
+    return NULL;
+  }
+  size_t len = strnlen(s, n);
+  char *d = ak_arena_alloc(a, len + 1, 1);
+  if (!d) return NULL;
+  memcpy(d, s, len);
+  d[len] = '\0';
+  return d;
+}
+
+char *ak_arena_strdup(ak_arena *a, const char *s) {
+  if (!s) {
+    _ak_error(EINVAL, "ak_arena_strdup: string is NULL");
+    return NULL;
+  }
+  return ak_arena_strndup(a, s, SIZE_MAX);
+}
+
+void *ak_arena_realloc(ak_arena *a, void *p, size_t old_size, size_t new_size, size_t align) {
+  if (!p) return ak_arena_alloc(a, new_size, align);
+  if (!a || align == 0 || (align & (align - 1)) != 0) {
+    _ak_error(EINVAL, "ak_arena_realloc: %s", a ? "alignment is not a power of two" : "arena is NULL");
+    return NULL;
+  }
+  uintptr_t up = (uintptr_t)p;
+  size_t old_n = old_size ? old_size : 1, new_n = new_size ? new_size : 1;
+  /* In place when p is the newest allocation of the current chunk. */
+  if (a->cur && up + old_n == a->ptr && (up & (align - 1)) == 0 && up >= data_start(a->cur) &&
+      new_n <= real_limit(a) - up) {
+    a->ptr = up + new_n;
+    a->requested = a->requested - old_size + new_size;
+    if (a->tracked) {
+      if (new_n > old_n) AK_UNPOISON((void *)(up + old_n), new_n - old_n);
+      else AK_TRACK_RELEASE((void *)(up + new_n), old_n - new_n);
+      if ((a->tracked & AK_TRACK_MODE_VALGRIND) && a->npieces && a->pieces[a->npieces - 1].p == p) {
+        a->pieces[a->npieces - 1].n = new_n;
+        AK_VG_CHANGE((void *)a->vg_pool, p, new_n);
+      }
+    }
+    return p;
+  }
+  void *q = ak_arena_alloc(a, new_size, align);
+  if (q) memcpy(q, p, old_size < new_size ? old_size : new_size);
+  return q;
+}
+
+bool ak_arena_owns(const ak_arena *a, const void *p) {
+  if (!a || !p) return false;
+  uintptr_t u = (uintptr_t)p;
+  for (const ak_arena_chunk *c = a->large; c; c = c->next)
+    if (u >= data_start(c) && u < c->end) return true;
+  for (const ak_arena_chunk *c = a->chunks; c; c = c->next) {
+    if (c == a->cur) return u >= data_start(c) && u < a->ptr;
+    if (u >= data_start(c) && u < c->end) return true;
+  }
+  return false;
+}
+
+void ak_arena_stats_get(const ak_arena *a, ak_arena_stats *out) {
+  if (!out) return;
+  memset(out, 0, sizeof *out);
+  if (!a) return;
+  out->requested = a->requested;
+  out->used = used_total(a);
+  out->reserved = a->reserved;
+  out->peak_reserved = a->peak_reserved;
+  out->chunks = a->nchunks;
+}

@@ -1,0 +1,123 @@
+/* os_mem.c - the OS memory layer: the only file that calls mmap, munmap
+ * and madvise. See os_mem.h for the contract. */
+#define _GNU_SOURCE
+#include "os/os_mem.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static void *sys_map(size_t size, void *ctx) {
+  (void)ctx;
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static int sys_unmap(void *p, size_t size, void *ctx) {
+  (void)ctx;
+  return munmap(p, size);
+}
+
+static int sys_decommit(void *p, size_t size, void *ctx) {
+  (void)ctx;
+  return madvise(p, size, MADV_DONTNEED);
+}
+
+static const _ak_os_hooks default_hooks = {sys_map, sys_unmap, sys_decommit, NULL};
+static _ak_os_hooks hooks = {sys_map, sys_unmap, sys_decommit, NULL};
+
+/* Counters: relaxed atomics; they are statistics, not synchronisation. */
+static atomic_size_t c_mapped_bytes, c_mappings, c_map_calls, c_failed_calls;
+
+_ak_os_hooks _ak_os_set_hooks(const _ak_os_hooks *h) {
+  _ak_os_hooks old = hooks;
+  hooks = h ? *h : default_hooks;
+  return old;
+}
+
+_ak_os_hooks _ak_os_default_hooks(void) { return default_hooks; }
+
+void _ak_os_get_counters(_ak_os_counters *out) {
+  out->mapped_bytes = atomic_load_explicit(&c_mapped_bytes, memory_order_relaxed);
+  out->mappings = atomic_load_explicit(&c_mappings, memory_order_relaxed);
+  out->map_calls = atomic_load_explicit(&c_map_calls, memory_order_relaxed);
+  out->failed_calls = atomic_load_explicit(&c_failed_calls, memory_order_relaxed);
+}
+
+size_t _ak_os_page_size(void) {
+  static atomic_size_t cached;
+  size_t ps = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (ps == 0) {
+    long v = sysconf(_SC_PAGESIZE);
+    ps = v > 0 ? (size_t)v : 4096;
+    atomic_store_explicit(&cached, ps, memory_order_relaxed);
+  }
+  return ps;
+}
+
+size_t _ak_os_round_page(size_t n) {
+  size_t ps = _ak_os_page_size();
+  if (n > SIZE_MAX - (ps - 1)) return 0;
+  return (n + ps - 1) & ~(ps - 1);
+}
+
+/* Unmaps part of a mapping without touching the counters (used to trim the
+ * over-mapped ends of an aligned reservation). */
+static void unmap_part(void *p, size_t size) {
+  if (size) (void)hooks.unmap(p, size, hooks.ctx);
+}
+
+void *_ak_os_alloc(size_t size, size_t align) {
+  size_t ps = _ak_os_page_size();
+  size_t len = _ak_os_round_page(size);
+  if (size == 0 || align == 0 || (align & (align - 1)) != 0 || len == 0) {
+    atomic_fetch_add_explicit(&c_failed_calls, 1, memory_order_relaxed);
+    errno = (size != 0 && len == 0) ? ENOMEM : EINVAL;
+    return NULL;
+  }
+  void *p;
+  if (align <= ps) {
+    p = hooks.map(len, hooks.ctx);
+  } else {
+    /* Over-map by align - page, then trim both ends to the aligned part. */
+    size_t extra = align - ps;
+    if (len > SIZE_MAX - extra) {
+      atomic_fetch_add_explicit(&c_failed_calls, 1, memory_order_relaxed);
+      errno = ENOMEM;
+      return NULL;
+    }
+    char *raw = hooks.map(len + extra, hooks.ctx);
+    p = raw;
+    if (raw) {
+      char *aligned = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+      unmap_part(raw, (size_t)(aligned - raw));
+      unmap_part(aligned + len, (size_t)(raw + len + extra - (aligned + len)));
+      p = aligned;
+    }
+  }
+  if (!p) {
+    atomic_fetch_add_explicit(&c_failed_calls, 1, memory_order_relaxed);
+    if (errno == 0) errno = ENOMEM;
+    return NULL;
+  }
+  atomic_fetch_add_explicit(&c_mapped_bytes, len, memory_order_relaxed);
+  atomic_fetch_add_explicit(&c_mappings, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&c_map_calls, 1, memory_order_relaxed);
+  return p;
+}
+
+void _ak_os_free(void *p, size_t size) {
+  if (!p) return;
+  size_t len = _ak_os_round_page(size);
+  int saved = errno; /* freeing never changes errno for the caller */
+  (void)hooks.unmap(p, len, hooks.ctx);
+  errno = saved;
+  atomic_fetch_sub_explicit(&c_mapped_bytes, len, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&c_mappings, 1, memory_order_relaxed);
+}
+
+int _ak_os_decommit(void *p, size_t size) {
+  return hooks.decommit(p, _ak_os_round_page(size), hooks.ctx);
+}

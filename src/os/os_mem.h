@@ -1,0 +1,76 @@
+/* os_mem.h - the OS memory layer (internal).
+ *
+ * The only code in arenakit that calls mmap, munmap, madvise or ftruncate.
+ * Every function is thread-safe. Errors: NULL or -1 with errno set to what
+ * the system call said (ENOMEM when the kernel refuses memory).
+ *
+ * Tests can replace the system calls with their own (fault injection) via
+ * _ak_os_set_hooks(); the layer keeps counters of what is mapped so that
+ * tests can prove nothing leaks. */
+#ifndef AK_OS_MEM_H
+#define AK_OS_MEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "arenakit/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The system calls behind the layer; a test may replace any of them.
+ *  `ctx` is passed back unchanged. */
+typedef struct _ak_os_hooks {
+  /** Map `size` bytes of zeroed, read-write anonymous memory (mmap
+   *  semantics: page-aligned result, NULL + errno on failure). */
+  void *(*map)(size_t size, void *ctx);
+  /** Unmap a range the hook's map returned (or part of one). 0 or -1+errno. */
+  int (*unmap)(void *p, size_t size, void *ctx);
+  /** Give the pages of a range back, keep the range mapped. 0 or -1+errno. */
+  int (*decommit)(void *p, size_t size, void *ctx);
+  void *ctx;
+} _ak_os_hooks;
+
+/** Counters of the OS layer (all mappings made through it). */
+typedef struct _ak_os_counters {
+  size_t mapped_bytes;   /**< bytes currently mapped */
+  size_t mappings;       /**< live mappings */
+  size_t map_calls;      /**< successful map requests since start */
+  size_t failed_calls;   /**< map requests that failed */
+} _ak_os_counters;
+
+/** Installs `hooks` (NULL restores the system calls). Not for use while
+ *  other threads allocate. Returns the hooks in force before. */
+_ak_os_hooks _ak_os_set_hooks(const _ak_os_hooks *hooks);
+
+/** The default hooks (the real system calls). */
+_ak_os_hooks _ak_os_default_hooks(void);
+
+/** Reads the counters. */
+void _ak_os_get_counters(_ak_os_counters *out);
+
+/** The system page size (a power of two). */
+size_t _ak_os_page_size(void);
+
+/** Maps `size` bytes (rounded up to the page size) aligned to `align`
+ *  (a power of two; values up to the page size cost nothing, larger ones
+ *  over-map and trim). Zero-filled, read-write. NULL + errno on failure
+ *  (ENOMEM also when size + align overflows). */
+void *_ak_os_alloc(size_t size, size_t align);
+
+/** Unmaps what _ak_os_alloc returned; `size` as passed to it. */
+void _ak_os_free(void *p, size_t size);
+
+/** Returns the physical pages of [p, p + size) to the OS; the range stays
+ *  mapped and reads as zero afterwards. `p` page-aligned. 0 or -1 + errno. */
+int _ak_os_decommit(void *p, size_t size);
+
+/** Rounds `n` up to a multiple of the page size; 0 if that overflows. */
+size_t _ak_os_round_page(size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AK_OS_MEM_H */
