@@ -102,21 +102,21 @@ typedef struct ak_arena {
   uintptr_t limit;  /**< end of what the fast path may hand out */
   size_t requested; /**< stats: sum of requested sizes since the last clear */
   /* ---- cold: only the slow path and the cycle operations use these ---- */
-  uintptr_t real_limit;      /**< the limit when `limit` is the tracked trap */
-  ak_arena_chunk *chunks;    /**< regular chunks, in order of first use */
-  ak_arena_chunk *cur;       /**< current regular chunk (NULL: none yet) */
-  ak_arena_chunk *large;     /**< dedicated chunks, newest first */
-  ak_arena_cleanup *cleanups;/**< registered cleanups, newest first */
-  size_t used_before;        /**< bytes handed out before the current chunk */
-  size_t next_chunk;         /**< size of the next regular chunk to map */
-  size_t reserved;           /**< bytes currently mapped from the OS */
-  size_t nchunks;            /**< chunks currently held (regular + large) */
-  size_t peak_reserved;      /**< high-water mark of `reserved` */
+  uintptr_t real_limit;          /**< the limit when `limit` is the tracked trap */
+  ak_arena_chunk *chunks;        /**< regular chunks, in order of first use */
+  ak_arena_chunk *cur;           /**< current regular chunk (NULL: none yet) */
+  ak_arena_chunk *large;         /**< dedicated chunks, newest first */
+  ak_arena_cleanup *cleanups;    /**< registered cleanups, newest first */
+  size_t used_before;            /**< bytes handed out before the current chunk */
+  size_t next_chunk;             /**< size of the next regular chunk to map */
+  size_t reserved;               /**< bytes currently mapped from the OS */
+  size_t nchunks;                /**< chunks currently held (regular + large) */
+  size_t peak_reserved;          /**< high-water mark of `reserved` */
   struct ak_arena_piece *pieces; /**< under Valgrind: live allocations */
   size_t npieces, cap_pieces;    /**< ... their count and room */
-  ak_arena_options opts;     /**< the options, defaults filled in */
-  uintptr_t vg_pool;         /**< tracked mode: Valgrind mempool handle */
-  unsigned tracked;          /**< annotation mode (0: none) */
+  ak_arena_options opts;         /**< the options, defaults filled in */
+  uintptr_t vg_pool;             /**< tracked mode: Valgrind mempool handle */
+  unsigned tracked;              /**< annotation mode (0: none) */
 } ak_arena;
 
 /** A saved position; restoring it frees everything allocated after it. */
@@ -241,9 +241,11 @@ AK_API void ak_arena_stats_get(const ak_arena *a, ak_arena_stats *out);
 #define AK_ARENA_NEW(a, type) ((type *)ak_arena_alloc((a), sizeof(type), AK_ALIGNOF(type)))
 /** Allocates an array of `n` objects of `type`; NULL with ENOMEM if
  *  n * sizeof(type) overflows. Uninitialised. */
-#define AK_ARENA_NEW_ARRAY(a, type, n) ((type *)ak_arena_alloc_array((a), (n), sizeof(type), AK_ALIGNOF(type), 0))
+#define AK_ARENA_NEW_ARRAY(a, type, n) \
+  ((type *)ak_arena_alloc_array((a), (n), sizeof(type), AK_ALIGNOF(type), 0))
 /** As AK_ARENA_NEW_ARRAY, zero-filled. */
-#define AK_ARENA_NEW_ZARRAY(a, type, n) ((type *)ak_arena_alloc_array((a), (n), sizeof(type), AK_ALIGNOF(type), 1))
+#define AK_ARENA_NEW_ZARRAY(a, type, n) \
+  ((type *)ak_arena_alloc_array((a), (n), sizeof(type), AK_ALIGNOF(type), 1))
 
 #ifdef __cplusplus
 }

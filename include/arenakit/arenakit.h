@@ -7,7 +7,7 @@
 #ifndef ARENAKIT_ARENAKIT_H
 #define ARENAKIT_ARENAKIT_H
 
-#include "arenakit/common.h"
 #include "arenakit/arena.h"
+#include "arenakit/common.h"
 
 #endif /* ARENAKIT_ARENAKIT_H */

@@ -100,6 +100,8 @@ static void release_chunk(ak_arena *a, ak_arena_chunk *c) {
   if (c->flags & CHUNK_CALLER) return;
   a->reserved -= c->size;
   a->nchunks--;
+  /* The kernel may hand the range out again: leave no poison behind. */
+  if (a->tracked) AK_TRACK_INTERNAL((void *)c, c->size);
   _ak_os_free(c, c->size);
 }
 
@@ -143,16 +145,13 @@ static void *bump(ak_arena *a, size_t size, size_t align) {
   return (void *)p;
 }
 
-/* Under Valgrind: remember the piece so restore can free it. */
+/* Under Valgrind: remember the piece so restore can free it. The table is
+ * debugging state, kept on the C heap so it shows in no arena counter. */
 static int record_piece(ak_arena *a, void *p, size_t n) {
   if (a->npieces == a->cap_pieces) {
     size_t cap = a->cap_pieces ? a->cap_pieces * 2 : 1024;
-    struct ak_arena_piece *np = _ak_os_alloc(cap * sizeof *np, 1);
+    struct ak_arena_piece *np = realloc(a->pieces, cap * sizeof *np);
     if (!np) return -1;
-    if (a->pieces) {
-      memcpy(np, a->pieces, a->npieces * sizeof *np);
-      _ak_os_free(a->pieces, a->cap_pieces * sizeof *np);
-    }
     a->pieces = np;
     a->cap_pieces = cap;
   }
@@ -312,7 +311,8 @@ int ak_arena_init(ak_arena *a, const ak_arena_options *opts) {
   } else {
     memset(&o, 0, sizeof o);
   }
-  if (o.retain != AK_ARENA_RETAIN_USED && o.retain != AK_ARENA_RETAIN_LIMIT && o.retain != AK_ARENA_RETAIN_NONE) {
+  if (o.retain != AK_ARENA_RETAIN_USED && o.retain != AK_ARENA_RETAIN_LIMIT &&
+      o.retain != AK_ARENA_RETAIN_NONE) {
     _ak_error(EINVAL, "ak_arena_init: unknown retain mode %d", (int)o.retain);
     return EINVAL;
   }
@@ -327,7 +327,8 @@ int ak_arena_init(ak_arena *a, const ak_arena_options *opts) {
   first = _ak_os_round_page(first < 2 * HDR ? 2 * HDR : first);
   maxc = _ak_os_round_page(maxc);
   if (first == 0 || maxc == 0 || maxc < first || maxc > SIZE_MAX / 4) {
-    _ak_error(EINVAL, "ak_arena_init: chunk sizes first=%zu max=%zu are inconsistent", o.first_chunk, o.max_chunk);
+    _ak_error(EINVAL, "ak_arena_init: chunk sizes first=%zu max=%zu are inconsistent", o.first_chunk,
+              o.max_chunk);
     return EINVAL;
   }
   o.first_chunk = first;
@@ -369,7 +370,9 @@ void ak_arena_clear(ak_arena *a) {
     bool keep;
     switch (a->opts.retain) {
       case AK_ARENA_RETAIN_NONE: keep = false; break;
-      case AK_ARENA_RETAIN_LIMIT: keep = (c->flags & CHUNK_USED) && kept + c->size <= a->opts.retain_limit; break;
+      case AK_ARENA_RETAIN_LIMIT:
+        keep = (c->flags & CHUNK_USED) && kept + c->size <= a->opts.retain_limit;
+        break;
       default: keep = (c->flags & CHUNK_USED) != 0; break;
     }
     if (keep || (c->flags & CHUNK_CALLER)) {
@@ -401,7 +404,7 @@ void ak_arena_destroy(ak_arena *a) {
     a->chunks = c->next;
     release_chunk(a, c);
   }
-  if (a->pieces) _ak_os_free(a->pieces, a->cap_pieces * sizeof *a->pieces);
+  free(a->pieces);
   if (a->tracked & AK_TRACK_MODE_VALGRIND) AK_VG_DESTROY_POOL((void *)a->vg_pool);
   /* The caller buffer goes back to the caller usable again. */
   if (a->opts.buffer) AK_TRACK_INTERNAL(a->opts.buffer, a->opts.buffer_size);
@@ -506,8 +509,10 @@ void *ak_arena_realloc(ak_arena *a, void *p, size_t old_size, size_t new_size, s
     a->ptr = up + new_n;
     a->requested = a->requested - old_size + new_size;
     if (a->tracked) {
-      if (new_n > old_n) AK_UNPOISON((void *)(up + old_n), new_n - old_n);
-      else AK_TRACK_RELEASE((void *)(up + new_n), old_n - new_n);
+      if (new_n > old_n)
+        AK_TRACK_ACQUIRE((void *)(up + old_n), new_n - old_n);
+      else
+        AK_TRACK_RELEASE((void *)(up + new_n), old_n - new_n);
       if ((a->tracked & AK_TRACK_MODE_VALGRIND) && a->npieces && a->pieces[a->npieces - 1].p == p) {
         a->pieces[a->npieces - 1].n = new_n;
         AK_VG_CHANGE((void *)a->vg_pool, p, new_n);

@@ -44,6 +44,7 @@
 #define AK_VG_CHANGE(pool, p, n) VALGRIND_MEMPOOL_CHANGE((pool), (p), (p), (n))
 #define AK_VG_NOACCESS(p, n) VALGRIND_MAKE_MEM_NOACCESS((p), (n))
 #define AK_VG_DEFINED(p, n) VALGRIND_MAKE_MEM_DEFINED((p), (n))
+#define AK_VG_UNDEFINED(p, n) VALGRIND_MAKE_MEM_UNDEFINED((p), (n))
 #else
 #define AK_ON_VALGRIND() 0
 #define AK_VG_CREATE_POOL(pool) ((void)(pool))
@@ -54,6 +55,7 @@
 #define AK_VG_CHANGE(pool, p, n) ((void)(pool), (void)(p), (void)(n))
 #define AK_VG_NOACCESS(p, n) ((void)(p), (void)(n))
 #define AK_VG_DEFINED(p, n) ((void)(p), (void)(n))
+#define AK_VG_UNDEFINED(p, n) ((void)(p), (void)(n))
 #endif
 
 /* Marks [p, p + n) as free memory the user must not touch. */
@@ -61,6 +63,13 @@
   do {                         \
     AK_POISON((p), (n));       \
     AK_VG_NOACCESS((p), (n));  \
+  } while (0)
+
+/* Marks [p, p + n) as handed to the user: addressable, contents undefined. */
+#define AK_TRACK_ACQUIRE(p, n) \
+  do {                         \
+    AK_UNPOISON((p), (n));     \
+    AK_VG_UNDEFINED((p), (n)); \
   } while (0)
 
 /* Marks [p, p + n) as the allocator's own bookkeeping, readable by it. */

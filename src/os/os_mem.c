@@ -118,6 +118,4 @@ void _ak_os_free(void *p, size_t size) {
   atomic_fetch_sub_explicit(&c_mappings, 1, memory_order_relaxed);
 }
 
-int _ak_os_decommit(void *p, size_t size) {
-  return hooks.decommit(p, _ak_os_round_page(size), hooks.ctx);
-}
+int _ak_os_decommit(void *p, size_t size) { return hooks.decommit(p, _ak_os_round_page(size), hooks.ctx); }

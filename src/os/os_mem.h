@@ -34,10 +34,10 @@ typedef struct _ak_os_hooks {
 
 /** Counters of the OS layer (all mappings made through it). */
 typedef struct _ak_os_counters {
-  size_t mapped_bytes;   /**< bytes currently mapped */
-  size_t mappings;       /**< live mappings */
-  size_t map_calls;      /**< successful map requests since start */
-  size_t failed_calls;   /**< map requests that failed */
+  size_t mapped_bytes; /**< bytes currently mapped */
+  size_t mappings;     /**< live mappings */
+  size_t map_calls;    /**< successful map requests since start */
+  size_t failed_calls; /**< map requests that failed */
 } _ak_os_counters;
 
 /** Installs `hooks` (NULL restores the system calls). Not for use while
