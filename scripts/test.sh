@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The README's test command: builds arenakit and runs every test suite.
+#
+#   scripts/test.sh            all stages
+#   scripts/test.sh STAGE...   some of: release asan valgrind format
+#
+# Stages:
+#   release   release-with-assertions build (-O2 -g, assert on, -Werror),
+#             every ctest suite including the consumer link tests
+#   asan      AddressSanitizer + UndefinedBehaviorSanitizer build, unit tests
+#             (the arena takes its annotated path: use-after-clear death tests)
+#   valgrind  memcheck over the single-threaded suites of the release build
+#             (the arena registers as a Valgrind mempool)
+#   format    clang-format check of every source file
+# Installs missing Debian packages first (scripts/deps.sh test).
+# Ends with one line "tests: N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+jobs=${AK_JOBS:-$(nproc)}
+stages=("$@")
+[ ${#stages[@]} -eq 0 ] && stages=(release asan valgrind format)
+
+scripts/deps.sh test || { echo "test.sh: could not install dependencies" >&2; exit 1; }
+
+passed=0
+failed=0
+failures=()
+
+# Runs ctest in build dir $1 with extra args; adds its counts to the totals.
+run_ctest() {
+  local dir=$1 name=$2
+  shift 2
+  local log
+  log=$(mktemp)
+  (cd "$dir" && ctest --output-on-failure -j"$jobs" "$@") 2>&1 | tee "$log"
+  local line
+  line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1)
+  if [ -z "$line" ]; then
+    failed=$((failed + 1))
+    failures+=("$name: ctest printed no summary")
+  else
+    local total nfail
+    total=$(echo "$line" | sed -E 's/.* out of ([0-9]+).*/\1/')
+    nfail=$(echo "$line" | sed -E 's/.*passed, ([0-9]+) tests? failed.*/\1/')
+    passed=$((passed + total - nfail))
+    failed=$((failed + nfail))
+    [ "$nfail" -eq 0 ] || failures+=("$name: $nfail ctest failures")
+  fi
+  rm -f "$log"
+}
+
+step() { # name command...: a single pass/fail step
+  local name=$1
+  shift
+  echo "== $name"
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$name"); fi
+}
+
+configure_build() { # dir cmake-args...
+  local dir=$1
+  shift
+  cmake -S "$root" -B "$dir" -DAK_BUILD_BENCH=OFF -DAK_WERROR=ON "$@" >/dev/null &&
+    cmake --build "$dir" -j"$jobs"
+}
+
+for stage in "${stages[@]}"; do
+  case "$stage" in
+    release)
+      echo "==== release-with-assertions build"
+      if configure_build build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g"; then
+        run_ctest build-test release
+      else
+        failed=$((failed + 1)); failures+=("release build")
+      fi
+      ;;
+    asan)
+      echo "==== ASan+UBSan build"
+      if configure_build build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" \
+        -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DAK_SANITIZE=address,undefined; then
+        ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+          run_ctest build-asan asan -LE consumer
+      else
+        failed=$((failed + 1)); failures+=("asan build")
+      fi
+      ;;
+    valgrind)
+      echo "==== Valgrind memcheck (single-threaded suites)"
+      [ -x build-test/tests/arena_test ] || configure_build build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
+      for t in build-test/tests/arena_test build-test/tests/arena_cpp_test; do
+        [ -x "$t" ] || continue
+        step "valgrind $(basename "$t")" valgrind --error-exitcode=99 --leak-check=full -q "$t" --gtest_brief=1
+      done
+      ;;
+    format)
+      echo "==== clang-format check"
+      [ -f build-test/Makefile ] || cmake -S "$root" -B build-test -DAK_BUILD_BENCH=OFF >/dev/null
+      step "format-check" cmake --build build-test --target format-check
+      ;;
+    *) echo "test.sh: unknown stage '$stage'" >&2; exit 2 ;;
+  esac
+done
+
+if [ ${#failures[@]} -gt 0 ]; then
+  printf 'FAILED: %s\n' "${failures[@]}"
+fi
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
