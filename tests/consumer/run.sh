@@ -1,0 +1,340 @@
+#!/usr/bin/env bash
+# run.sh - proves the three ways to use arenakit from another project:
+#   cmake-package     find_package(arenakit CONFIG REQUIRED) on the installed
+#                     package; arenakit::arenakit and arenakit::arenakit_static
+#   pkg-config        pkg-config --cflags --libs [--static] arenakit against
+#                     the install prefix, plain compiler driver
+#   add_subdirectory  add_subdirectory(<arenakit source dir>) in a consumer
+# Each way builds the consumer program of tests/consumer/common (two C units
+# and a C++ unit that all include the headers and call ak_arena_alloc, so the
+# link also proves there is no `extern inline` trap) and runs it.
+#
+# Usage: run.sh <arenakit source dir> <scratch dir> <C compiler> <C++ compiler>
+# Environment: AK_CMAKE (cmake to use, default: cmake on PATH),
+#              AK_CONSUMER_JOBS (default 2), PKG_CONFIG (default pkg-config),
+#              AK_CONSUMER_STRICT=1 (a non-relocatable arenakit.pc fails too).
+# Prints one line per way ("<way>: ok" or "<way>: FAILED: <why>") and exits
+# non-zero if any way failed. Logs stay in <scratch dir>/logs.
+set -u
+
+if [ $# -ne 4 ]; then
+  echo "usage: $0 <arenakit source dir> <scratch dir> <C compiler> <C++ compiler>" >&2
+  exit 2
+fi
+src=$(cd "$1" && pwd) || { echo "run.sh: no source dir $1" >&2; exit 2; }
+scratch=$2
+cc=$3
+cxx=$4
+here=$(cd "$(dirname "$0")" && pwd)
+cmake=${AK_CMAKE:-cmake}
+jobs=${AK_CONSUMER_JOBS:-2}
+
+# Nothing from the caller's environment may redirect what is found or where
+# things go: the consumers must see exactly the prefix built here.
+unset DESTDIR CMAKE_PREFIX_PATH CMAKE_INSTALL_PREFIX arenakit_DIR arenakit_ROOT ARENAKIT_DIR \
+  PKG_CONFIG_PATH PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR LD_LIBRARY_PATH \
+  MAKEFLAGS MFLAGS MAKELEVEL CMAKE_BUILD_PARALLEL_LEVEL
+
+mkdir -p "$scratch" || exit 2
+scratch=$(cd "$scratch" && pwd)
+case "$scratch" in
+  / | "$HOME" | "$src") echo "run.sh: refusing scratch dir $scratch" >&2; exit 2 ;;
+esac
+# Only the subdirectories this script creates are removed.
+rm -rf "$scratch/arenakit-build" "$scratch/prefix" "$scratch/package-build" \
+  "$scratch/pkgconfig-build" "$scratch/subdir-build" "$scratch/logs" "$scratch/prefix-moved"
+mkdir -p "$scratch/logs"
+logs=$scratch/logs
+prefix=$scratch/prefix
+
+failed=0
+# fail <way> <log> <message>: reports a failed way with the tail of its log.
+fail() {
+  echo "$1: FAILED: $3"
+  if [ -n "$2" ] && [ -s "$2" ]; then
+    echo "---- last lines of $2 ----"
+    tail -n 40 "$2"
+    echo "----"
+  fi
+  failed=1
+}
+# step <log> <command...>: runs a command, appending its output to <log>.
+step() {
+  local log=$1
+  shift
+  echo "+ $*" >>"$log"
+  "$@" >>"$log" 2>&1
+}
+# needed_libs <binary>: the DT_NEEDED entries of an ELF file, one per line.
+needed_libs() { readelf -d "$1" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\].*/\1/p'; }
+# check_link <binary> shared|static: the binary uses libarenakit the way asked.
+check_link() {
+  if ! command -v readelf >/dev/null 2>&1; then return 0; fi
+  if [ "$2" = shared ]; then
+    needed_libs "$1" | grep -q '^libarenakit\.so' || { echo "$1 does not need libarenakit.so"; return 1; }
+  else
+    ! needed_libs "$1" | grep -q '^libarenakit' || { echo "$1 needs a shared libarenakit"; return 1; }
+  fi
+  return 0
+}
+# run_app <log> <binary>: runs a consumer program; it must exit 0.
+run_app() {
+  local log=$1 bin=$2 rc
+  echo "+ $bin" >>"$log"
+  "$bin" >>"$log" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || echo "$bin exited with $rc"
+  return $rc
+}
+
+start=$(date +%s)
+
+# ---- build and install arenakit into a fresh prefix -------------------------
+installed=0
+ilog=$logs/install.log
+if step "$ilog" "$cmake" -S "$src" -B "$scratch/arenakit-build" -DCMAKE_BUILD_TYPE=Release \
+  -DAK_BUILD_TESTS=OFF -DAK_BUILD_BENCH=OFF -DCMAKE_INSTALL_PREFIX="$prefix" \
+  -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" &&
+  step "$ilog" "$cmake" --build "$scratch/arenakit-build" -j "$jobs" &&
+  step "$ilog" "$cmake" --install "$scratch/arenakit-build"; then
+  # The layout the three ways rely on; each missing piece is named.
+  missing=()
+  [ -f "$prefix/include/arenakit/arenakit.h" ] || missing+=("include/arenakit/arenakit.h")
+  [ -f "$prefix/include/arenakit/arena.h" ] || missing+=("include/arenakit/arena.h")
+  [ -f "$prefix/include/arenakit/common.h" ] || missing+=("include/arenakit/common.h")
+  libdir=$(dirname "$(find "$prefix" -name 'libarenakit.so' -print -quit 2>/dev/null)")
+  [ -n "$(find "$prefix" -name 'libarenakit.so' -print -quit)" ] || missing+=("libarenakit.so")
+  [ -n "$(find "$prefix" -name 'libarenakit.so.[0-9]*' -print -quit)" ] || missing+=("libarenakit.so.<soversion>")
+  [ -n "$(find "$prefix" -name 'libarenakit.a' -print -quit)" ] || missing+=("libarenakit.a")
+  [ -n "$(find "$prefix" -path '*/cmake/arenakit/arenakitConfig.cmake' -print -quit)" ] ||
+    missing+=("<libdir>/cmake/arenakit/arenakitConfig.cmake")
+  [ -n "$(find "$prefix" -path '*/cmake/arenakit/arenakitConfigVersion.cmake' -print -quit)" ] ||
+    missing+=("<libdir>/cmake/arenakit/arenakitConfigVersion.cmake")
+  [ -n "$(find "$prefix" -path '*/cmake/arenakit/arenakitTargets.cmake' -print -quit)" ] ||
+    missing+=("<libdir>/cmake/arenakit/arenakitTargets.cmake")
+  pcfile=$(find "$prefix" -path '*/pkgconfig/arenakit.pc' -print -quit)
+  [ -n "$pcfile" ] || missing+=("<libdir>/pkgconfig/arenakit.pc")
+  # The shared library exports the API (ak_*) and nothing else.
+  leaked=""
+  if [ -f "$libdir/libarenakit.so" ] && command -v nm >/dev/null 2>&1; then
+    leaked=$(nm -D --defined-only "$libdir/libarenakit.so" | awk 'NF >= 3 && $3 !~ /^ak_/ { print $3 }' | tr '\n' ' ')
+  fi
+  if [ -n "$leaked" ]; then
+    echo "install: FAILED: libarenakit.so exports symbols outside the ak_ namespace: $leaked"
+    failed=1
+  elif [ ${#missing[@]} -eq 0 ]; then
+    installed=1
+    echo "install: ok ($prefix, libdir ${libdir#"$prefix"/})"
+  else
+    echo "install: FAILED: the install prefix lacks: ${missing[*]}"
+    echo "---- installed files ----"
+    (cd "$prefix" && find . -type f -o -type l | sort)
+    echo "----"
+    failed=1
+  fi
+else
+  fail install "$ilog" "configuring, building or installing arenakit failed"
+fi
+
+# ---- the same build installed elsewhere: cmake --install --prefix <other> ----
+# The CMake package is relocatable by construction; arenakit.pc must name the
+# prefix it was installed to as well. A mismatch is a warning (an error with
+# AK_CONSUMER_STRICT=1): the three ways below install to the configured prefix.
+if [ $installed -eq 1 ]; then
+  rlog=$logs/relocate.log
+  moved=$scratch/prefix-moved
+  if step "$rlog" "$cmake" --install "$scratch/arenakit-build" --prefix "$moved"; then
+    moved_pc=$(find "$moved" -path '*/pkgconfig/arenakit.pc' -print -quit)
+    pc_prefix=$(sed -n 's/^prefix=//p' "$moved_pc" 2>/dev/null | head -n 1)
+    if [ "$pc_prefix" = "$moved" ]; then
+      echo "relocation: ok (cmake --install --prefix rewrites arenakit.pc)"
+    else
+      echo "relocation: WARNING: after \`cmake --install --prefix $moved\`, arenakit.pc still says" \
+        "prefix=$pc_prefix (the CMAKE_INSTALL_PREFIX of configure time)"
+      [ "${AK_CONSUMER_STRICT:-0}" = 1 ] && failed=1
+    fi
+  else
+    fail relocation "$rlog" "cmake --install --prefix $moved failed"
+  fi
+  if [ -f "$prefix/include/arenakit/arenakit.hpp" ]; then
+    echo "headers: the C++ units include <arenakit/arenakit.hpp>"
+  else
+    echo "headers: no arenakit.hpp installed; the C++ units include <arenakit/arenakit.h>"
+  fi
+fi
+
+# ---- 1. the installed CMake package -------------------------------------------
+way="cmake-package"
+log=$logs/$way.log
+bdir=$scratch/package-build
+if [ $installed -ne 1 ]; then
+  fail $way "" "skipped: arenakit did not install"
+elif ! step "$log" "$cmake" -S "$here/package" -B "$bdir" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix" -DAK_CONSUMER_PREFIX="$prefix" \
+  -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx"; then
+  fail $way "$log" "configuring the consumer failed (find_package(arenakit CONFIG) or its targets)"
+elif ! step "$log" "$cmake" --build "$bdir" -j "$jobs"; then
+  fail $way "$log" "building the consumer failed"
+else
+  why=""
+  for app in app_shared app_static app_c; do
+    kind=shared
+    [ $app = app_static ] && kind=static
+    why=$(check_link "$bdir/$app" $kind) || break
+    why=$(run_app "$log" "$bdir/$app") || break
+  done
+  if [ -z "$why" ]; then
+    echo "$way: ok (arenakit::arenakit, arenakit::arenakit_static, C-only program)"
+  else
+    fail $way "$log" "$why"
+  fi
+fi
+
+# ---- 2. pkg-config -------------------------------------------------------------
+way="pkg-config"
+log=$logs/$way.log
+bdir=$scratch/pkgconfig-build
+pkgconfig=${PKG_CONFIG:-}
+if [ -z "$pkgconfig" ]; then
+  pkgconfig=$(command -v pkg-config || command -v pkgconf || true)
+fi
+# pkgconfig_way: returns 0 when every pkg-config check passes, else prints why.
+# Flags from pkg-config are split into words on purpose.
+# shellcheck disable=SC2086,SC2015
+pkgconfig_way() {
+  # Only the prefix under test: no system directories.
+  export PKG_CONFIG_LIBDIR
+  PKG_CONFIG_LIBDIR=$(dirname "$pcfile")
+  mkdir -p "$bdir"
+  step "$log" "$pkgconfig" --exists --print-errors arenakit || {
+    echo "pkg-config does not accept arenakit.pc"
+    return 1
+  }
+  local version pc_prefix cflags libs slibs_l slibs_other slibs_L expect
+  version=$("$pkgconfig" --modversion arenakit)
+  pc_prefix=$("$pkgconfig" --variable=prefix arenakit)
+  cflags=$("$pkgconfig" --cflags arenakit)
+  libs=$("$pkgconfig" --libs arenakit)
+  slibs_L=$("$pkgconfig" --static --libs-only-L arenakit)
+  # --static: only -larenakit is wrapped in -Bstatic (the archive is chosen
+  # over the shared library next to it); system libraries stay dynamic.
+  local l
+  slibs_l=""
+  for l in $("$pkgconfig" --static --libs-only-l arenakit); do
+    if [ "$l" = -larenakit ]; then slibs_l="$slibs_l -Wl,-Bstatic -larenakit -Wl,-Bdynamic"; else slibs_l="$slibs_l $l"; fi
+  done
+  slibs_other=$("$pkgconfig" --static --libs-only-other arenakit)
+  {
+    echo "version=$version prefix=$pc_prefix"
+    echo "cflags=$cflags"
+    echo "libs=$libs"
+    echo "static libs=$slibs_L $slibs_l $slibs_other"
+  } >>"$log"
+  [ "$(cd "$pc_prefix" 2>/dev/null && pwd)" = "$prefix" ] || {
+    echo "arenakit.pc has prefix=$pc_prefix, installed to $prefix"
+    return 1
+  }
+  local flag
+  for flag in $cflags $libs; do
+    case "$flag" in
+      -I* | -L*) [ -d "${flag:2}" ] || { echo "arenakit.pc names a missing directory: $flag"; return 1; } ;;
+    esac
+  done
+  case " $libs " in *" -larenakit "*) ;; *) echo "pkg-config --libs lacks -larenakit: $libs"; return 1 ;; esac
+  if ! printf '%s\n' "$version" | grep -Eq '^[0-9]+\.[0-9]+\.[0-9]+$'; then
+    echo "pkg-config --modversion gives '$version'"
+    return 1
+  fi
+  local major minor patch
+  IFS=. read -r major minor patch <<<"$version"
+  expect=$((major * 10000 + minor * 100 + patch))
+  local hpp=0
+  local inc
+  for inc in $("$pkgconfig" --cflags-only-I arenakit); do
+    [ -f "${inc#-I}/arenakit/arenakit.hpp" ] && hpp=1
+  done
+  [ -f "$("$pkgconfig" --variable=includedir arenakit)/arenakit/arenakit.hpp" ] && hpp=1
+  local common=$here/common defs="-DAK_CONSUMER_EXPECT_VERSION=$expect -DAK_CONSUMER_HAVE_HPP=$hpp"
+  local opt o
+  # Every unit at -O0 (nothing inlined unless forced: the extern-inline trap
+  # shows there) and -O2.
+  for opt in O0 O2; do
+    o=$bdir/$opt
+    mkdir -p "$o"
+    step "$log" "$cc" -std=c11 -Wall -Wextra -$opt $defs $cflags -c "$common/main.c" -o "$o/main.o" &&
+      step "$log" "$cc" -std=c11 -Wall -Wextra -$opt $defs -DCONSUMER_NO_CXX=1 $cflags -c "$common/main.c" \
+        -o "$o/main_c.o" &&
+      step "$log" "$cc" -std=c11 -Wall -Wextra -$opt $defs $cflags -c "$common/part_c.c" -o "$o/part_c.o" &&
+      step "$log" "$cxx" -std=c++17 -Wall -Wextra -$opt $defs $cflags -c "$common/part_cpp.cpp" \
+        -o "$o/part_cpp.o" || {
+      echo "compiling with \`pkg-config --cflags arenakit\` failed (-$opt)"
+      return 1
+    }
+    # Shared, C and C++, found through an rpath.
+    step "$log" "$cxx" "$o/main.o" "$o/part_c.o" "$o/part_cpp.o" -o "$o/app_shared" $libs \
+      -Wl,-rpath,"$libdir" || {
+      echo "linking with \`pkg-config --libs arenakit\` failed (C and C++, -$opt)"
+      return 1
+    }
+    check_link "$o/app_shared" shared || return 1
+    run_app "$log" "$o/app_shared" || return 1
+    # Shared, pure C linked by the C driver, found through LD_LIBRARY_PATH.
+    step "$log" "$cc" "$o/main_c.o" "$o/part_c.o" -o "$o/app_c" $libs || {
+      echo "linking a C-only program with \`pkg-config --libs arenakit\` failed (-$opt)"
+      return 1
+    }
+    check_link "$o/app_c" shared || return 1
+    LD_LIBRARY_PATH=$libdir run_app "$log" "$o/app_c" || return 1
+    # Static: `pkg-config --static --libs`, with the archive chosen over the
+    # shared library that sits next to it.
+    step "$log" "$cxx" "$o/main.o" "$o/part_c.o" "$o/part_cpp.o" -o "$o/app_static" $slibs_L $slibs_l $slibs_other || {
+      echo "linking with \`pkg-config --static --libs arenakit\` failed (C and C++, -$opt)"
+      return 1
+    }
+    check_link "$o/app_static" static || return 1
+    run_app "$log" "$o/app_static" || return 1
+    step "$log" "$cc" "$o/main_c.o" "$o/part_c.o" -o "$o/app_c_static" $slibs_L $slibs_l $slibs_other || {
+      echo "linking a C-only program with \`pkg-config --static --libs arenakit\` failed (-$opt)"
+      return 1
+    }
+    check_link "$o/app_c_static" static || return 1
+    run_app "$log" "$o/app_c_static" || return 1
+  done
+  return 0
+}
+if [ $installed -ne 1 ]; then
+  fail $way "" "skipped: arenakit did not install"
+elif [ -z "$pkgconfig" ]; then
+  fail $way "" "neither pkg-config nor pkgconf is installed (scripts/deps.sh test installs pkgconf)"
+elif why=$(pkgconfig_way); then
+  echo "$way: ok (shared via rpath and LD_LIBRARY_PATH, --static; -O0 and -O2)"
+else
+  fail $way "$log" "$why"
+fi
+
+# ---- 3. add_subdirectory() ----------------------------------------------------
+way="add_subdirectory"
+log=$logs/$way.log
+bdir=$scratch/subdir-build
+if ! step "$log" "$cmake" -S "$here/subdir" -B "$bdir" -DCMAKE_BUILD_TYPE=Release \
+  -DAK_CONSUMER_ARENAKIT_SOURCE="$src" -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx"; then
+  fail $way "$log" "configuring the consumer with add_subdirectory(arenakit) failed"
+elif ! step "$log" "$cmake" --build "$bdir" -j "$jobs"; then
+  fail $way "$log" "building the consumer failed"
+else
+  why=""
+  for app in app_shared app_static app_c; do
+    kind=shared
+    [ $app = app_static ] && kind=static
+    why=$(check_link "$bdir/$app" $kind) || break
+    why=$(run_app "$log" "$bdir/$app") || break
+  done
+  if [ -z "$why" ]; then
+    echo "$way: ok (arenakit::arenakit, arenakit::arenakit_static, C-only program)"
+  else
+    fail $way "$log" "$why"
+  fi
+fi
+
+echo "consumer_link: $([ $failed -eq 0 ] && echo passed || echo FAILED) in $(($(date +%s) - start)) s (logs: $logs)"
+exit $failed
