@@ -55,6 +55,20 @@ TEST(ArenaInit, DefaultsAndNullOptions) {
   EXPECT_EQ(t.stats().chunks, 1u);
 }
 
+TEST(ArenaInit, ZeroFilledAndDestroyedArenasAreUsable) {
+  ak_arena a;
+  std::memset(&a, 0, sizeof a);
+  for (int i = 0; i < 1000; i++) ASSERT_NE(ak_arena_alloc(&a, 32, 8), nullptr);
+  ak_arena_stats s;
+  ak_arena_stats_get(&a, &s);
+  EXPECT_LE(s.chunks, 4u) << "a zero-filled arena uses the default chunk sizes";
+  ak_arena_destroy(&a);
+  ASSERT_NE(ak_arena_alloc(&a, 32, 8), nullptr) << "a destroyed arena can be used again";
+  ak_arena_stats_get(&a, &s);
+  EXPECT_EQ(s.chunks, 1u);
+  ak_arena_destroy(&a);
+}
+
 TEST(ArenaInit, RejectsContradictoryOptions) {
   ak_arena a;
   ak_arena_options o{};
@@ -351,7 +365,8 @@ TEST(ArenaBudget, CheckedOnEveryAllocation) {
   ak_arena_options o{};
   o.max_bytes = 1000;
   Arena t(&o);
-  for (int i = 0; i < 10; i++) ASSERT_NE(ak_arena_alloc(&t.a, 100, 1), nullptr) << i;
+  for (int i = 0; i < 10; i++) ASSERT_NE(ak_arena_alloc(&t.a, 96, 1), nullptr) << i;
+  ASSERT_NE(ak_arena_alloc(&t.a, 33, 1), nullptr) << "33 bytes use 40: exactly the budget";
   errno = 0;
   EXPECT_EQ(ak_arena_alloc(&t.a, 1, 1), nullptr) << "the budget is exhausted within the first chunk";
   EXPECT_EQ(errno, ENOMEM);
@@ -445,7 +460,8 @@ TEST(ArenaHelpers, ReallocGrowsTopInPlace) {
   EXPECT_EQ(std::memcmp(r, "0123456789", 10), 0);
   auto *s = static_cast<char *>(ak_arena_realloc(&t.a, r, 200, 20, 8));
   EXPECT_EQ(s, r) << "shrinking the top stays in place";
-  EXPECT_EQ(ak_arena_alloc(&t.a, 1, 1), s + 20) << "shrinking the top gives the space back";
+  EXPECT_EQ(ak_arena_alloc(&t.a, 1, 1), s + 24)
+      << "shrinking the top gives the space back (20 -> 24: granule)";
   errno = 0;
   EXPECT_EQ(ak_arena_realloc(&t.a, s, 20, 40, 3), nullptr);
   EXPECT_EQ(errno, EINVAL);

@@ -127,21 +127,29 @@ static void enter(ak_arena *a, ak_arena_chunk *c) {
   refresh_limit(a);
 }
 
-/* Places [p, p + size) at `align` in [ptr, lim); 0 if it does not fit.
+#define GRANULE ((uintptr_t)AK_ARENA_GRANULE)
+
+/* `n` rounded up to the granule; the caller guarantees no overflow
+ * (n <= SIZE_MAX / 2, checked by refill or implied by the fast-path size). */
+static inline size_t granules(size_t n) { return (n + GRANULE - 1) & ~(GRANULE - 1); }
+
+/* Places a block of `size` bytes at `align` in [ptr, lim); 0 if it does not
+ * fit. `ptr` is granule-aligned; the block ends at p + granules(size).
  * Overflow-safe for any size and align (align a power of two). */
 static uintptr_t place(uintptr_t ptr, uintptr_t lim, size_t size, size_t align) {
-  if (ptr > lim) return 0;
+  if (ptr > lim || size > SIZE_MAX - GRANULE) return 0;
   uintptr_t pad = (0 - ptr) & (uintptr_t)(align - 1);
   uintptr_t room = lim - ptr;
-  if (pad > room || size > room - pad) return 0;
+  if (pad > room || granules(size) > room - pad) return 0;
   return ptr + pad;
 }
 
+/* Invariant kept: a->ptr stays a multiple of the granule. */
 static void *bump(ak_arena *a, size_t size, size_t align) {
   if (!a->cur) return NULL;
   uintptr_t p = place(a->ptr, real_limit(a), size, align);
   if (!p) return NULL;
-  a->ptr = p + size;
+  a->ptr = p + granules(size);
   return (void *)p;
 }
 
@@ -182,17 +190,17 @@ static void free_pieces_after(ak_arena *a, size_t keep) {
 
 static void *alloc_large(ak_arena *a, size_t size, size_t align) {
   size_t pad = align > HDR ? align - 1 : 0;
-  if (size > SIZE_MAX - pad - HDR) {
+  if (size > SIZE_MAX - pad - HDR - GRANULE) {
     _ak_error(ENOMEM, "ak_arena_alloc: %zu bytes at alignment %zu overflow", size, align);
     return NULL;
   }
-  ak_arena_chunk *c = map_chunk(a, HDR + pad + size);
+  ak_arena_chunk *c = map_chunk(a, HDR + pad + granules(size));
   if (!c) {
     _ak_error(errno ? errno : ENOMEM, "ak_arena_alloc: the OS refused a %zu-byte chunk", HDR + pad + size);
     return NULL;
   }
   uintptr_t p = place(data_start(c), c->end, size, align);
-  uintptr_t used = p + size - data_start(c);
+  uintptr_t used = p + granules(size) - data_start(c);
   if (a->opts.max_bytes && used > budget_left(a)) {
     release_chunk(a, c);
     _ak_error(ENOMEM, "ak_arena_alloc: %zu bytes exceed the budget of %zu", size, a->opts.max_bytes);
@@ -219,7 +227,7 @@ static ak_arena_chunk *next_regular(ak_arena *a, size_t size, size_t align) {
       return c;
     }
   }
-  size_t need = HDR + size + (align > HDR ? align - 1 : 0); /* no overflow: size <= max_chunk/4 */
+  size_t need = HDR + granules(size) + (align > HDR ? align - 1 : 0); /* size <= max_chunk/4 */
   size_t want = a->next_chunk;
   if (a->opts.max_bytes) {
     size_t cap = _ak_os_round_page(HDR + budget_left(a) + (align > HDR ? align - 1 : 0));
@@ -267,7 +275,8 @@ void *ak_arena_alloc_slow(ak_arena *a, size_t size, size_t align) {
     _ak_error(EINVAL, "ak_arena_alloc: alignment %zu is not a power of two", align);
     return NULL;
   }
-  size_t n = size ? size : 1; /* size 0 still gets a unique pointer */
+  if (AK_UNLIKELY(a->next_chunk == 0)) ak_arena_init(a, NULL); /* zero-filled: defaults */
+  size_t n = size ? size : 1;                                  /* size 0 still gets a unique pointer */
   void *p = bump(a, n, align);
   if (!p) p = refill(a, n, align);
   if (!p) return NULL;
@@ -504,9 +513,9 @@ void *ak_arena_realloc(ak_arena *a, void *p, size_t old_size, size_t new_size, s
   uintptr_t up = (uintptr_t)p;
   size_t old_n = old_size ? old_size : 1, new_n = new_size ? new_size : 1;
   /* In place when p is the newest allocation of the current chunk. */
-  if (a->cur && up + old_n == a->ptr && (up & (align - 1)) == 0 && up >= data_start(a->cur) &&
-      new_n <= real_limit(a) - up) {
-    a->ptr = up + new_n;
+  if (a->cur && old_n <= SIZE_MAX / 2 && new_n <= SIZE_MAX / 2 && up + granules(old_n) == a->ptr &&
+      (up & (align - 1)) == 0 && up >= data_start(a->cur) && granules(new_n) <= real_limit(a) - up) {
+    a->ptr = up + granules(new_n);
     a->requested = a->requested - old_size + new_size;
     if (a->tracked) {
       if (new_n > old_n)
