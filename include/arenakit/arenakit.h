@@ -1,7 +1,8 @@
 /* arenakit/arenakit.h - the umbrella header of arenakit's C API.
  *
- * arenakit is a C11 memory-allocation library: a region arena (ak_arena),
- * with a fixed-size object pool and a general-purpose malloc to follow.
+ * arenakit is a C11 memory-allocation library: a region arena (ak_arena)
+ * and a fixed-size object pool (ak_pool), with a general-purpose malloc to
+ * follow.
  * Include this one header; the C++ layer is <arenakit/arenakit.hpp>.
  * Link with -larenakit (pkg-config: arenakit; CMake: arenakit::arenakit). */
 #ifndef ARENAKIT_ARENAKIT_H
@@ -9,5 +10,6 @@
 
 #include "arenakit/arena.h"
 #include "arenakit/common.h"
+#include "arenakit/pool.h"
 
 #endif /* ARENAKIT_ARENAKIT_H */

@@ -4,8 +4,11 @@
 #include "os/os_mem.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -119,3 +122,109 @@ void _ak_os_free(void *p, size_t size) {
 }
 
 int _ak_os_decommit(void *p, size_t size) { return hooks.decommit(p, _ak_os_round_page(size), hooks.ctx); }
+
+size_t _ak_os_resident(const void *p, size_t size) {
+  size_t ps = _ak_os_page_size();
+  size_t pages = _ak_os_round_page(size) / ps;
+  unsigned char vec[256];
+  size_t resident = 0;
+  for (size_t i = 0; i < pages; i += sizeof vec) {
+    size_t n = pages - i < sizeof vec ? pages - i : sizeof vec;
+    if (mincore((char *)p + i * ps, n * ps, vec) != 0) return 0;
+    for (size_t j = 0; j < n; j++) resident += (vec[j] & 1) ? ps : 0;
+  }
+  return resident;
+}
+
+void *_ak_os_heap_alloc(size_t size, size_t align) {
+  if (align < sizeof(void *)) align = sizeof(void *);
+  if (size == 0 || size > SIZE_MAX - align) {
+    errno = size ? ENOMEM : EINVAL;
+    return NULL;
+  }
+  size_t len = (size + align - 1) & ~(align - 1); /* aligned_alloc wants a multiple */
+  void *p = aligned_alloc(align, len);
+  if (!p) {
+    atomic_fetch_add_explicit(&c_failed_calls, 1, memory_order_relaxed);
+    if (errno == 0) errno = ENOMEM;
+    return NULL;
+  }
+  memset(p, 0, len);
+  atomic_fetch_add_explicit(&c_mapped_bytes, len, memory_order_relaxed);
+  atomic_fetch_add_explicit(&c_mappings, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&c_map_calls, 1, memory_order_relaxed);
+  return p;
+}
+
+void _ak_os_heap_free(void *p, size_t size) {
+  if (!p) return;
+  free(p);
+  atomic_fetch_sub_explicit(&c_mapped_bytes, size, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&c_mappings, 1, memory_order_relaxed);
+}
+
+static atomic_int file_fail_nth, file_fail_err;
+
+void _ak_os_fail_file_op(int nth, int err) {
+  atomic_store(&file_fail_err, err);
+  atomic_store(&file_fail_nth, nth);
+}
+
+/* True when the injected file failure fires now (errno set). */
+static bool file_op_fails(void) {
+  int n = atomic_load(&file_fail_nth);
+  while (n > 0) {
+    if (atomic_compare_exchange_weak(&file_fail_nth, &n, n - 1)) {
+      if (n == 1) {
+        errno = atomic_load(&file_fail_err);
+        return true;
+      }
+      return false;
+    }
+  }
+  return false;
+}
+
+int _ak_os_file_open(const char *path) { return open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600); }
+
+int _ak_os_file_resize(int fd, size_t size) {
+  if (file_op_fails()) return -1;
+  if ((off_t)size < 0) {
+    errno = EFBIG;
+    return -1;
+  }
+  return ftruncate(fd, (off_t)size);
+}
+
+void *_ak_os_file_map(int fd, size_t offset, size_t size, size_t align) {
+  if (file_op_fails()) return NULL;
+  size_t len = _ak_os_round_page(size);
+  /* Reserve an aligned window of anonymous memory, then map the file over
+   * it with MAP_FIXED: the window guarantees the alignment. */
+  char *win = _ak_os_alloc(len, align);
+  if (!win) return NULL;
+  void *p = mmap(win, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, (off_t)offset);
+  if (p == MAP_FAILED) {
+    int e = errno;
+    _ak_os_free(win, len);
+    errno = e;
+    return NULL;
+  }
+  return p;
+}
+
+void _ak_os_file_unmap(int fd, void *p, size_t offset, size_t size) {
+  int saved = errno;
+  _ak_os_free(p, size);
+#ifdef FALLOC_FL_PUNCH_HOLE
+  (void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)size);
+#else
+  (void)fd;
+  (void)offset;
+#endif
+  errno = saved;
+}
+
+void _ak_os_file_close(int fd) {
+  if (fd >= 0) close(fd);
+}

@@ -69,6 +69,44 @@ int _ak_os_decommit(void *p, size_t size);
 /** Rounds `n` up to a multiple of the page size; 0 if that overflows. */
 size_t _ak_os_round_page(size_t n);
 
+/** Fraction of [p, p + size) resident in RAM, in bytes (mincore); 0 on
+ *  error. `p` page-aligned. */
+size_t _ak_os_resident(const void *p, size_t size);
+
+/* ---- C-heap backing ------------------------------------------------------ */
+
+/** aligned_alloc(align, size) from the C library, zero-filled; NULL + errno.
+ *  Counted like mappings. */
+void *_ak_os_heap_alloc(size_t size, size_t align);
+
+/** Frees what _ak_os_heap_alloc returned. */
+void _ak_os_heap_free(void *p, size_t size);
+
+/* ---- file backing ----------------------------------------------------------
+ * A file whose contents are mapped MAP_SHARED, one aligned window per slab. */
+
+/** Creates (or truncates) the file at `path` for read-write; returns the
+ *  descriptor or -1 + errno. */
+int _ak_os_file_open(const char *path);
+
+/** Sets the file's size to `size` bytes (ftruncate). 0 or -1 + errno. */
+int _ak_os_file_resize(int fd, size_t size);
+
+/** Maps [offset, offset + size) of the file read-write and shared at an
+ *  address aligned to `align` (a power of two). NULL + errno. */
+void *_ak_os_file_map(int fd, size_t offset, size_t size, size_t align);
+
+/** Unmaps a window from _ak_os_file_map and punches the range out of the
+ *  file, so the disk and page cache are given back. */
+void _ak_os_file_unmap(int fd, void *p, size_t offset, size_t size);
+
+/** Closes the descriptor. */
+void _ak_os_file_close(int fd);
+
+/** Test hook: when > 0, the Nth following file resize or file map fails
+ *  with the given errno (counts down; 0 = off). */
+void _ak_os_fail_file_op(int nth, int err);
+
 #ifdef __cplusplus
 }
 #endif

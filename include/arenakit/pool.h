@@ -1,0 +1,210 @@
+/* arenakit/pool.h - the fixed-size object pool, `ak_pool` (seeds 000, 002,
+ * 004).
+ *
+ * A pool hands out objects of one size from slabs: aligned blocks
+ * (64 KiB by default) whose header sits at the start, so the slab of any
+ * object is found by masking its address. A free slot holds the link to
+ * the next free slot, so objects carry zero bytes of overhead. Slabs with
+ * free slots are kept fullest-first (Netdata ARAL's policy, or a strictly
+ * sorted order with ak_pool_set_defragment()), and a slab that becomes
+ * entirely free goes back to the OS at once, apart from `spare_slabs`.
+ *
+ * Synchronisation is chosen per pool (ak_sync). A zeroed options struct
+ * gives AK_SYNC_THREADS, which is safe and scales with threads; the fastest
+ * mode, AK_SYNC_NONE, is single-threaded and must be asked for.
+ *
+ * Errors: NULL with errno (EINVAL for bad options, ENOMEM when max_objects
+ * or the system refuses, or the errno of a failing file operation);
+ * ak_last_error() names the call, the pool and the reason. Misuse (double
+ * free, a foreign pointer, the wrong pool) is detected where cheap, and
+ * always in the checked build (AK_CHECKED), with a message and abort().
+ */
+#ifndef ARENAKIT_POOL_H
+#define ARENAKIT_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "arenakit/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** How a pool synchronises. */
+typedef enum ak_sync {
+  /** Default. Thread-owned slabs: each thread allocates from slabs it owns
+   *  and frees to them without atomics; a free from another thread pushes
+   *  onto the slab's remote list with one atomic operation. No lock on any
+   *  fast path. A thread's slabs are handed back when it exits. */
+  AK_SYNC_THREADS = 0,
+  /** No synchronisation: one thread at a time. Inline fast paths. */
+  AK_SYNC_NONE = 1,
+  /** A test-and-test-and-set spinlock with exponential backoff and
+   *  sched_yield(), so it survives many more threads than cores. */
+  AK_SYNC_SPINLOCK = 2,
+  /** A lock-free free stack (Treiber stack) whose head carries a 16-bit tag
+   *  beside a 48-bit pointer, so a CAS never succeeds on a recycled head
+   *  (ABA-safe unless one thread is preempted for exactly 65536 pops of
+   *  the same head). Slabs of this mode are decommitted, not unmapped, when
+   *  trimmed, so a stale read never faults. */
+  AK_SYNC_LOCKFREE = 3
+} ak_sync;
+
+/** Where slabs come from. */
+typedef enum ak_backing {
+  AK_BACKING_MMAP = 0, /**< anonymous memory from the OS layer (default) */
+  AK_BACKING_HEAP = 1, /**< the C heap: aligned_alloc(slab_size, slab_size) */
+  AK_BACKING_FILE = 2  /**< a MAP_SHARED mapping of the file at `path`,
+                            grown by one slab at a time */
+} ak_backing;
+
+/** Options for ak_pool_create(); zero means the default for every field. */
+typedef struct ak_pool_options {
+  size_t object_size; /**< bytes per object; required (> 0) */
+  size_t align;       /**< power of two; 0 = natural alignment for the size
+                           (the largest power of two dividing it, max 16) */
+  size_t max_objects; /**< cap on live objects (0 = unlimited); past it,
+                           ak_pool_alloc() returns NULL with ENOMEM */
+  ak_sync sync;       /**< synchronisation; default AK_SYNC_THREADS */
+  size_t slab_size;   /**< power of two >= page size; 0 = 64 KiB (grown to
+                           hold at least 8 objects) */
+  ak_backing backing; /**< default AK_BACKING_MMAP */
+  const char *path;   /**< AK_BACKING_FILE: the file (created, or truncated) */
+  bool defragment;    /**< start with strict fullest-first ordering */
+  size_t spare_slabs; /**< empty slabs kept for reuse instead of released
+                           (0: none - an empty slab goes back at once, as
+                           in ARAL, except the current slab while it is the
+                           only one with free slots) */
+  const char *name;   /**< for messages and stats; copied; default "pool" */
+} ak_pool_options;
+
+/** Statistics of one pool (ak_pool_stats_get()). Version 1. */
+typedef struct ak_pool_stats {
+  unsigned version;      /**< AK_POOL_STATS_VERSION */
+  size_t object_size;    /**< bytes per object as configured */
+  size_t slot_size;      /**< bytes per slot (object size rounded) */
+  size_t live;           /**< objects allocated and not yet freed */
+  size_t peak_live;      /**< high-water mark of `live`: exact in the
+                              SPINLOCK and LOCKFREE modes and with
+                              max_objects; otherwise sampled whenever the
+                              pool takes a slab (off by < one slab) */
+  size_t slabs;          /**< slabs held (in use or spare) */
+  size_t peak_slabs;     /**< high-water mark of `slabs` */
+  size_t bytes_reserved; /**< bytes of slabs held */
+  size_t bytes_resident; /**< bytes of those that are resident (mincore) */
+  size_t slab_allocs;    /**< slabs obtained from the backing so far */
+  size_t slab_releases;  /**< slabs given back so far */
+} ak_pool_stats;
+
+#define AK_POOL_STATS_VERSION 1u
+
+/** The public head of a pool: what the inline fast paths of AK_SYNC_NONE
+ *  read. Never touch it. Invariants: `hot` is the free list of the slab at
+ *  `hot_slab` (every slot on it lies in that slab); `hot_used` is that
+ *  slab's live count; `live <= live_max`. In any mode other than
+ *  AK_SYNC_NONE, and in checked or tracked builds, `hot` and `hot_slab`
+ *  stay 0, so the inline paths always call the library. */
+typedef struct ak_pool {
+  void *hot;           /**< next free slot of the current slab */
+  uintptr_t hot_slab;  /**< address of the current slab (0: none) */
+  uintptr_t slab_mask; /**< ~(slab_size - 1) */
+  size_t hot_used;     /**< live objects in the current slab */
+  size_t live;         /**< live objects in the pool (AK_SYNC_NONE) */
+  size_t live_max;     /**< max_objects, or SIZE_MAX */
+} ak_pool;
+
+/** Creates a pool. Returns NULL with EINVAL if object_size is 0, align is
+ *  not a power of two or exceeds the slab size, slab_size is not a power of
+ *  two >= the page size, the object does not fit a slab, backing is FILE
+ *  without a path or another backing with one, or an enum is out of range;
+ *  with the errno of open/ftruncate if the file cannot be created (message
+ *  naming the path); ENOMEM if memory runs out. Thread-safe. */
+AK_API ak_pool *ak_pool_create(const ak_pool_options *opts);
+
+/** Destroys `p` and gives every slab back, live objects included (the
+ *  checked build reports how many were still live). `p` must not be in use
+ *  by other threads. NULL is ignored. */
+AK_API void ak_pool_destroy(ak_pool *p);
+
+/** Slow paths of the inline functions below; call those instead. */
+AK_API void *ak_pool_alloc_slow(ak_pool *p);
+AK_API void ak_pool_free_slow(ak_pool *p, void *obj);
+
+/** Allocates one object: aligned to the pool's alignment, contents
+ *  unspecified. The object belongs to the caller until ak_pool_free(); it
+ *  stays valid until then or ak_pool_destroy(). Returns NULL with ENOMEM
+ *  when max_objects live objects exist or memory runs out (EINVAL if `p` is
+ *  NULL). Thread-safety: as the pool's sync mode.
+ *
+ *  Fast path (AK_SYNC_NONE; 5 instructions): pop the current slab's free
+ *  list; the invariant that every slot on `hot` lies in `hot_slab` means no
+ *  slab lookup is needed. */
+AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
+  void *o = p->hot;
+  if (AK_LIKELY(o != NULL && p->live < p->live_max)) {
+    p->hot = *(void **)o;
+    p->hot_used++;
+    p->live++;
+    return o;
+  }
+  return ak_pool_alloc_slow(p);
+}
+
+/** Frees an object allocated from `p` (from any thread in the concurrent
+ *  modes). NULL is ignored. A pointer `p` does not own, a double free, or a
+ *  free to the wrong pool is undefined in release builds (detected where a
+ *  cheap check sees it) and aborts with a message in the checked build.
+ *
+ *  Fast path (AK_SYNC_NONE): an object of the current slab goes back on
+ *  `hot`; any other goes to the slow path, which also keeps slabs ordered
+ *  and releases empty ones. */
+AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
+  if (AK_LIKELY(((uintptr_t)obj & p->slab_mask) == p->hot_slab && p->hot_used > 1)) {
+    *(void **)obj = p->hot;
+    p->hot = obj;
+    p->hot_used--;
+    p->live--;
+    return;
+  }
+  ak_pool_free_slow(p, obj);
+}
+
+/** Makes sure `n` more objects can be allocated without asking the backing
+ *  for memory (slabs are obtained now). In AK_SYNC_THREADS the room goes to
+ *  the calling thread. Returns 0, or ENOMEM/the backing's errno (errno set
+ *  too) with nothing reserved beyond what succeeded. Thread-safe. */
+AK_API int ak_pool_reserve(ak_pool *p, size_t n);
+
+/** True if `ptr` points to the start of a slot in one of `p`'s slabs
+ *  (allocated or not). O(1) for mmap and file backings (address masking
+ *  plus a header check), thread-safe. */
+AK_API bool ak_pool_owns(const ak_pool *p, const void *ptr);
+
+/** Gives cached and empty memory back now: empty slabs (spares included,
+ *  and those held by other threads or abandoned by exited ones) are
+ *  released; in AK_SYNC_LOCKFREE empty memory is decommitted. Thread-safe. */
+AK_API void ak_pool_trim(ak_pool *p);
+
+/** Switches the strict fullest-first ordering (ARAL's defragmenter) on or
+ *  off at run time. Thread-safe. */
+AK_API void ak_pool_set_defragment(ak_pool *p, bool on);
+
+/** Fills `out` (exact when no other thread uses the pool; a consistent
+ *  approximation otherwise). Thread-safe. */
+AK_API void ak_pool_stats_get(const ak_pool *p, ak_pool_stats *out);
+
+/** Prints the stats of `p` in one readable block to `f`. Returns 0 or -1
+ *  with errno from stdio. */
+AK_API int ak_pool_stats_print(const ak_pool *p, FILE *f);
+
+/** The pool's name (as given, or "pool"). */
+AK_API const char *ak_pool_name(const ak_pool *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ARENAKIT_POOL_H */

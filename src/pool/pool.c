@@ -1,0 +1,793 @@
+/* pool.c - the fixed-size object pool: options, slab lists and page
+ * policies, the serial core of AK_SYNC_NONE and AK_SYNC_SPINLOCK, checks,
+ * stats. AK_SYNC_THREADS lives in pool_threads.c, AK_SYNC_LOCKFREE in
+ * pool_lockfree.c.
+ *
+ * Call tree (serial modes):
+ *   ak_pool_alloc (inline, NONE)  pop `hot`, the current slab's free list
+ *     -> ak_pool_alloc_slow -> serial_alloc: cap check, head of `avail`
+ *          (fullest first) or _ak_pool_slab_get (spare or new), pop,
+ *          full slabs move to `full`
+ *   ak_pool_free (inline, NONE)   push `hot` when the slab is current
+ *     -> ak_pool_free_slow -> serial_free: slab by mask, checks, push,
+ *          full -> avail (placed by fullness), empty -> spare or backing
+ * In AK_SYNC_NONE the current slab's free list and count are "checked out"
+ * into the public head (`hot`, `hot_used`); mirror_in/mirror_out move them
+ * back and forth around every slow operation. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/track.h"
+#include "os/os_mem.h"
+#include "pool/pool_internal.h"
+
+#define DEFAULT_SLAB ((size_t)64 * 1024)
+#define MIN_SLOTS 8
+#define CARVE_BYTES ((size_t)4096)
+
+/* ---- registry of all pools and their slabs (owns, checks) ---------------- */
+
+static pthread_mutex_t g_pools_mu = PTHREAD_MUTEX_INITIALIZER;
+static _ak_pool_impl *g_pools[1024]; /* checked-build wrong-pool lookups */
+static atomic_uint_least64_t g_next_id = 1;
+
+/* Sorted slab addresses of one pool, for ak_pool_owns and checked frees.
+ * Kept in a side table so that a foreign pointer is never dereferenced. */
+typedef struct slab_set {
+  uintptr_t *a;
+  size_t n, cap;
+} slab_set;
+
+static slab_set *set_of(_ak_pool_impl *p);
+
+static size_t set_find(const slab_set *s, uintptr_t x) {
+  size_t lo = 0, hi = s->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (s->a[mid] < x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+static int set_add(slab_set *s, uintptr_t x) {
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 64;
+    uintptr_t *a = realloc(s->a, cap * sizeof *a);
+    if (!a) return -1;
+    s->a = a;
+    s->cap = cap;
+  }
+  size_t i = set_find(s, x);
+  memmove(s->a + i + 1, s->a + i, (s->n - i) * sizeof *s->a);
+  s->a[i] = x;
+  s->n++;
+  return 0;
+}
+
+static void set_del(slab_set *s, uintptr_t x) {
+  size_t i = set_find(s, x);
+  if (i < s->n && s->a[i] == x) {
+    memmove(s->a + i, s->a + i + 1, (s->n - i - 1) * sizeof *s->a);
+    s->n--;
+  }
+}
+
+static bool set_has(const slab_set *s, uintptr_t x) {
+  size_t i = set_find(s, x);
+  return i < s->n && s->a[i] == x;
+}
+
+/* The slab set lives right after the impl struct (see ak_pool_create). */
+typedef struct pool_block {
+  _ak_pool_impl impl;
+  slab_set slabs;
+} pool_block;
+
+static slab_set *set_of(_ak_pool_impl *p) { return &((pool_block *)p)->slabs; }
+
+/* ---- errors and checks -------------------------------------------------- */
+
+void _ak_pool_error(_ak_pool_impl *p, int err, const char *call, const char *what) {
+  _ak_error(err, "%s: pool '%s': %s", call, p ? p->name : "?", what);
+}
+
+static _Noreturn AK_COLD void die(const char *fmt, ...) AK_PRINTF(1, 2);
+static void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("arenakit: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  abort();
+}
+
+/* Name of the pool that owns slab address `s`, if any pool does. */
+static const char *owner_name(uintptr_t s) {
+  const char *name = NULL;
+  pthread_mutex_lock(&g_pools_mu);
+  for (size_t i = 0; i < sizeof g_pools / sizeof g_pools[0] && !name; i++) {
+    _ak_pool_impl *q = g_pools[i];
+    if (!q) continue;
+    pthread_mutex_lock(&q->mu);
+    if (set_has(set_of(q), s & ~(uintptr_t)(q->slab_size - 1))) name = q->name;
+    pthread_mutex_unlock(&q->mu);
+  }
+  pthread_mutex_unlock(&g_pools_mu);
+  return name;
+}
+
+_ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call) {
+  uintptr_t u = (uintptr_t)o;
+  uintptr_t base = u & ~(uintptr_t)(p->slab_size - 1);
+  if (ak_config_checked) {
+    pthread_mutex_lock(&p->mu);
+    bool mine = set_has(set_of(p), base);
+    pthread_mutex_unlock(&p->mu);
+    if (!mine) {
+      const char *other = owner_name(u);
+      if (other) die("%s(%p): pointer belongs to pool '%s', not to pool '%s'", call, o, other, p->name);
+      die("%s(%p): pointer was not allocated by pool '%s' (no slab of it contains the address)", call, o,
+          p->name);
+    }
+  }
+  _ak_slab *s = (_ak_slab *)base;
+  if (AK_UNLIKELY(s->magic != (AK_SLAB_MAGIC ^ (uintptr_t)p))) {
+    die("%s(%p): pointer was not allocated by pool '%s' (bad slab header)", call, o, p->name);
+  }
+  if (AK_UNLIKELY(!_ak_slab_is_slot(s, u))) {
+    die("%s(%p): pointer is inside pool '%s' but not the start of an object (slot %zu bytes)", call, o,
+        p->name, p->slot);
+  }
+  return s;
+}
+
+static size_t slot_index(const _ak_slab *s, const void *o) { return ((uintptr_t)o - s->start) / s->slot; }
+
+void _ak_pool_mark_live(_ak_pool_impl *p, _ak_slab *s, void *o) {
+  (void)p;
+  if (!ak_config_checked) return;
+  size_t i = slot_index(s, o);
+  s->bitmap[i / 64] |= UINT64_C(1) << (i % 64);
+}
+
+void _ak_pool_mark_free(_ak_pool_impl *p, _ak_slab *s, void *o, const char *call) {
+  if (!ak_config_checked) return;
+  size_t i = slot_index(s, o);
+  uint64_t bit = UINT64_C(1) << (i % 64);
+  if (!(s->bitmap[i / 64] & bit))
+    die("%s(%p): double free (or never allocated) in pool '%s'", call, o, p->name);
+  s->bitmap[i / 64] &= ~bit;
+}
+
+void _ak_pool_track_alloc(_ak_pool_impl *p, void *o) {
+  if (!p->tracked) return;
+  AK_UNPOISON(o, p->slot);
+  if (p->tracked & AK_TRACK_MODE_VALGRIND) AK_VG_ALLOC(p->vg_pool, o, p->object_size);
+}
+
+void _ak_pool_track_free(_ak_pool_impl *p, void *o) {
+  if (!p->tracked) return;
+  if (p->tracked & AK_TRACK_MODE_VALGRIND) AK_VG_FREE(p->vg_pool, o);
+  /* The first word holds the free link: keep it readable by the pool. */
+  AK_TRACK_INTERNAL(o, sizeof(void *));
+  if (p->slot > sizeof(void *)) AK_TRACK_RELEASE((char *)o + sizeof(void *), p->slot - sizeof(void *));
+}
+
+/* ---- slab lists ------------------------------------------------------------ */
+
+void _ak_list_push_front(_ak_slab_list *l, _ak_slab *s, uint32_t which) {
+  s->prev = NULL;
+  s->next = l->head;
+  if (l->head)
+    l->head->prev = s;
+  else
+    l->tail = s;
+  l->head = s;
+  l->n++;
+  s->list = which;
+}
+
+void _ak_list_push_back(_ak_slab_list *l, _ak_slab *s, uint32_t which) {
+  s->next = NULL;
+  s->prev = l->tail;
+  if (l->tail)
+    l->tail->next = s;
+  else
+    l->head = s;
+  l->tail = s;
+  l->n++;
+  s->list = which;
+}
+
+void _ak_list_remove(_ak_slab_list *l, _ak_slab *s) {
+  if (s->prev)
+    s->prev->next = s->next;
+  else
+    l->head = s->next;
+  if (s->next)
+    s->next->prev = s->prev;
+  else
+    l->tail = s->prev;
+  s->prev = s->next = NULL;
+  l->n--;
+  s->list = 0;
+}
+
+static void insert_before(_ak_slab_list *l, _ak_slab *at, _ak_slab *s, uint32_t which) {
+  if (!at) {
+    _ak_list_push_back(l, s, which);
+    return;
+  }
+  s->next = at;
+  s->prev = at->prev;
+  if (at->prev)
+    at->prev->next = s;
+  else
+    l->head = s;
+  at->prev = s;
+  l->n++;
+  s->list = which;
+}
+
+void _ak_pool_list_place(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
+  bool strict = atomic_load_explicit(&p->defragment, memory_order_relaxed);
+  _ak_slab *at = list->head;
+  /* Fullest first: skip slabs holding more objects. ARAL limits the walk
+   * to the first three positions; the defragmenter sorts exactly. */
+  for (int depth = 0; at && at->used > s->used && (strict || depth < 2); depth++) at = at->next;
+  insert_before(list, at, s, s->list ? s->list : AK_SLAB_AVAIL);
+}
+
+void _ak_pool_list_settle(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
+  if (!atomic_load_explicit(&p->defragment, memory_order_relaxed)) return;
+  _ak_slab *at = s->next;
+  if (!at || at->used <= s->used) return;
+  uint32_t which = s->list;
+  _ak_list_remove(list, s);
+  while (at && at->used > s->used) at = at->next;
+  insert_before(list, at, s, which);
+}
+
+/* ---- backings -------------------------------------------------------------------- */
+
+static void *backing_get(_ak_pool_impl *p, size_t *offset) {
+  switch (p->backing) {
+    case AK_BACKING_HEAP: return _ak_os_heap_alloc(p->slab_size, p->slab_size);
+    case AK_BACKING_FILE: {
+      size_t off;
+      bool grown = false;
+      if (p->nfree_offsets) {
+        off = p->free_offsets[--p->nfree_offsets];
+      } else {
+        off = p->file_size;
+        if (_ak_os_file_resize(p->fd, off + p->slab_size) != 0) {
+          char msg[600];
+          snprintf(msg, sizeof msg, "cannot grow file '%s' to %zu bytes: %s", p->path, off + p->slab_size,
+                   strerror(errno));
+          _ak_pool_error(p, errno, "ak_pool_alloc", msg);
+          return NULL;
+        }
+        grown = true;
+      }
+      void *m = _ak_os_file_map(p->fd, off, p->slab_size, p->slab_size);
+      if (!m) {
+        int e = errno;
+        if (grown)
+          (void)_ak_os_file_resize(p->fd, off);
+        else
+          p->free_offsets[p->nfree_offsets++] = off;
+        char msg[600];
+        snprintf(msg, sizeof msg, "cannot map file '%s' at offset %zu: %s", p->path, off, strerror(e));
+        _ak_pool_error(p, e, "ak_pool_alloc", msg);
+        return NULL;
+      }
+      if (grown) p->file_size = off + p->slab_size;
+      *offset = off;
+      return m;
+    }
+    default: return _ak_os_alloc(p->slab_size, p->slab_size);
+  }
+}
+
+_ak_slab *_ak_pool_slab_get(_ak_pool_impl *p) {
+  if (p->spare.head) {
+    _ak_slab *s = p->spare.head;
+    _ak_list_remove(&p->spare, s);
+    return s;
+  }
+  size_t off = 0;
+  void *m = backing_get(p, &off);
+  if (!m) {
+    if (p->backing != AK_BACKING_FILE)
+      _ak_pool_error(p, errno ? errno : ENOMEM, "ak_pool_alloc", "out of memory");
+    return NULL;
+  }
+  if (set_add(set_of(p), (uintptr_t)m) != 0) {
+    if (p->backing == AK_BACKING_HEAP)
+      _ak_os_heap_free(m, p->slab_size);
+    else if (p->backing == AK_BACKING_FILE)
+      _ak_os_file_unmap(p->fd, m, off, p->slab_size);
+    else
+      _ak_os_free(m, p->slab_size);
+    _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "out of memory for the slab table");
+    return NULL;
+  }
+  _ak_slab *s = _ak_slab_init(m, p, p->slab_size, p->slot, p->align, ak_config_checked);
+  s->file_offset = off;
+  if (p->tracked) AK_TRACK_RELEASE((void *)s->start, s->end - s->start);
+  p->slabs++;
+  p->slab_allocs++;
+  if (p->slabs > p->peak_slabs) p->peak_slabs = p->slabs;
+  return s;
+}
+
+void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s) {
+  set_del(set_of(p), (uintptr_t)s);
+  p->slabs--;
+  p->slab_releases++;
+  if (p->tracked) AK_TRACK_INTERNAL((void *)s, p->slab_size);
+  s->magic = 0;
+  switch (p->backing) {
+    case AK_BACKING_HEAP: _ak_os_heap_free(s, p->slab_size); break;
+    case AK_BACKING_FILE: {
+      size_t off = s->file_offset;
+      _ak_os_file_unmap(p->fd, s, off, p->slab_size);
+      if (off + p->slab_size == p->file_size) {
+        p->file_size = off;
+        (void)_ak_os_file_resize(p->fd, off);
+      } else if (p->nfree_offsets < p->cap_free_offsets) {
+        p->free_offsets[p->nfree_offsets++] = off;
+      }
+      break;
+    }
+    default: _ak_os_free(s, p->slab_size); break;
+  }
+}
+
+void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s) {
+  if (p->spare.n < p->spare_limit) {
+    /* A reused slab starts from scratch: carving is lazy again. */
+    s->free = NULL;
+    s->bump = s->start;
+    s->used = 0;
+    _ak_list_push_front(&p->spare, s, AK_SLAB_SPARE);
+  } else {
+    _ak_pool_slab_release(p, s);
+  }
+}
+
+/* ---- the serial core (AK_SYNC_NONE, AK_SYNC_SPINLOCK) ---------------------------- */
+
+static bool mirrored(const _ak_pool_impl *p) {
+  return p->sync == AK_SYNC_NONE && !ak_config_checked && !p->tracked;
+}
+
+static void mirror_in(_ak_pool_impl *p) {
+  if (!mirrored(p) || !p->pub.hot_slab) return;
+  _ak_slab *s = (_ak_slab *)p->pub.hot_slab;
+  s->free = p->pub.hot;
+  s->used = (uint32_t)p->pub.hot_used;
+}
+
+static void mirror_out(_ak_pool_impl *p) {
+  if (!mirrored(p)) return;
+  _ak_slab *s = p->avail.head;
+  if (s) {
+    if (!s->free && s->bump < s->end) _ak_slab_carve(s, CARVE_BYTES);
+    p->pub.hot = s->free;
+    p->pub.hot_used = s->used;
+    p->pub.hot_slab = (uintptr_t)s;
+  } else {
+    p->pub.hot = NULL;
+    p->pub.hot_used = 0;
+    p->pub.hot_slab = 0;
+  }
+}
+
+static void *serial_alloc(_ak_pool_impl *p) {
+  if (p->pub.live >= p->pub.live_max) {
+    _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "max_objects live objects already");
+    return NULL;
+  }
+  _ak_slab *s = p->avail.head;
+  void *o = s ? _ak_slab_pop(s) : NULL;
+  while (!o) {
+    /* The inline path may have emptied the head slab's list: list it full. */
+    if (s) {
+      _ak_list_remove(&p->avail, s);
+      _ak_list_push_back(&p->full, s, AK_SLAB_FULL);
+    }
+    s = p->avail.head;
+    if (!s) {
+      s = _ak_pool_slab_get(p);
+      if (!s) return NULL;
+      _ak_list_push_front(&p->avail, s, AK_SLAB_AVAIL);
+    }
+    o = _ak_slab_pop(s);
+  }
+  if (!s->free && s->bump == s->end) {
+    _ak_list_remove(&p->avail, s);
+    _ak_list_push_back(&p->full, s, AK_SLAB_FULL);
+  }
+  p->pub.live++;
+  if (p->pub.live > p->peak_live) p->peak_live = p->pub.live;
+  _ak_pool_mark_live(p, s, o);
+  _ak_pool_track_alloc(p, o);
+  return o;
+}
+
+static void serial_free(_ak_pool_impl *p, void *o) {
+  _ak_slab *s = _ak_pool_slab_of(p, o, "ak_pool_free");
+  _ak_pool_mark_free(p, s, o, "ak_pool_free");
+  if (AK_UNLIKELY(o == s->free)) die("ak_pool_free(%p): double free in pool '%s'", o, p->name);
+  _ak_pool_track_free(p, o);
+  bool was_full = s->list == AK_SLAB_FULL;
+  _ak_slab_push(s, o);
+  p->pub.live--;
+  if (was_full) {
+    _ak_list_remove(&p->full, s);
+    s->list = AK_SLAB_AVAIL;
+    _ak_pool_list_place(p, &p->avail, s);
+  } else {
+    _ak_pool_list_settle(p, &p->avail, s);
+  }
+  /* An empty slab goes back at once, unless it is the only one left to
+   * allocate from (then alloc/free of one object does not map and unmap). */
+  if (s->used == 0 && p->avail.n > 1) {
+    _ak_list_remove(&p->avail, s);
+    _ak_pool_slab_put(p, s);
+  }
+}
+
+static void spin_lock(_ak_pool_impl *p) {
+  unsigned backoff = 1;
+  for (;;) {
+    if (!atomic_load_explicit(&p->spin, memory_order_relaxed) &&
+        !atomic_exchange_explicit(&p->spin, 1, memory_order_acquire))
+      return;
+    if (backoff <= 64) {
+      for (unsigned i = 0; i < backoff; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      }
+      backoff *= 2;
+    } else {
+      sched_yield(); /* more threads than cores: let the holder run */
+    }
+  }
+}
+
+static void spin_unlock(_ak_pool_impl *p) { atomic_store_explicit(&p->spin, 0, memory_order_release); }
+
+/* ---- public API --------------------------------------------------------------------- */
+
+void *ak_pool_alloc_slow(ak_pool *pub) {
+  if (!pub) {
+    _ak_error(EINVAL, "ak_pool_alloc: pool is NULL");
+    return NULL;
+  }
+  _ak_pool_impl *p = _ak_impl(pub);
+  void *o;
+  switch (p->sync) {
+    case AK_SYNC_THREADS: return _ak_threads_alloc(p);
+    case AK_SYNC_LOCKFREE: return _ak_lockfree_alloc(p);
+    case AK_SYNC_SPINLOCK:
+      spin_lock(p);
+      o = serial_alloc(p);
+      spin_unlock(p);
+      return o;
+    default:
+      mirror_in(p);
+      o = serial_alloc(p);
+      mirror_out(p);
+      return o;
+  }
+}
+
+void ak_pool_free_slow(ak_pool *pub, void *o) {
+  if (!pub || !o) return;
+  _ak_pool_impl *p = _ak_impl(pub);
+  switch (p->sync) {
+    case AK_SYNC_THREADS: _ak_threads_free(p, o); return;
+    case AK_SYNC_LOCKFREE: _ak_lockfree_free(p, o); return;
+    case AK_SYNC_SPINLOCK:
+      spin_lock(p);
+      serial_free(p, o);
+      spin_unlock(p);
+      return;
+    default:
+      mirror_in(p);
+      serial_free(p, o);
+      mirror_out(p);
+      return;
+  }
+}
+
+static size_t natural_align(size_t size) {
+  size_t a = size & (~size + 1); /* lowest set bit */
+  return a > 16 ? 16 : a;
+}
+
+ak_pool *ak_pool_create(const ak_pool_options *opts) {
+  static const char *const call = "ak_pool_create";
+  if (!opts) {
+    _ak_error(EINVAL, "%s: options are NULL (object_size is required)", call);
+    return NULL;
+  }
+  ak_pool_options o = *opts;
+  size_t ps = _ak_os_page_size();
+  const char *bad = NULL;
+  if (o.object_size == 0)
+    bad = "object_size is 0";
+  else if (o.object_size > SIZE_MAX / 4)
+    bad = "object_size is too large";
+  else if (o.align & (o.align - 1))
+    bad = "align is not a power of two";
+  else if (o.slab_size && ((o.slab_size & (o.slab_size - 1)) || o.slab_size < ps))
+    bad = "slab_size is not a power of two >= the page size";
+  else if ((unsigned)o.sync > AK_SYNC_LOCKFREE)
+    bad = "unknown sync mode";
+  else if ((unsigned)o.backing > AK_BACKING_FILE)
+    bad = "unknown backing";
+  else if ((o.backing == AK_BACKING_FILE) != (o.path != NULL))
+    bad = "a path is needed with, and only with, AK_BACKING_FILE";
+  if (bad) {
+    _ak_error(EINVAL, "%s: pool '%s': %s", call, o.name ? o.name : "pool", bad);
+    return NULL;
+  }
+  size_t align = o.align ? o.align : natural_align(o.object_size);
+  size_t ialign = align < sizeof(void *) ? sizeof(void *) : align;
+  size_t slot = (o.object_size < sizeof(void *) ? sizeof(void *) : o.object_size);
+  slot = (slot + ialign - 1) & ~(ialign - 1);
+  size_t slab = o.slab_size;
+  if (!slab) {
+    slab = DEFAULT_SLAB < ps ? ps : DEFAULT_SLAB;
+    while (slab < (SIZE_MAX >> 2) && _ak_slab_capacity(slab, slot, ialign, ak_config_checked) < MIN_SLOTS)
+      slab *= 2;
+  }
+  if (ialign > slab / 2 || _ak_slab_capacity(slab, slot, ialign, ak_config_checked) == 0) {
+    _ak_error(EINVAL, "%s: pool '%s': an object of %zu bytes aligned to %zu does not fit a %zu-byte slab",
+              call, o.name ? o.name : "pool", o.object_size, align, slab);
+    return NULL;
+  }
+
+  pool_block *b = calloc(1, sizeof *b);
+  if (!b) {
+    _ak_error(ENOMEM, "%s: out of memory", call);
+    return NULL;
+  }
+  _ak_pool_impl *p = &b->impl;
+  p->sync = o.sync;
+  p->object_size = o.object_size;
+  p->align = ialign;
+  p->slot = slot;
+  p->slab_size = slab;
+  p->capacity = _ak_slab_capacity(slab, slot, ialign, ak_config_checked);
+  p->max_objects = o.max_objects;
+  p->spare_limit = o.spare_slabs;
+  p->backing = o.backing;
+  p->fd = -1;
+  snprintf(p->name, sizeof p->name, "%s", o.name ? o.name : "pool");
+  p->id = atomic_fetch_add(&g_next_id, 1);
+  atomic_init(&p->defragment, o.defragment);
+  p->tracked = _ak_track_mode();
+  pthread_mutex_init(&p->mu, NULL);
+  p->pub.slab_mask = ~(uintptr_t)(slab - 1);
+  p->pub.live_max = o.max_objects ? o.max_objects : SIZE_MAX;
+  if (p->tracked & AK_TRACK_MODE_VALGRIND) {
+    p->vg_pool = _ak_track_new_pool_id();
+    AK_VG_CREATE_POOL(p->vg_pool);
+  }
+  if (o.backing == AK_BACKING_FILE) {
+    p->path = strdup(o.path);
+    p->cap_free_offsets = 1024;
+    p->free_offsets = calloc(p->cap_free_offsets, sizeof *p->free_offsets);
+    p->fd = p->path && p->free_offsets ? _ak_os_file_open(o.path) : -1;
+    if (p->fd < 0) {
+      int e = p->path && p->free_offsets ? errno : ENOMEM;
+      _ak_error(e, "%s: pool '%s': cannot create file '%s': %s", call, p->name, o.path, strerror(e));
+      free(p->path);
+      free(p->free_offsets);
+      pthread_mutex_destroy(&p->mu);
+      free(b);
+      errno = e;
+      return NULL;
+    }
+  }
+  if (p->sync == AK_SYNC_THREADS && _ak_threads_init(p) != 0) {
+    ak_pool_destroy(&p->pub);
+    _ak_error(ENOMEM, "%s: out of memory", call);
+    return NULL;
+  }
+  pthread_mutex_lock(&g_pools_mu);
+  for (size_t i = 0; i < sizeof g_pools / sizeof g_pools[0]; i++) {
+    if (!g_pools[i]) {
+      g_pools[i] = p;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&g_pools_mu);
+  return &p->pub;
+}
+
+static void release_list(_ak_pool_impl *p, _ak_slab_list *l, size_t *live) {
+  while (l->head) {
+    _ak_slab *s = l->head;
+    _ak_list_remove(l, s);
+    if (live) *live += s->used;
+    _ak_pool_slab_release(p, s);
+  }
+}
+
+void ak_pool_destroy(ak_pool *pub) {
+  if (!pub) return;
+  _ak_pool_impl *p = _ak_impl(pub);
+  pthread_mutex_lock(&g_pools_mu);
+  for (size_t i = 0; i < sizeof g_pools / sizeof g_pools[0]; i++)
+    if (g_pools[i] == p) g_pools[i] = NULL;
+  pthread_mutex_unlock(&g_pools_mu);
+  size_t live = 0;
+  if (p->sync == AK_SYNC_NONE) mirror_in(p);
+  if (p->sync == AK_SYNC_THREADS) {
+    live = _ak_threads_live(p);
+    _ak_threads_destroy(p);
+  } else if (p->sync == AK_SYNC_LOCKFREE) {
+    live = atomic_load(&p->lf_live);
+  } else {
+    live = p->pub.live;
+  }
+  release_list(p, &p->avail, NULL);
+  release_list(p, &p->full, NULL);
+  release_list(p, &p->spare, NULL);
+  release_list(p, &p->abandoned, NULL);
+  if (ak_config_checked && live)
+    fprintf(stderr, "arenakit: ak_pool_destroy: pool '%s' had %zu live objects\n", p->name, live);
+  if (p->tracked & AK_TRACK_MODE_VALGRIND) AK_VG_DESTROY_POOL(p->vg_pool);
+  if (p->fd >= 0) _ak_os_file_close(p->fd);
+  free(p->path);
+  free(p->free_offsets);
+  free(set_of(p)->a);
+  pthread_mutex_destroy(&p->mu);
+  free((pool_block *)p);
+}
+
+int ak_pool_reserve(ak_pool *pub, size_t n) {
+  if (!pub) {
+    _ak_error(EINVAL, "ak_pool_reserve: pool is NULL");
+    return EINVAL;
+  }
+  _ak_pool_impl *p = _ak_impl(pub);
+  if (p->sync == AK_SYNC_THREADS) return _ak_threads_reserve(p, n);
+  if (p->sync == AK_SYNC_LOCKFREE) return _ak_lockfree_reserve(p, n);
+  if (p->sync == AK_SYNC_SPINLOCK) spin_lock(p);
+  mirror_in(p);
+  size_t room = 0;
+  for (_ak_slab *s = p->avail.head; s; s = s->next) room += s->capacity - s->used;
+  room += p->spare.n * p->capacity;
+  int rc = 0;
+  while (room < n) {
+    size_t off = 0;
+    void *m = backing_get(p, &off);
+    if (!m || set_add(set_of(p), (uintptr_t)m) != 0) {
+      rc = errno ? errno : ENOMEM;
+      if (m) _ak_os_free(m, p->slab_size);
+      _ak_pool_error(p, rc, "ak_pool_reserve", "out of memory");
+      break;
+    }
+    _ak_slab *s = _ak_slab_init(m, p, p->slab_size, p->slot, p->align, ak_config_checked);
+    s->file_offset = off;
+    if (p->tracked) AK_TRACK_RELEASE((void *)s->start, s->end - s->start);
+    p->slabs++;
+    p->slab_allocs++;
+    if (p->slabs > p->peak_slabs) p->peak_slabs = p->slabs;
+    _ak_list_push_back(&p->avail, s, AK_SLAB_AVAIL);
+    room += p->capacity;
+  }
+  mirror_out(p);
+  if (p->sync == AK_SYNC_SPINLOCK) spin_unlock(p);
+  return rc;
+}
+
+bool ak_pool_owns(const ak_pool *pub, const void *ptr) {
+  if (!pub || !ptr) return false;
+  _ak_pool_impl *p = _ak_impl(pub);
+  uintptr_t base = (uintptr_t)ptr & ~(uintptr_t)(p->slab_size - 1);
+  pthread_mutex_lock(&p->mu);
+  bool has = set_has(set_of(p), base);
+  pthread_mutex_unlock(&p->mu);
+  return has && _ak_slab_is_slot((const _ak_slab *)base, (uintptr_t)ptr);
+}
+
+void ak_pool_trim(ak_pool *pub) {
+  if (!pub) return;
+  _ak_pool_impl *p = _ak_impl(pub);
+  if (p->sync == AK_SYNC_THREADS) {
+    _ak_threads_trim(p);
+    return;
+  }
+  if (p->sync == AK_SYNC_LOCKFREE) {
+    _ak_lockfree_trim(p);
+    return;
+  }
+  if (p->sync == AK_SYNC_SPINLOCK) spin_lock(p);
+  mirror_in(p);
+  release_list(p, &p->spare, NULL);
+  for (_ak_slab *s = p->avail.head, *next; s; s = next) {
+    next = s->next;
+    if (s->used == 0) {
+      _ak_list_remove(&p->avail, s);
+      _ak_pool_slab_release(p, s);
+    }
+  }
+  mirror_out(p);
+  if (p->sync == AK_SYNC_SPINLOCK) spin_unlock(p);
+}
+
+void ak_pool_set_defragment(ak_pool *pub, bool on) {
+  if (pub) atomic_store(&_ak_impl(pub)->defragment, on);
+}
+
+const char *ak_pool_name(const ak_pool *pub) { return pub ? _ak_impl(pub)->name : "(null)"; }
+
+static size_t resident_of(_ak_pool_impl *p) {
+  size_t r = 0;
+  slab_set *set = set_of(p);
+  for (size_t i = 0; i < set->n; i++) r += _ak_os_resident((void *)set->a[i], p->slab_size);
+  return r;
+}
+
+void ak_pool_stats_get(const ak_pool *pub, ak_pool_stats *out) {
+  if (!out) return;
+  memset(out, 0, sizeof *out);
+  out->version = AK_POOL_STATS_VERSION;
+  if (!pub) return;
+  _ak_pool_impl *p = _ak_impl(pub);
+  out->object_size = p->object_size;
+  out->slot_size = p->slot;
+  if (p->sync == AK_SYNC_THREADS) {
+    out->live = _ak_threads_live(p);
+    out->peak_live = atomic_load(&p->t_peak);
+    if (out->live > out->peak_live) out->peak_live = out->live;
+  } else if (p->sync == AK_SYNC_LOCKFREE) {
+    out->live = atomic_load(&p->lf_live);
+    out->peak_live = atomic_load(&p->lf_peak);
+  } else {
+    out->live = p->pub.live;
+    out->peak_live = p->peak_live;
+  }
+  pthread_mutex_lock(&p->mu);
+  out->slabs = p->slabs;
+  out->peak_slabs = p->peak_slabs;
+  out->bytes_reserved = p->slabs * p->slab_size;
+  out->bytes_resident = resident_of(p);
+  out->slab_allocs = p->slab_allocs;
+  out->slab_releases = p->slab_releases;
+  pthread_mutex_unlock(&p->mu);
+}
+
+int ak_pool_stats_print(const ak_pool *pub, FILE *f) {
+  ak_pool_stats s;
+  ak_pool_stats_get(pub, &s);
+  static const char *const modes[] = {"threads", "none", "spinlock", "lockfree"};
+  const _ak_pool_impl *p = pub ? _ak_impl(pub) : NULL;
+  int rc =
+      fprintf(f,
+              "pool '%s' (%s): object %zu B, slot %zu B\n"
+              "  live %zu (peak %zu)\n"
+              "  slabs %zu (peak %zu), reserved %zu B, resident %zu B\n"
+              "  slabs obtained %zu, released %zu\n",
+              ak_pool_name(pub), p ? modes[p->sync] : "-", s.object_size, s.slot_size, s.live, s.peak_live,
+              s.slabs, s.peak_slabs, s.bytes_reserved, s.bytes_resident, s.slab_allocs, s.slab_releases);
+  return rc < 0 ? -1 : 0;
+}
