@@ -9,6 +9,11 @@
  *     destructors run at clear/destroy/restore), ak::arena::scope,
  *     ak::arena_allocator<T> (STL allocator), ak::arena_resource
  *     (std::pmr::memory_resource).
+ *   - pool: ak::object_pool<T> (RAII owner of an ak_pool, create/destroy,
+ *     a unique_ptr deleter), ak::pool_set (pools keyed by size and
+ *     alignment), ak::pool_allocator<T> (STL allocator for node-based
+ *     containers), ak::pool_resource (std::pmr::memory_resource over pools
+ *     of size classes). Thread-safety there follows each pool's sync mode.
  *
  * Errors: the C API reports failure with NULL and errno. Here, functions
  * that return raw memory (allocate) keep that convention; functions that
@@ -24,12 +29,17 @@
 
 #include <arenakit/arenakit.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 
@@ -420,6 +430,689 @@ class arena_resource : public std::pmr::memory_resource {
 
  private:
   ak_arena *a_;
+};
+#endif /* AK_HAS_PMR */
+
+/* ===========================================================================
+ * pool
+ *
+ * ak::object_pool<T> (RAII owner of one ak_pool of T-sized slots, with
+ * create/destroy and a unique_ptr deleter), ak::pool_set (pools keyed by
+ * object size and alignment, made on first use), ak::pool_allocator<T>
+ * (STL allocator for node-based containers, over a shared pool_set) and
+ * ak::pool_resource (std::pmr::memory_resource over pools of size classes).
+ *
+ * Thread-safety in this section follows the sync mode of the pools (ak_sync;
+ * AK_SYNC_THREADS by default, as in C): in every mode but AK_SYNC_NONE,
+ * objects may be allocated and freed from any thread, including freeing on
+ * another thread than the one that allocated. AK_SYNC_NONE pools must be
+ * used from one thread at a time. Constructing, moving, assigning and
+ * destroying the owners below is never thread-safe (as for any object).
+ * ======================================================================== */
+
+namespace detail {
+
+/* Throws the exception that matches the errno of a failed pool call:
+ * EINVAL -> std::invalid_argument, ENOMEM -> std::bad_alloc, anything else
+ * (a failing file operation) -> std::system_error; the message is `who`
+ * followed by ak_last_error(). */
+[[noreturn]] inline void throw_pool_error(const char *who, int err) {
+  if (err == ENOMEM) throw std::bad_alloc();
+  std::string msg = std::string(who) + ": " + ak_last_error();
+  if (err == EINVAL) throw std::invalid_argument(msg);
+  throw std::system_error(err, std::generic_category(), msg);
+}
+
+/* ak_pool_create(), throwing instead of returning NULL. */
+inline ak_pool *create_pool(const ak_pool_options &opts, const char *who) {
+  ak_pool *p = ak_pool_create(&opts);
+  if (!p) throw_pool_error(who, errno);
+  return p;
+}
+
+inline bool is_pow2(std::size_t x) noexcept { return x != 0 && (x & (x - 1)) == 0; }
+
+/* Options for one pool of a pool_set or pool_resource: `base` with the
+ * object size and alignment filled in, named "<base name>/<size>". The name
+ * is copied by ak_pool_create(), so `name_buf` only has to live that long. */
+inline ak_pool_options member_options(const ak_pool_options &base, std::size_t size, std::size_t align,
+                                      std::string &name_buf) {
+  ak_pool_options o = base;
+  o.object_size = size;
+  o.align = align;
+  name_buf = std::string(base.name ? base.name : "pool") + "/" + std::to_string(size);
+  if (align != 0) name_buf += "@" + std::to_string(align);
+  o.name = name_buf.c_str();
+  return o;
+}
+
+/* One file cannot back several pools: every pool would truncate it. */
+inline void check_multi_pool_options(const ak_pool_options &base, const char *who) {
+  if (base.backing == AK_BACKING_FILE) {
+    throw std::invalid_argument(std::string(who) + ": AK_BACKING_FILE cannot back several pools");
+  }
+}
+
+}  // namespace detail
+
+/** RAII owner of one fixed-size pool (`ak_pool`) whose slots hold one T
+ *  each: `ak::object_pool<Node> pool; Node *n = pool.create(1, 2);
+ *  ... pool.destroy(n);`.
+ *
+ *  Objects come from create() or make_unique() and go back with destroy()
+ *  or the unique_ptr's deleter; every object is aligned to alignof(T)
+ *  (over-aligned types included). The pool does not track constructed
+ *  objects: destroy every object before the pool ends. The pool's
+ *  destruction gives all memory back to the OS but runs no destructors, so
+ *  objects still live then are abandoned (their destructors never run; the
+ *  checked build reports how many).
+ *
+ *  Non-copyable. Movable: a move hands over the ak_pool pointer, so objects,
+ *  deleters and get() pointers stay valid and keep working with the
+ *  destination; the source is left empty (get() == nullptr) and may only be
+ *  destroyed or assigned to.
+ *
+ *  Thread-safety: that of the sync mode (see the section comment);
+ *  AK_SYNC_THREADS by default. */
+template <class T>
+class object_pool {
+  static_assert(std::is_object_v<T> && !std::is_array_v<T> && !std::is_const_v<T> && !std::is_volatile_v<T>,
+                "object_pool<T>: T must be a complete, non-array, non-cv object type");
+
+ public:
+  using value_type = T;
+
+  /** The deleter of the unique_ptr that make_unique() returns: runs ~T()
+   *  and gives the slot back to the pool it holds. It holds the ak_pool
+   *  pointer, not the object_pool, so it keeps working after the
+   *  object_pool is moved; it must not be called after the pool is
+   *  destroyed. A default-constructed deleter holds no pool and can only
+   *  "delete" nullptr (which std::unique_ptr never passes to it). */
+  class deleter {
+   public:
+    /** A deleter with no pool. Never throws. */
+    deleter() noexcept = default;
+    /** A deleter that returns objects to `pool`. Never throws. */
+    explicit deleter(ak_pool *pool) noexcept : pool_(pool) {}
+    /** Destroys `*obj` and frees its slot; nullptr is ignored. `obj` must
+     *  come from this deleter's pool. Never throws (~T must not throw). */
+    void operator()(T *obj) const noexcept {
+      if (obj) {
+        obj->~T();
+        ak_pool_free(pool_, obj);
+      }
+    }
+    /** The pool objects are returned to. Never throws. */
+    ak_pool *pool() const noexcept { return pool_; }
+
+   private:
+    ak_pool *pool_ = nullptr;
+  };
+
+  /** What make_unique() returns. */
+  using unique_ptr = std::unique_ptr<T, deleter>;
+
+  /** A pool with default options (AK_SYNC_THREADS, 64 KiB slabs, no cap).
+   *  Throws std::bad_alloc if the pool's bookkeeping cannot be allocated. */
+  object_pool() : object_pool(ak_pool_options{}) {}
+
+  /** A pool with default options and the sync mode `sync`. Throws
+   *  std::invalid_argument when `sync` is out of range, std::bad_alloc
+   *  when memory runs out. */
+  explicit object_pool(ak_sync sync) : object_pool(sync_options(sync)) {}
+
+  /** A pool with `opts` (see ak_pool_options): object_size is set to
+   *  sizeof(T) (a value given is replaced); align becomes alignof(T), or
+   *  opts.align if that is a larger power of two. Errors, with
+   *  "ak::object_pool: " and ak_last_error() as the message:
+   *  std::invalid_argument for bad options (EINVAL), std::bad_alloc when
+   *  memory runs out, std::system_error when the file of AK_BACKING_FILE
+   *  cannot be created. */
+  explicit object_pool(ak_pool_options opts) {
+    opts.object_size = sizeof(T);
+    if (opts.align == 0 || (detail::is_pow2(opts.align) && opts.align < alignof(T))) opts.align = alignof(T);
+    p_ = detail::create_pool(opts, "ak::object_pool");
+  }
+
+  object_pool(const object_pool &) = delete;
+  object_pool &operator=(const object_pool &) = delete;
+
+  /** Takes over `other`'s pool; `other` becomes empty. Never throws. */
+  object_pool(object_pool &&other) noexcept : p_(std::exchange(other.p_, nullptr)) {}
+
+  /** Destroys this object's pool (as the destructor does), then takes over
+   *  `other`'s; `other` becomes empty. Self-move does nothing. Never
+   *  throws. */
+  object_pool &operator=(object_pool &&other) noexcept {
+    if (this != &other) {
+      ak_pool_destroy(p_);
+      p_ = std::exchange(other.p_, nullptr);
+    }
+    return *this;
+  }
+
+  /** Gives every slab back (ak_pool_destroy); runs no destructors. */
+  ~object_pool() { ak_pool_destroy(p_); }
+
+  /** Constructs a T from `args` in a slot of the pool and returns it. The
+   *  caller owns the object until destroy() (or a deleter) gives it back.
+   *  Errors: throws std::bad_alloc when the pool is at max_objects or
+   *  memory runs out (errno ENOMEM). If T's constructor throws, the slot is
+   *  freed and the exception propagates (stats().live is unchanged).
+   *  Thread-safety: that of the sync mode. Requires a non-empty pool. */
+  template <class... Args>
+  T *create(Args &&...args) {
+    void *mem = ak_pool_alloc(p_);
+    if (!mem) throw std::bad_alloc();
+    if constexpr (std::is_nothrow_constructible_v<T, Args &&...>) {
+      return ::new (mem) T(std::forward<Args>(args)...);
+    } else {
+      try {
+        return ::new (mem) T(std::forward<Args>(args)...);
+      } catch (...) {
+        ak_pool_free(p_, mem);
+        throw;
+      }
+    }
+  }
+
+  /** Runs ~T() on `obj` and frees its slot; nullptr is ignored. `obj` must
+   *  come from create() of this pool (or the pool it was moved from) and
+   *  not be destroyed twice: anything else is undefined (aborts with a
+   *  message in the checked build). From any thread in the concurrent
+   *  modes. Never throws (~T must not throw). */
+  void destroy(T *obj) noexcept {
+    if (obj) {
+      obj->~T();
+      ak_pool_free(p_, obj);
+    }
+  }
+
+  /** As create(), but returns the object in a unique_ptr whose deleter
+   *  destroys it and gives the slot back. The unique_ptr must not outlive
+   *  the pool. Errors as create(). */
+  template <class... Args>
+  unique_ptr make_unique(Args &&...args) {
+    return unique_ptr(create(std::forward<Args>(args)...), deleter(p_));
+  }
+
+  /** A deleter for objects of this pool (for unique_ptrs built by hand or
+   *  taking over a create() result). Never throws. */
+  deleter get_deleter() const noexcept { return deleter(p_); }
+
+  /** Makes sure `n` more objects can be created without the pool asking
+   *  its backing for memory (ak_pool_reserve; in AK_SYNC_THREADS the room
+   *  goes to the calling thread). Throws std::bad_alloc when memory runs
+   *  out (ENOMEM), std::system_error for another error of the backing;
+   *  slabs obtained before the failure stay. */
+  void reserve(std::size_t n) {
+    int err = ak_pool_reserve(p_, n);
+    if (err != 0) detail::throw_pool_error("ak::object_pool::reserve", err);
+  }
+
+  /** Gives empty slabs and cached memory back to the OS now (ak_pool_trim).
+   *  Live objects stay. Thread-safe; never throws. */
+  void trim() noexcept { ak_pool_trim(p_); }
+
+  /** True if `p` points to the start of a slot of this pool (live or not);
+   *  false for any other pointer, nullptr included. O(1), thread-safe,
+   *  never throws. */
+  bool owns(const void *p) const noexcept { return p != nullptr && ak_pool_owns(p_, p); }
+
+  /** The pool's statistics (see ak_pool_stats; `live` counts objects
+   *  created and not yet destroyed). Exact when no other thread uses the
+   *  pool. Never throws. */
+  ak_pool_stats stats() const noexcept {
+    ak_pool_stats s;
+    ak_pool_stats_get(p_, &s);
+    return s;
+  }
+
+  /** The underlying C pool (nullptr after a move), for the C API. Still
+   *  owned by this object: never ak_pool_destroy() it yourself. Unlike
+   *  ak::arena::get(), it stays the same when this object is moved. */
+  ak_pool *get() const noexcept { return p_; }
+
+ private:
+  static ak_pool_options sync_options(ak_sync sync) noexcept {
+    ak_pool_options o{};
+    o.sync = sync;
+    return o;
+  }
+
+  ak_pool *p_;
+};
+
+/** A set of pools, one per (object size, alignment), each made on first
+ *  use: the shared state behind ak::pool_allocator, where rebinding makes
+ *  one allocator serve several node types. Own it with a std::shared_ptr
+ *  (`auto set = std::make_shared<ak::pool_set>();`); the allocators hold
+ *  copies of that pointer, so the set lives as long as any container on it.
+ *
+ *  Every pool is created with the same base options (sync mode, slab size,
+ *  spare slabs, ...); object_size, align and name are filled in per pool.
+ *  Destroying the set destroys its pools (runs no destructors).
+ *
+ *  Thread-safety: get(), find(), owns() and trim() may be called from any
+ *  thread at once; finding an existing pool takes no lock (a short list
+ *  walk with acquire loads), creating one takes a mutex. The pools
+ *  themselves synchronise as their sync mode says. Not copyable or
+ *  movable (allocators point to it). */
+class pool_set {
+ public:
+  /** A set whose pools use default options (AK_SYNC_THREADS). Never
+   *  allocates until the first get(). */
+  pool_set() noexcept = default;
+
+  /** A set whose pools use default options and the sync mode `sync`. An
+   *  out-of-range `sync` makes get() throw std::invalid_argument. */
+  explicit pool_set(ak_sync sync) noexcept { base_.sync = sync; }
+
+  /** A set whose pools use `base` (object_size and align are ignored; the
+   *  name, default "pool", gets "/<size>@<align>" appended). The strings in
+   *  `base` (name) must stay valid while the set lives. Throws
+   *  std::invalid_argument for AK_BACKING_FILE (one file cannot back
+   *  several pools); other bad options make get() throw. */
+  explicit pool_set(const ak_pool_options &base) : base_(base) {
+    detail::check_multi_pool_options(base_, "ak::pool_set");
+  }
+
+  pool_set(const pool_set &) = delete;
+  pool_set &operator=(const pool_set &) = delete;
+
+  /** Destroys every pool of the set (ak_pool_destroy). */
+  ~pool_set() {
+    const entry *e = head_.load(std::memory_order_acquire);
+    while (e) {
+      const entry *next = e->next;
+      ak_pool_destroy(e->pool);
+      delete e;
+      e = next;
+    }
+  }
+
+  /** The pool for objects of `size` bytes aligned to `align` (a power of
+   *  two), created on first use. The pool belongs to the set: never destroy
+   *  it. Thread-safe. Errors: throws std::invalid_argument (bad size,
+   *  alignment or base options), std::bad_alloc (out of memory) or
+   *  std::system_error, with ak_last_error() in the message. */
+  ak_pool *get(std::size_t size, std::size_t align) {
+    ak_pool *p = find(size, align);
+    return p ? p : create(size, align);
+  }
+
+  /** The pool for (`size`, `align`) if it exists, else nullptr. Lock-free
+   *  and thread-safe; never throws. */
+  ak_pool *find(std::size_t size, std::size_t align) const noexcept {
+    for (const entry *e = head_.load(std::memory_order_acquire); e; e = e->next) {
+      if (e->size == size && e->align == align) return e->pool;
+    }
+    return nullptr;
+  }
+
+  /** Calls `f(ak_pool *)` for every pool of the set, newest first (for
+   *  statistics). Pools created meanwhile by other threads may be missed. */
+  template <class F>
+  void for_each(F &&f) const {
+    for (const entry *e = head_.load(std::memory_order_acquire); e; e = e->next) f(e->pool);
+  }
+
+  /** True if `p` is the start of a slot of one of the set's pools
+   *  (ak_pool_owns; O(number of pools)). Thread-safe; never throws. */
+  bool owns(const void *p) const noexcept {
+    if (!p) return false;
+    for (const entry *e = head_.load(std::memory_order_acquire); e; e = e->next) {
+      if (ak_pool_owns(e->pool, p)) return true;
+    }
+    return false;
+  }
+
+  /** ak_pool_trim() on every pool: empty memory goes back to the OS now.
+   *  Thread-safe; never throws. */
+  void trim() noexcept {
+    for (const entry *e = head_.load(std::memory_order_acquire); e; e = e->next) ak_pool_trim(e->pool);
+  }
+
+  /** The set that default-constructed pool_allocators share: default
+   *  options (AK_SYNC_THREADS), created on first call (thread-safe) and
+   *  never destroyed, so containers with static storage duration may use
+   *  it until the program ends. Throws std::bad_alloc on the first call if
+   *  memory runs out. */
+  static const std::shared_ptr<pool_set> &default_set() {
+    static const auto *set = new std::shared_ptr<pool_set>(std::make_shared<pool_set>());
+    return *set;
+  }
+
+ private:
+  /* Entries are immutable once published and freed only by ~pool_set, so a
+   * reader that saw `head_` may walk the list without a lock. */
+  struct entry {
+    std::size_t size;
+    std::size_t align;
+    ak_pool *pool;
+    const entry *next;
+  };
+
+  ak_pool *create(std::size_t size, std::size_t align) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ak_pool *p = find(size, align)) return p;  // another thread won
+    std::string name;
+    ak_pool *p = detail::create_pool(detail::member_options(base_, size, align, name), "ak::pool_set");
+    entry *e = new (std::nothrow) entry{size, align, p, head_.load(std::memory_order_relaxed)};
+    if (!e) {
+      ak_pool_destroy(p);
+      throw std::bad_alloc();
+    }
+    head_.store(e, std::memory_order_release);
+    return p;
+  }
+
+  ak_pool_options base_{};
+  std::atomic<const entry *> head_{nullptr};
+  std::mutex mu_;
+};
+
+/** A standard allocator (std::allocator_traits-conforming) for node-based
+ *  containers - std::list, std::forward_list, std::map, std::set,
+ *  std::unordered_map and their multi variants:
+ *  `auto set = std::make_shared<ak::pool_set>();
+ *   std::map<int, int, std::less<int>, ak::pool_allocator<std::pair<const int, int>>> m(set);`
+ *  (or default-construct it to use pool_set::default_set()).
+ *
+ *  allocate(1) - one node - comes from the set's pool for
+ *  (sizeof(T), alignof(T)) of the rebound node type, made on first use.
+ *  allocate(n) for n != 1 (bucket arrays of unordered containers, vectors)
+ *  goes to ::operator new with T's alignment (the aligned form when T is
+ *  over-aligned): arrays are not fixed-size objects, and the global heap
+ *  already serves them well. deallocate(p, n) must get the n given to
+ *  allocate, as the standard requires, and picks the same route.
+ *
+ *  The allocator holds a std::shared_ptr to its pool_set, so a container
+ *  keeps its pools alive. Two allocators are equal when they share one
+ *  set. Because ownership is shared, propagating is safe:
+ *  propagate_on_container_copy_assignment, _move_assignment and _swap are
+ *  true (the allocator travels with the memory, move assignment and swap
+ *  are O(1), as with std::allocator). A moved-from allocator keeps its set
+ *  (moving copies the pointer), so a moved-from container stays usable.
+ *
+ *  Thread-safety: that of the set's sync mode for allocate/deallocate
+ *  (AK_SYNC_THREADS by default: any thread, cross-thread deallocation
+ *  included); copying is an atomic reference-count increment. */
+template <class T>
+class pool_allocator {
+ public:
+  using value_type = T;
+  using propagate_on_container_copy_assignment = std::true_type;
+  using propagate_on_container_move_assignment = std::true_type;
+  using propagate_on_container_swap = std::true_type;
+  using is_always_equal = std::false_type;
+
+  /** An allocator over pool_set::default_set() (AK_SYNC_THREADS). Throws
+   *  std::bad_alloc only if that set cannot be created. */
+  pool_allocator() : set_(pool_set::default_set()) {}
+  /** An allocator over `set`, which must not be null. Implicit, so that a
+   *  container can be built straight from a set. Never throws. */
+  pool_allocator(std::shared_ptr<pool_set> set) noexcept  // NOLINT(google-explicit-constructor)
+      : set_(std::move(set)) {}
+  /** Copies share the set. Declared so that a move copies too. */
+  pool_allocator(const pool_allocator &) noexcept = default;
+  /** Rebinding copy: same set, another value type. Never throws. */
+  template <class U>
+  pool_allocator(const pool_allocator<U> &other) noexcept : set_(other.set()) {}
+  /** Shares `other`'s set. Never throws. */
+  pool_allocator &operator=(const pool_allocator &) noexcept = default;
+
+  /** Memory for `n` T aligned to alignof(T): for n == 1 a slot of the
+   *  set's pool for T (created on first use), otherwise from
+   *  ::operator new. Contents unspecified. Errors: throws std::bad_alloc
+   *  when memory runs out (or a pool's max_objects is reached),
+   *  std::bad_array_new_length if n * sizeof(T) overflows, and what
+   *  pool_set::get() throws when the pool cannot be created. */
+  T *allocate(std::size_t n) {
+    if (n == 1) {
+      void *p = ak_pool_alloc(set_->get(sizeof(T), alignof(T)));
+      if (!p) throw std::bad_alloc();
+      return static_cast<T *>(p);
+    }
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_array_new_length();
+    if constexpr (alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
+      return static_cast<T *>(::operator new(n * sizeof(T), std::align_val_t(alignof(T))));
+    } else {
+      return static_cast<T *>(::operator new(n * sizeof(T)));
+    }
+  }
+
+  /** Frees `p`, which allocate(n) of an equal allocator returned, with the
+   *  same `n`. Never throws. */
+  void deallocate(T *p, std::size_t n) noexcept {
+    if (n == 1) {
+      ak_pool_free(set_->find(sizeof(T), alignof(T)), p);
+    } else if constexpr (alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
+      ::operator delete(p, std::align_val_t(alignof(T)));
+    } else {
+      ::operator delete(p);
+    }
+  }
+
+  /** The pool set this allocator uses. Never throws. */
+  const std::shared_ptr<pool_set> &set() const noexcept { return set_; }
+
+ private:
+  std::shared_ptr<pool_set> set_;
+};
+
+/** True when both allocators use the same pool set. */
+template <class T, class U>
+bool operator==(const pool_allocator<T> &x, const pool_allocator<U> &y) noexcept {
+  return x.set() == y.set();
+}
+/** True when the allocators use different pool sets. */
+template <class T, class U>
+bool operator!=(const pool_allocator<T> &x, const pool_allocator<U> &y) noexcept {
+  return x.set() != y.set();
+}
+
+#if AK_HAS_PMR
+namespace detail {
+
+/* Size classes of ak::pool_resource: multiples of 8 up to 64, then four
+ * classes per doubling (80, 96, 112, 128, 160, ..., 3584, 4096), so a
+ * request above 32 bytes wastes less than 25% of its slot. */
+constexpr std::size_t pool_class_count = 32;
+constexpr std::size_t pool_class_max = 4096;
+
+constexpr std::size_t pool_class_size(std::size_t index) noexcept {
+  if (index < 8) return (index + 1) * 8;
+  std::size_t m = index - 8;
+  return (5 + m % 4) << (4 + m / 4);
+}
+
+/* The class of each 8-byte granule: entry (n - 1) / 8 is the smallest class
+ * holding n bytes, for 1 <= n <= pool_class_max. */
+struct pool_class_table {
+  unsigned char index[pool_class_max / 8];
+};
+
+constexpr pool_class_table make_pool_class_table() noexcept {
+  pool_class_table t{};
+  std::size_t c = 0;
+  for (std::size_t g = 0; g < pool_class_max / 8; ++g) {
+    while (pool_class_size(c) < (g + 1) * 8) ++c;
+    t.index[g] = static_cast<unsigned char>(c);
+  }
+  return t;
+}
+
+inline constexpr pool_class_table pool_classes = make_pool_class_table();
+
+static_assert(pool_class_size(pool_class_count - 1) == pool_class_max, "the last class is the largest");
+
+}  // namespace detail
+
+/** A std::pmr::memory_resource over fixed-size pools, one per size class:
+ *  `ak::pool_resource r; std::pmr::map<int, std::pmr::string> m(&r);`.
+ *
+ *  Classes: 8, 16, ..., 64 (steps of 8), then four per doubling (80, 96,
+ *  112, 128, 160, ..., 3584, 4096): above 32 bytes a request wastes less
+ *  than 25% of its slot. A class's slots are aligned to the largest power
+ *  of two dividing its size (8 for 24, 16 for 48 and 80, 64 for 192, 4096
+ *  for 4096). A request (bytes, alignment) is rounded up to a multiple of
+ *  `alignment` and served by the smallest class that holds the result -
+ *  whose alignment is then always at least `alignment`; a request whose
+ *  rounded size exceeds max_pooled_size (4096) goes to the upstream
+ *  resource, unchanged. Pools are made on first use of their class.
+ *  do_deallocate uses the (bytes, alignment) given, as std::pmr requires,
+ *  to find the same class (or upstream) again.
+ *
+ *  Resources are equal only to themselves (pointer identity). The
+ *  resource must outlive the containers using it; its destruction
+ *  destroys every pool (memory allocated from it becomes invalid; no
+ *  destructors run). Not copyable or movable.
+ *
+ *  Thread-safety: allocate/deallocate follow the sync mode of the pools
+ *  (AK_SYNC_THREADS by default: any thread, cross-thread deallocation
+ *  included; a class's pool is created under a mutex, found lock-free);
+ *  the upstream resource must be thread-safe too when used so (the
+ *  default resource, new_delete_resource(), is). */
+class pool_resource : public std::pmr::memory_resource {
+ public:
+  /** Requests up to this many bytes (after rounding to their alignment)
+   *  are pooled. */
+  static constexpr std::size_t max_pooled_size = detail::pool_class_max;
+
+  /** A resource with default pool options (AK_SYNC_THREADS) over
+   *  std::pmr::get_default_resource(). Never allocates until used. */
+  pool_resource() noexcept : pool_resource(AK_SYNC_THREADS, std::pmr::get_default_resource()) {}
+
+  /** A resource whose pools use the sync mode `sync`, over `upstream`
+   *  (which must outlive it). Throws std::invalid_argument if `upstream`
+   *  is null; an out-of-range `sync` makes allocations throw it. */
+  explicit pool_resource(ak_sync sync, std::pmr::memory_resource *upstream = std::pmr::get_default_resource())
+      : upstream_(upstream) {
+    base_ = {};
+    base_.sync = sync;
+    check_upstream();
+  }
+
+  /** A resource whose pools use `base` (object_size and align are set per
+   *  class; the name, default "pool", gets "/<size>@<align>" appended;
+   *  the name string must stay valid while the resource lives), over
+   *  `upstream`. Throws std::invalid_argument if `upstream` is null or
+   *  `base` asks for AK_BACKING_FILE (one file cannot back several pools);
+   *  other bad options make allocations throw std::invalid_argument. */
+  explicit pool_resource(const ak_pool_options &base,
+                         std::pmr::memory_resource *upstream = std::pmr::get_default_resource())
+      : base_(base), upstream_(upstream) {
+    detail::check_multi_pool_options(base_, "ak::pool_resource");
+    check_upstream();
+  }
+
+  pool_resource(const pool_resource &) = delete;
+  pool_resource &operator=(const pool_resource &) = delete;
+
+  /** Destroys every class's pool (ak_pool_destroy). Memory still held by
+   *  containers becomes invalid; upstream allocations are not released. */
+  ~pool_resource() override {
+    for (auto &p : pools_) ak_pool_destroy(p.load(std::memory_order_relaxed));
+  }
+
+  /** The size of the class that serves a request of `bytes` at
+   *  `alignment` (a power of two), or 0 if it goes upstream. Never throws. */
+  static constexpr std::size_t size_class(std::size_t bytes, std::size_t alignment) noexcept {
+    std::size_t i = class_index(bytes, alignment);
+    return i < detail::pool_class_count ? detail::pool_class_size(i) : 0;
+  }
+
+  /** The upstream resource (for requests above max_pooled_size). */
+  std::pmr::memory_resource *upstream_resource() const noexcept { return upstream_; }
+
+  /** The pool serving (`bytes`, `alignment`) if it has been created, else
+   *  nullptr (not created yet, or the request goes upstream); for its
+   *  statistics. Owned by the resource. Thread-safe; never throws. */
+  ak_pool *find(std::size_t bytes, std::size_t alignment) const noexcept {
+    std::size_t i = class_index(bytes, alignment);
+    return i < detail::pool_class_count ? pools_[i].load(std::memory_order_acquire) : nullptr;
+  }
+
+  /** True if `p` is the start of a slot of one of the class pools
+   *  (ak_pool_owns); false for upstream memory. Thread-safe; never
+   *  throws. */
+  bool owns(const void *p) const noexcept {
+    if (!p) return false;
+    for (const auto &pool : pools_) {
+      ak_pool *q = pool.load(std::memory_order_acquire);
+      if (q && ak_pool_owns(q, p)) return true;
+    }
+    return false;
+  }
+
+  /** ak_pool_trim() on every class pool: empty memory goes back to the OS
+   *  now. Thread-safe; never throws. */
+  void trim() noexcept {
+    for (auto &pool : pools_) {
+      if (ak_pool *q = pool.load(std::memory_order_acquire)) ak_pool_trim(q);
+    }
+  }
+
+ protected:
+  /** A slot of the class for (`bytes`, `alignment`), or upstream memory.
+   *  Throws std::bad_alloc when memory runs out (or a pool's max_objects
+   *  is reached), what the upstream throws, and std::invalid_argument if
+   *  the base options are bad (at a class's first use). */
+  void *do_allocate(std::size_t bytes, std::size_t alignment) override {
+    std::size_t i = class_index(bytes, alignment);
+    if (i >= detail::pool_class_count) return upstream_->allocate(bytes, alignment);
+    ak_pool *q = pools_[i].load(std::memory_order_acquire);
+    if (!q) q = create(i);
+    void *p = ak_pool_alloc(q);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+
+  /** Gives `p` back to its class's pool (or upstream); `bytes` and
+   *  `alignment` must be those it was allocated with. */
+  void do_deallocate(void *p, std::size_t bytes, std::size_t alignment) override {
+    std::size_t i = class_index(bytes, alignment);
+    if (i >= detail::pool_class_count) {
+      upstream_->deallocate(p, bytes, alignment);
+    } else {
+      ak_pool_free(pools_[i].load(std::memory_order_acquire), p);
+    }
+  }
+
+  /** Identity: a resource is equal only to itself. */
+  bool do_is_equal(const std::pmr::memory_resource &other) const noexcept override { return this == &other; }
+
+ private:
+  /* The class index for a request, or pool_class_count for upstream. */
+  static constexpr std::size_t class_index(std::size_t bytes, std::size_t alignment) noexcept {
+    if (bytes > max_pooled_size || alignment > max_pooled_size) return detail::pool_class_count;
+    std::size_t n = bytes == 0 ? 1 : bytes;
+    if (alignment > 1) n = (n + alignment - 1) & ~(alignment - 1);
+    if (n > max_pooled_size) return detail::pool_class_count;
+    return detail::pool_classes.index[(n - 1) / 8];
+  }
+
+  void check_upstream() const {
+    if (!upstream_) throw std::invalid_argument("ak::pool_resource: the upstream resource is null");
+  }
+
+  ak_pool *create(std::size_t i) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ak_pool *q = pools_[i].load(std::memory_order_relaxed);
+    if (q) return q;  // another thread won
+    const std::size_t size = detail::pool_class_size(i);
+    const std::size_t align = size & (~size + 1);  // the largest power of two dividing size
+    std::string name;
+    q = detail::create_pool(detail::member_options(base_, size, align, name), "ak::pool_resource");
+    pools_[i].store(q, std::memory_order_release);
+    return q;
+  }
+
+  ak_pool_options base_;
+  std::pmr::memory_resource *upstream_;
+  std::atomic<ak_pool *> pools_[detail::pool_class_count] = {};
+  std::mutex mu_;
 };
 #endif /* AK_HAS_PMR */
 
