@@ -1,0 +1,128 @@
+// bench.h - the benchmark runner's interface to its scenarios.
+//
+// The runner (bench/main.cpp) runs each scenario once per allocator and
+// repetition, each run in a child process of its own with LD_PRELOAD set to
+// that allocator's shared library (glibc: no preload). Children are
+// interleaved (A B C D A B C D ...). A child prints its measurements on
+// stdout as "key=value" lines (akb::emit); the parent takes, per allocator
+// and key, the median over the repetitions and hands them to the scenario's
+// report function, which builds the tables and acceptance checks. The runner
+// prints them and writes results/<scenario>.{md,csv,svg}.
+//
+// Adding a scenario: write bench/scenario_<name>.cpp defining a
+// `const akb::Scenario akb_scenario_<name>` and add one line to the registry
+// in bench/scenarios.cpp.
+#ifndef AK_BENCH_BENCH_H
+#define AK_BENCH_BENCH_H
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace akb {
+
+// ---- child side ---------------------------------------------------------
+
+// Seconds of CLOCK_MONOTONIC (includes time spent in the kernel).
+double now_s();
+
+// Prints "key=value" on stdout: one measurement for the parent.
+void emit(const std::string &key, double value);
+void emit_str(const std::string &key, const std::string &value);
+
+// Keeps `p` alive as far as the compiler knows, without touching memory:
+// the call that produced it cannot be deleted.
+inline void sink(const void *p) { asm volatile("" : : "r"(p)); }
+// Compiler barrier: memory may have been read or written here.
+inline void clobber() { asm volatile("" : : : "memory"); }
+
+// Scenario parameters, "key=value" strings passed from parent to children.
+using Params = std::map<std::string, std::string>;
+std::uint64_t param_u64(const Params &p, const std::string &key, std::uint64_t def);
+
+// ---- parent side ----------------------------------------------------------
+
+struct Options {
+  bool quick = false;   // short run for CI: small fixed sizes, few reps
+  int reps = 0;         // repetitions of each child (0: scenario default)
+  int rounds = 0;       // rounds inside each child (0: scenario default)
+  std::uint64_t n = 0;  // problem size (0: calibrate)
+  bool strict = false;  // exit 1 when an acceptance check fails
+  int cpu = 0;          // CPU the runner and its children are pinned to (-1: none)
+  std::string out_dir;  // where tables and plots go
+  std::string pinned;   // how the children are pinned, for the report
+};
+
+// One allocator, i.e. one kind of child process.
+struct Allocator {
+  std::string label;    // "glibc", "tcmalloc", ...
+  std::string path;     // the .so for LD_PRELOAD ("" for glibc)
+  std::string package;  // Debian package that owns it
+  std::string version;  // its version
+};
+
+// The medians of one run: per allocator label, per key.
+struct RunData {
+  std::vector<Allocator> allocators;  // the ones that ran, in column order
+  int reps = 0;
+  // every repetition's values, per allocator and key
+  std::map<std::string, std::map<std::string, std::vector<double>>> samples;
+  // the children's string values (from the first repetition)
+  std::map<std::string, std::map<std::string, std::string>> strings;
+
+  bool has(const std::string &alloc, const std::string &key) const;
+  // median over the repetitions; NaN if absent
+  double median(const std::string &alloc, const std::string &key) const;
+  double max(const std::string &alloc, const std::string &key) const;
+  double min(const std::string &alloc, const std::string &key) const;
+};
+
+// A table: rows x columns of numbers (NaN prints as "n/a").
+struct Table {
+  std::string id;      // short name, used in the CSV ("speedup", ...)
+  std::string title;   // printed above the table
+  std::string corner;  // top-left header cell
+  std::string unit;    // unit of the cells, for the CSV
+  int precision = 3;   // decimals
+  std::vector<std::string> columns;
+  std::vector<std::string> rows;
+  std::vector<std::vector<double>> cells;  // [row][column]
+  std::string note;                        // printed below the table (optional)
+};
+
+// An acceptance criterion evaluated on this run.
+struct Check {
+  std::string name;      // what is required
+  double value = 0;      // what was measured
+  double threshold = 0;  // the bound it must reach (value >= threshold)
+  std::string unit;
+  bool pass() const { return value >= threshold; }
+};
+
+struct Report {
+  std::vector<Table> tables;  // tables[0] is the headline (README) table
+  std::vector<Check> checks;
+  std::string details_md;  // extra Markdown (e.g. per-allocator output)
+};
+
+struct Scenario {
+  const char *name;
+  const char *description;
+  // Parent, before any child: choose the parameters (may calibrate).
+  Params (*prepare)(const Options &opts);
+  // Child: measure, emit() the results. Returns 0 on success.
+  int (*child)(const Params &params);
+  // Parent, after all children: the tables and checks.
+  Report (*report)(const RunData &data, const Params &params);
+  int default_reps;
+  int quick_reps;
+};
+
+// The registry (bench/scenarios.cpp).
+const std::vector<const Scenario *> &scenarios();
+
+}  // namespace akb
+
+#endif  // AK_BENCH_BENCH_H
