@@ -427,7 +427,7 @@ TEST(ArenaCppArena, ScopeGuardUnwinds) {
       ak::arena::scope s2(a);
       a.make<Tracer>(&log, 2);
       a.make<Tracer>(&log, 3);
-      inner = a.allocate(std::size_t{1} << 23);  // over max_chunk / 4: a dedicated chunk, returned at unwind
+      inner = a.allocate(std::size_t{1} << 27);  // over max_chunk / 4: a dedicated chunk, returned at unwind
     }
     EXPECT_EQ(log, (std::vector<int>{3, 2}));
     EXPECT_FALSE(a.owns(inner));

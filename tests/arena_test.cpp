@@ -258,7 +258,9 @@ TEST(ArenaClear, ReusesMemoryWithoutNewChunks) {
 }
 
 TEST(ArenaClear, CyclesOfLargeAllocationsStayBounded) {
-  Arena t;
+  ak_arena_options o{};
+  o.max_chunk = 16 * kMiB;  // requests above 4 MiB get dedicated chunks
+  Arena t(&o);
   size_t biggest_cycle = 0;  // the most one cycle asks for
   for (int cycle = 0; cycle < 50; cycle++) {
     size_t large = (4 + static_cast<size_t>(cycle % 7)) * kMiB + 123;
@@ -317,7 +319,7 @@ TEST(ArenaMark, RestoreUnwindsAndReuses) {
   ak_arena_mark m = ak_arena_save(&t.a);
   void *first = ak_arena_alloc(&t.a, 64, 8);
   for (int i = 0; i < 50000; i++) ASSERT_NE(ak_arena_alloc(&t.a, 48, 16), nullptr);
-  ASSERT_NE(ak_arena_alloc(&t.a, 32 * kMiB, 8), nullptr);
+  ASSERT_NE(ak_arena_alloc(&t.a, 80 * kMiB, 8), nullptr);  // above max_chunk / 4: dedicated
   size_t chunks_at_peak = t.stats().chunks;
   ak_arena_restore(&t.a, m);
   EXPECT_EQ(t.stats().requested, s0.requested);

@@ -48,7 +48,8 @@ typedef struct ak_arena_options {
   /** Size in bytes of the first chunk taken from the OS, header included;
    *  rounded up to the page size. 0 = AK_ARENA_DEFAULT_FIRST_CHUNK. */
   size_t first_chunk;
-  /** Growth cap: chunks double in size up to this many bytes.
+  /** Growth cap: chunks double in size up to this many bytes; requests
+   *  above a quarter of it get a dedicated chunk.
    *  0 = AK_ARENA_DEFAULT_MAX_CHUNK. Must be >= first_chunk. */
   size_t max_chunk;
   /** Optional caller-owned memory used before any chunk is taken from the
@@ -72,8 +73,10 @@ typedef struct ak_arena_options {
 enum {
   /** Default first chunk: 4 KiB. */
   AK_ARENA_DEFAULT_FIRST_CHUNK = 4096,
-  /** Default growth cap: 16 MiB. */
-  AK_ARENA_DEFAULT_MAX_CHUNK = 16 * 1024 * 1024,
+  /** Default growth cap: 256 MiB of address space (pages are only used
+   *  as they are touched; large caps make destroying a big arena a few
+   *  munmap calls). */
+  AK_ARENA_DEFAULT_MAX_CHUNK = 256 * 1024 * 1024,
   /** Smallest caller buffer accepted (it holds a 64-byte chunk header). */
   AK_ARENA_MIN_BUFFER = 128,
   /** Every block size is rounded up to this many bytes. */

@@ -90,9 +90,34 @@ static bool set_has(const slab_set *s, uintptr_t x) {
 typedef struct pool_block {
   _ak_pool_impl impl;
   slab_set slabs;
+  pthread_mutex_t slabs_mu; /* guards `slabs` alone: taken inside any other lock */
 } pool_block;
 
 static slab_set *set_of(_ak_pool_impl *p) { return &((pool_block *)p)->slabs; }
+static pthread_mutex_t *set_mu(_ak_pool_impl *p) { return &((pool_block *)p)->slabs_mu; }
+
+/* The slab table is read by ak_pool_owns and checked frees from any thread
+ * while the serial modes change it under their spinlock only: every access
+ * goes through these, under its own mutex. */
+static int table_add(_ak_pool_impl *p, uintptr_t x) {
+  pthread_mutex_lock(set_mu(p));
+  int rc = set_add(set_of(p), x);
+  pthread_mutex_unlock(set_mu(p));
+  return rc;
+}
+
+static void table_del(_ak_pool_impl *p, uintptr_t x) {
+  pthread_mutex_lock(set_mu(p));
+  set_del(set_of(p), x);
+  pthread_mutex_unlock(set_mu(p));
+}
+
+static bool table_has(_ak_pool_impl *p, uintptr_t x) {
+  pthread_mutex_lock(set_mu(p));
+  bool has = set_has(set_of(p), x);
+  pthread_mutex_unlock(set_mu(p));
+  return has;
+}
 
 /* ---- errors and checks -------------------------------------------------- */
 
@@ -118,9 +143,7 @@ static const char *owner_name(uintptr_t s) {
   for (size_t i = 0; i < sizeof g_pools / sizeof g_pools[0] && !name; i++) {
     _ak_pool_impl *q = g_pools[i];
     if (!q) continue;
-    pthread_mutex_lock(&q->mu);
-    if (set_has(set_of(q), s & ~(uintptr_t)(q->slab_size - 1))) name = q->name;
-    pthread_mutex_unlock(&q->mu);
+    if (table_has(q, s & ~(uintptr_t)(q->slab_size - 1))) name = q->name;
   }
   pthread_mutex_unlock(&g_pools_mu);
   return name;
@@ -130,10 +153,7 @@ _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call) {
   uintptr_t u = (uintptr_t)o;
   uintptr_t base = u & ~(uintptr_t)(p->slab_size - 1);
   if (ak_config_checked) {
-    pthread_mutex_lock(&p->mu);
-    bool mine = set_has(set_of(p), base);
-    pthread_mutex_unlock(&p->mu);
-    if (!mine) {
+    if (!table_has(p, base)) {
       const char *other = owner_name(u);
       if (other) die("%s(%p): pointer belongs to pool '%s', not to pool '%s'", call, o, other, p->name);
       die("%s(%p): pointer was not allocated by pool '%s' (no slab of it contains the address)", call, o,
@@ -157,16 +177,17 @@ void _ak_pool_mark_live(_ak_pool_impl *p, _ak_slab *s, void *o) {
   (void)p;
   if (!ak_config_checked) return;
   size_t i = slot_index(s, o);
-  s->bitmap[i / 64] |= UINT64_C(1) << (i % 64);
+  /* Atomic: in the concurrent modes other threads mark other slots of the word. */
+  __atomic_fetch_or(&s->bitmap[i / 64], UINT64_C(1) << (i % 64), __ATOMIC_RELAXED);
 }
 
 void _ak_pool_mark_free(_ak_pool_impl *p, _ak_slab *s, void *o, const char *call) {
   if (!ak_config_checked) return;
   size_t i = slot_index(s, o);
   uint64_t bit = UINT64_C(1) << (i % 64);
-  if (!(s->bitmap[i / 64] & bit))
+  /* Atomic: in the concurrent modes other threads mark other slots of the word. */
+  if (!(__atomic_fetch_and(&s->bitmap[i / 64], ~bit, __ATOMIC_RELAXED) & bit))
     die("%s(%p): double free (or never allocated) in pool '%s'", call, o, p->name);
-  s->bitmap[i / 64] &= ~bit;
 }
 
 void _ak_pool_track_alloc(_ak_pool_impl *p, void *o) {
@@ -312,7 +333,7 @@ _ak_slab *_ak_pool_slab_get(_ak_pool_impl *p) {
       _ak_pool_error(p, errno ? errno : ENOMEM, "ak_pool_alloc", "out of memory");
     return NULL;
   }
-  if (set_add(set_of(p), (uintptr_t)m) != 0) {
+  if (table_add(p, (uintptr_t)m) != 0) {
     if (p->backing == AK_BACKING_HEAP)
       _ak_os_heap_free(m, p->slab_size);
     else if (p->backing == AK_BACKING_FILE)
@@ -331,8 +352,29 @@ _ak_slab *_ak_pool_slab_get(_ak_pool_impl *p) {
   return s;
 }
 
+/* Drops free windows at the end of the file and truncates it there, so
+ * the file never keeps a free tail (and no free offset lies past its end). */
+static void file_shrink_tail(_ak_pool_impl *p) {
+  size_t end = p->file_size;
+  for (bool found = true; found && end;) {
+    found = false;
+    for (size_t i = 0; i < p->nfree_offsets; i++) {
+      if (p->free_offsets[i] + p->slab_size == end) {
+        p->free_offsets[i] = p->free_offsets[--p->nfree_offsets];
+        end -= p->slab_size;
+        found = true;
+        break;
+      }
+    }
+  }
+  if (end != p->file_size) {
+    p->file_size = end;
+    (void)_ak_os_file_resize(p->fd, end);
+  }
+}
+
 void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s) {
-  set_del(set_of(p), (uintptr_t)s);
+  table_del(p, (uintptr_t)s);
   p->slabs--;
   p->slab_releases++;
   if (p->tracked) AK_TRACK_INTERNAL((void *)s, p->slab_size);
@@ -342,12 +384,8 @@ void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s) {
     case AK_BACKING_FILE: {
       size_t off = s->file_offset;
       _ak_os_file_unmap(p->fd, s, off, p->slab_size);
-      if (off + p->slab_size == p->file_size) {
-        p->file_size = off;
-        (void)_ak_os_file_resize(p->fd, off);
-      } else if (p->nfree_offsets < p->cap_free_offsets) {
-        p->free_offsets[p->nfree_offsets++] = off;
-      }
+      if (p->nfree_offsets < p->cap_free_offsets) p->free_offsets[p->nfree_offsets++] = off;
+      file_shrink_tail(p);
       break;
     }
     default: _ak_os_free(s, p->slab_size); break;
@@ -368,12 +406,16 @@ void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s) {
 
 /* ---- the serial core (AK_SYNC_NONE, AK_SYNC_SPINLOCK) ---------------------------- */
 
+/* The inline paths are used in AK_SYNC_NONE unless a check, a tool or the
+ * defragmenter (which must see every free to keep its order) needs the
+ * slow path. */
 static bool mirrored(const _ak_pool_impl *p) {
-  return p->sync == AK_SYNC_NONE && !ak_config_checked && !p->tracked;
+  return p->sync == AK_SYNC_NONE && !ak_config_checked && !p->tracked &&
+         !atomic_load_explicit(&p->defragment, memory_order_relaxed);
 }
 
 static void mirror_in(_ak_pool_impl *p) {
-  if (!mirrored(p) || !p->pub.hot_slab) return;
+  if (!p->pub.hot_slab) return;
   _ak_slab *s = (_ak_slab *)p->pub.hot_slab;
   s->free = p->pub.hot;
   s->used = (uint32_t)p->pub.hot_used;
@@ -583,6 +625,7 @@ ak_pool *ak_pool_create(const ak_pool_options *opts) {
   atomic_init(&p->defragment, o.defragment);
   p->tracked = _ak_track_mode();
   pthread_mutex_init(&p->mu, NULL);
+  pthread_mutex_init(&b->slabs_mu, NULL);
   p->pub.slab_mask = ~(uintptr_t)(slab - 1);
   p->pub.live_max = o.max_objects ? o.max_objects : SIZE_MAX;
   if (p->tracked & AK_TRACK_MODE_VALGRIND) {
@@ -658,6 +701,7 @@ void ak_pool_destroy(ak_pool *pub) {
   free(p->path);
   free(p->free_offsets);
   free(set_of(p)->a);
+  pthread_mutex_destroy(set_mu(p));
   pthread_mutex_destroy(&p->mu);
   free((pool_block *)p);
 }
@@ -679,7 +723,7 @@ int ak_pool_reserve(ak_pool *pub, size_t n) {
   while (room < n) {
     size_t off = 0;
     void *m = backing_get(p, &off);
-    if (!m || set_add(set_of(p), (uintptr_t)m) != 0) {
+    if (!m || table_add(p, (uintptr_t)m) != 0) {
       rc = errno ? errno : ENOMEM;
       if (m) _ak_os_free(m, p->slab_size);
       _ak_pool_error(p, rc, "ak_pool_reserve", "out of memory");
@@ -703,10 +747,7 @@ bool ak_pool_owns(const ak_pool *pub, const void *ptr) {
   if (!pub || !ptr) return false;
   _ak_pool_impl *p = _ak_impl(pub);
   uintptr_t base = (uintptr_t)ptr & ~(uintptr_t)(p->slab_size - 1);
-  pthread_mutex_lock(&p->mu);
-  bool has = set_has(set_of(p), base);
-  pthread_mutex_unlock(&p->mu);
-  return has && _ak_slab_is_slot((const _ak_slab *)base, (uintptr_t)ptr);
+  return table_has(p, base) && _ak_slab_is_slot((const _ak_slab *)base, (uintptr_t)ptr);
 }
 
 void ak_pool_trim(ak_pool *pub) {
@@ -735,15 +776,30 @@ void ak_pool_trim(ak_pool *pub) {
 }
 
 void ak_pool_set_defragment(ak_pool *pub, bool on) {
-  if (pub) atomic_store(&_ak_impl(pub)->defragment, on);
+  if (!pub) return;
+  _ak_pool_impl *p = _ak_impl(pub);
+  if (p->sync == AK_SYNC_NONE) {
+    mirror_in(p);
+    atomic_store(&p->defragment, on);
+    if (!mirrored(p)) {
+      p->pub.hot = NULL;
+      p->pub.hot_used = 0;
+      p->pub.hot_slab = 0;
+    }
+    mirror_out(p);
+  } else {
+    atomic_store(&p->defragment, on);
+  }
 }
 
 const char *ak_pool_name(const ak_pool *pub) { return pub ? _ak_impl(pub)->name : "(null)"; }
 
 static size_t resident_of(_ak_pool_impl *p) {
   size_t r = 0;
+  pthread_mutex_lock(set_mu(p));
   slab_set *set = set_of(p);
   for (size_t i = 0; i < set->n; i++) r += _ak_os_resident((void *)set->a[i], p->slab_size);
+  pthread_mutex_unlock(set_mu(p));
   return r;
 }
 

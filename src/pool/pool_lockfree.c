@@ -37,7 +37,7 @@ static inline uint64_t pack(uint64_t old, void *p) { return ((old & ~PTR_MASK) +
 /* The benign race of a Treiber stack: the link of the head slot may be
  * written by the thread that just popped it. Read it atomically; TSan is
  * told to ignore this one function. */
-static AK_NO_TSAN void *read_link(void *slot) { return __atomic_load_n((void **)slot, __ATOMIC_RELAXED); }
+static AK_NO_TSAN void *read_link(void *slot) { return *(void *volatile *)slot; }
 
 /* Under p->mu: carves a spare or new slab into one chain and pushes the
  * chain with one CAS. 0 or an errno. */
@@ -52,7 +52,11 @@ static int push_slab(_ak_pool_impl *p) {
   _ak_list_push_back(&p->full, s, AK_SLAB_FULL); /* listed for trim/destroy */
   s->free = NULL;
   s->bump = s->start;
+  if (p->tracked) AK_TRACK_INTERNAL((void *)s->start, s->end - s->start);
   _ak_slab_carve(s, (size_t)(s->end - s->start));
+  if (p->tracked && p->slot > sizeof(void *)) /* links readable, the rest poisoned */
+    for (uintptr_t o = s->start; o < s->end; o += p->slot)
+      AK_TRACK_RELEASE((void *)(o + sizeof(void *)), p->slot - sizeof(void *));
   void *first = s->free, *last = first;
   while (*(void **)last) last = *(void **)last;
   s->free = NULL;

@@ -290,11 +290,18 @@ static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
     }
   }
   if (h->avail.head) return _ak_slab_pop(h->avail.head);
-  /* 3. An abandoned, spare or new slab. */
-  _ak_slab *s = take_slab(p, h);
-  if (!s) return NULL;
-  _ak_list_push_front(&h->avail, s, AK_SLAB_AVAIL);
-  return _ak_slab_pop(s);
+  /* 3. An abandoned, spare or new slab (an adopted one may be full: keep
+   * it and take the next). */
+  for (;;) {
+    _ak_slab *s = take_slab(p, h);
+    if (!s) return NULL;
+    void *o = _ak_slab_pop(s);
+    if (o) {
+      _ak_list_push_front(&h->avail, s, AK_SLAB_AVAIL);
+      return o;
+    }
+    _ak_list_push_back(&h->full, s, AK_SLAB_FULL);
+  }
 }
 
 void *_ak_threads_alloc(_ak_pool_impl *p) {

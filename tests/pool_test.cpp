@@ -1,0 +1,722 @@
+// pool_test.cpp - behaviour of the fixed-size object pool (ak_pool_*), in
+// every sync mode: API, policies, backings, caps, stats, threads.
+#include <arenakit/arenakit.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/track.h"
+#include "os/os_mem.h"
+
+namespace {
+
+const ak_sync kAllModes[] = {AK_SYNC_NONE, AK_SYNC_SPINLOCK, AK_SYNC_LOCKFREE, AK_SYNC_THREADS};
+const ak_sync kConcurrentModes[] = {AK_SYNC_SPINLOCK, AK_SYNC_LOCKFREE, AK_SYNC_THREADS};
+
+std::string mode_name(ak_sync m) {
+  switch (m) {
+    case AK_SYNC_NONE: return "none";
+    case AK_SYNC_SPINLOCK: return "spinlock";
+    case AK_SYNC_LOCKFREE: return "lockfree";
+    default: return "threads";
+  }
+}
+
+struct Pool {
+  ak_pool *p;
+  explicit Pool(ak_pool_options o) : p(ak_pool_create(&o)) { EXPECT_NE(p, nullptr) << ak_last_error(); }
+  Pool(size_t size, ak_sync sync, size_t max = 0) {
+    ak_pool_options o{};
+    o.object_size = size;
+    o.sync = sync;
+    o.max_objects = max;
+    o.name = "test";
+    p = ak_pool_create(&o);
+    EXPECT_NE(p, nullptr) << ak_last_error();
+  }
+  ~Pool() { ak_pool_destroy(p); }
+  ak_pool_stats stats() const {
+    ak_pool_stats s;
+    ak_pool_stats_get(p, &s);
+    return s;
+  }
+};
+
+size_t os_mapped() {
+  _ak_os_counters c;
+  _ak_os_get_counters(&c);
+  return c.mapped_bytes;
+}
+
+void expect_disjoint(std::vector<uintptr_t> v, size_t size) {
+  std::sort(v.begin(), v.end());
+  for (size_t i = 1; i < v.size(); i++) ASSERT_LE(v[i - 1] + size, v[i]) << "objects overlap";
+}
+
+class PoolModes : public ::testing::TestWithParam<ak_sync> {};
+INSTANTIATE_TEST_SUITE_P(All, PoolModes, ::testing::ValuesIn(kAllModes),
+                         [](const auto &pi) { return mode_name(pi.param); });
+
+TEST(PoolCreate, BadOptionsAreEinval) {
+  errno = 0;
+  EXPECT_EQ(ak_pool_create(nullptr), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  struct Case {
+    const char *what;
+    ak_pool_options o;
+  };
+  std::vector<Case> cases;
+  ak_pool_options base{};
+  base.object_size = 32;
+  ak_pool_options o = base;
+  o.object_size = 0;
+  cases.push_back({"object_size 0", o});
+  o = base;
+  o.align = 3;
+  cases.push_back({"align 3", o});
+  o = base;
+  o.align = size_t{1} << 20;
+  o.slab_size = 65536;
+  cases.push_back({"align larger than the slab", o});
+  o = base;
+  o.slab_size = 3000;
+  cases.push_back({"slab size not a power of two", o});
+  o = base;
+  o.slab_size = 1024;
+  cases.push_back({"slab size under a page", o});
+  o = base;
+  o.object_size = 100000;
+  o.slab_size = 65536;
+  cases.push_back({"object larger than the slab", o});
+  o = base;
+  o.backing = AK_BACKING_FILE;
+  cases.push_back({"file backing without path", o});
+  o = base;
+  o.path = "/tmp/x";
+  cases.push_back({"path without file backing", o});
+  o = base;
+  int bogus = 9;
+  std::memcpy(&o.sync, &bogus, sizeof bogus);
+  cases.push_back({"unknown sync", o});
+  o = base;
+  o.object_size = SIZE_MAX;
+  cases.push_back({"SIZE_MAX object", o});
+  for (const Case &c : cases) {
+    errno = 0;
+    ak_pool *p = ak_pool_create(&c.o);
+    EXPECT_EQ(p, nullptr) << c.what;
+    EXPECT_EQ(errno, EINVAL) << c.what;
+    EXPECT_NE(std::string(ak_last_error()).find("ak_pool_create"), std::string::npos) << c.what;
+    ak_pool_destroy(p);
+  }
+}
+
+TEST(PoolCreate, ZeroedOptionsAreThreadSafeDefault) {
+  ak_pool_options o{};
+  o.object_size = 24;
+  Pool t(o);
+  // AK_SYNC_THREADS keeps the public fast-path head empty.
+  EXPECT_EQ(t.p->hot, nullptr);
+  EXPECT_EQ(t.p->hot_slab, 0u);
+  void *a = ak_pool_alloc(t.p);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(t.p->hot, nullptr) << "the default mode must not use the unsynchronised inline path";
+  ak_pool_free(t.p, a);
+  EXPECT_STREQ(ak_pool_name(t.p), "pool");
+}
+
+TEST_P(PoolModes, AllocFreeContentsAlignmentNoOverlap) {
+  for (size_t size : {size_t{1}, size_t{8}, size_t{24}, size_t{48}, size_t{100}, size_t{4000}}) {
+    Pool t(size, GetParam());
+    std::vector<uintptr_t> ptrs;
+    std::mt19937 rng(7);
+    std::vector<void *> live;
+    for (int i = 0; i < 20000; i++) {
+      if (!live.empty() && rng() % 3 == 0) {
+        size_t k = rng() % live.size();
+        auto *b = static_cast<unsigned char *>(live[k]);
+        for (size_t j = 0; j < size; j++)
+          ASSERT_EQ(b[j], static_cast<unsigned char>(reinterpret_cast<uintptr_t>(b)));
+        ak_pool_free(t.p, b);
+        live[k] = live.back();
+        live.pop_back();
+      } else {
+        auto *b = static_cast<unsigned char *>(ak_pool_alloc(t.p));
+        ASSERT_NE(b, nullptr);
+        size_t natural = size & (~size + 1);
+        ASSERT_EQ(reinterpret_cast<uintptr_t>(b) % std::min<size_t>(natural, 16), 0u) << size;
+        ASSERT_TRUE(ak_pool_owns(t.p, b));
+        std::memset(b, static_cast<unsigned char>(reinterpret_cast<uintptr_t>(b)), size);
+        live.push_back(b);
+      }
+    }
+    for (void *b : live) ptrs.push_back(reinterpret_cast<uintptr_t>(b));
+    expect_disjoint(ptrs, size);
+    EXPECT_EQ(t.stats().live, live.size());
+    for (void *b : live) ak_pool_free(t.p, b);
+    EXPECT_EQ(t.stats().live, 0u);
+  }
+}
+
+TEST_P(PoolModes, ExplicitAlignment) {
+  for (size_t align : {size_t{16}, size_t{64}, size_t{256}, size_t{4096}}) {
+    ak_pool_options o{};
+    o.object_size = 40;
+    o.align = align;
+    o.sync = GetParam();
+    Pool t(o);
+    for (int i = 0; i < 300; i++) {
+      void *b = ak_pool_alloc(t.p);
+      ASSERT_NE(b, nullptr);
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(b) % align, 0u) << align;
+    }
+  }
+}
+
+TEST_P(PoolModes, MaxObjectsIsEnforcedOnEveryPath) {
+  Pool t(64, GetParam(), 1000);
+  std::vector<void *> v;
+  for (int i = 0; i < 1000; i++) {
+    void *b = ak_pool_alloc(t.p);
+    ASSERT_NE(b, nullptr) << i;
+    v.push_back(b);
+  }
+  for (int k = 0; k < 3; k++) {
+    errno = 0;
+    EXPECT_EQ(ak_pool_alloc(t.p), nullptr);
+    EXPECT_EQ(errno, ENOMEM);
+  }
+  EXPECT_NE(std::string(ak_last_error()).find("max_objects"), std::string::npos);
+  ak_pool_free(t.p, v.back());
+  v.pop_back();
+  void *again = ak_pool_alloc(t.p);
+  EXPECT_NE(again, nullptr) << "a free makes room again";
+  EXPECT_EQ(ak_pool_alloc(t.p), nullptr);
+  v.push_back(again);
+  for (void *b : v) ak_pool_free(t.p, b);
+  EXPECT_EQ(t.stats().live, 0u);
+}
+
+TEST_P(PoolModes, EverythingFreedGivesMemoryBack) {
+  if (GetParam() == AK_SYNC_LOCKFREE) GTEST_SKIP() << "lock-free slabs stay mapped until trim (tested below)";
+  size_t before = os_mapped();
+  Pool t(48, GetParam());
+  std::vector<void *> v;
+  for (int i = 0; i < 200000; i++) {
+    v.push_back(ak_pool_alloc(t.p));
+    std::memset(v.back(), 1, 48);
+  }
+  ak_pool_stats full = t.stats();
+  EXPECT_GT(full.slabs, 100u);
+  EXPECT_GE(full.bytes_resident, 200000u * 48);
+  std::shuffle(v.begin(), v.end(), std::mt19937(3));
+  for (void *b : v) ak_pool_free(t.p, b);
+  ak_pool_stats empty = t.stats();
+  EXPECT_EQ(empty.live, 0u);
+  EXPECT_LE(empty.slabs, 1u) << "empty slabs go back at once";
+  EXPECT_LE(os_mapped(), before + 65536);
+}
+
+TEST(PoolLockfree, TrimDecommitsWhenEmpty) {
+  Pool t(48, AK_SYNC_LOCKFREE);
+  std::vector<void *> v;
+  for (int i = 0; i < 100000; i++) v.push_back(ak_pool_alloc(t.p));
+  for (void *b : v) ak_pool_free(t.p, b);
+  size_t resident = t.stats().bytes_resident;
+  EXPECT_GE(resident, 100000u * 48);
+  ak_pool_trim(t.p);
+  EXPECT_LT(t.stats().bytes_resident, resident / 10);
+  // Still works: the slabs are re-carved.
+  for (int i = 0; i < 1000; i++) ASSERT_NE(ak_pool_alloc(t.p), nullptr);
+}
+
+TEST(PoolPolicy, AllocationPacksTheFullestSlab) {
+  ak_pool_options o{};
+  o.object_size = 64;
+  o.sync = AK_SYNC_NONE;
+  o.slab_size = 4096;  // 63 slots minus the header
+  Pool t(o);
+  size_t per = 0;
+  std::vector<void *> v;
+  while (t.stats().slabs < 4) v.push_back(ak_pool_alloc(t.p));
+  per = (v.size() - 1) / 3;
+  // Slabs 0..2 are full. Free 50% of slab 0 and 10% of slab 1.
+  std::vector<void *> s0(v.begin(), v.begin() + static_cast<long>(per));
+  std::vector<void *> s1(v.begin() + static_cast<long>(per), v.begin() + static_cast<long>(2 * per));
+  for (size_t i = 0; i < per / 2; i++) ak_pool_free(t.p, s0[i]);
+  for (size_t i = 0; i < per / 10; i++) ak_pool_free(t.p, s1[i]);
+  // The fuller one (slab 1) must be refilled first.
+  uintptr_t mask = ~uintptr_t{4095};
+  void *n = ak_pool_alloc(t.p);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(n) & mask, reinterpret_cast<uintptr_t>(s1[0]) & mask);
+}
+
+TEST(PoolPolicy, DefragmentKeepsStrictOrder) {
+  ak_pool_options o{};
+  o.object_size = 64;
+  o.sync = AK_SYNC_NONE;
+  o.slab_size = 4096;
+  Pool t(o);
+  ak_pool_set_defragment(t.p, true);
+  std::vector<void *> v;
+  while (t.stats().slabs < 7) v.push_back(ak_pool_alloc(t.p));
+  size_t per = (v.size() - 1) / 6;
+  uintptr_t mask = ~uintptr_t{4095};
+  // Free k objects from slab k (k = 1..6): slab 1 ends fullest.
+  for (size_t k = 1; k <= 6; k++)
+    for (size_t i = 0; i < k * 2; i++) ak_pool_free(t.p, v[(k - 1) * per + i]);
+  // Allocations fill slab 1 first, then slab 2, ... (strictly by fullness).
+  std::vector<uintptr_t> order;
+  for (size_t i = 0; i < 2 + 4 + 6; i++)
+    order.push_back(reinterpret_cast<uintptr_t>(ak_pool_alloc(t.p)) & mask);
+  EXPECT_EQ(order[0], reinterpret_cast<uintptr_t>(v[0]) & mask);
+  EXPECT_EQ(order[2], reinterpret_cast<uintptr_t>(v[per]) & mask);
+  EXPECT_EQ(order[6], reinterpret_cast<uintptr_t>(v[2 * per]) & mask);
+}
+
+TEST(PoolPolicy, SpareSlabsAreKept) {
+  ak_pool_options o{};
+  o.object_size = 64;
+  o.sync = AK_SYNC_NONE;
+  o.spare_slabs = 3;
+  Pool t(o);
+  std::vector<void *> v;
+  for (int i = 0; i < 20000; i++) v.push_back(ak_pool_alloc(t.p));
+  size_t slabs = t.stats().slabs;
+  for (void *b : v) ak_pool_free(t.p, b);
+  EXPECT_EQ(t.stats().slabs, 4u) << "the current slab and three spares";
+  size_t allocs = t.stats().slab_allocs;
+  for (int i = 0; i < 1000; i++) v[static_cast<size_t>(i)] = ak_pool_alloc(t.p);
+  EXPECT_EQ(t.stats().slab_allocs, allocs) << "spares are reused before mapping";
+  ak_pool_trim(t.p);
+  EXPECT_LT(t.stats().slabs, slabs);
+}
+
+TEST_P(PoolModes, ReserveAvoidsLaterSlabAllocations) {
+  Pool t(48, GetParam());
+  ASSERT_EQ(ak_pool_reserve(t.p, 50000), 0);
+  size_t allocs = t.stats().slab_allocs;
+  EXPECT_GE(t.stats().slabs * 65536, 50000u * 48);
+  std::vector<void *> v;
+  for (int i = 0; i < 50000; i++) v.push_back(ak_pool_alloc(t.p));
+  EXPECT_EQ(t.stats().slab_allocs, allocs);
+  for (void *b : v) ak_pool_free(t.p, b);
+}
+
+TEST_P(PoolModes, OwnsIsPreciseAndNeverFaults) {
+  Pool a(48, GetParam()), b(48, GetParam());
+  void *x = ak_pool_alloc(a.p);
+  void *y = ak_pool_alloc(b.p);
+  int local = 0;
+  void *heap = std::malloc(48);
+  EXPECT_TRUE(ak_pool_owns(a.p, x));
+  EXPECT_FALSE(ak_pool_owns(a.p, y));
+  EXPECT_FALSE(ak_pool_owns(b.p, x));
+  EXPECT_FALSE(ak_pool_owns(a.p, static_cast<char *>(x) + 8)) << "inside an object is not an object";
+  EXPECT_FALSE(ak_pool_owns(a.p, &local));
+  EXPECT_FALSE(ak_pool_owns(a.p, heap));
+  EXPECT_FALSE(ak_pool_owns(a.p, nullptr));
+  EXPECT_FALSE(ak_pool_owns(a.p, reinterpret_cast<void *>(uintptr_t{0x10})));
+  std::free(heap);
+  ak_pool_free(a.p, x);
+  ak_pool_free(b.p, y);
+}
+
+TEST_P(PoolModes, StatsAddUp) {
+  Pool t(100, GetParam());
+  std::vector<void *> v;
+  for (int i = 0; i < 5000; i++) v.push_back(ak_pool_alloc(t.p));
+  for (int i = 0; i < 2000; i++) ak_pool_free(t.p, v[static_cast<size_t>(i)]);
+  ak_pool_stats s = t.stats();
+  EXPECT_EQ(s.version, AK_POOL_STATS_VERSION);
+  EXPECT_EQ(s.object_size, 100u);
+  EXPECT_GE(s.slot_size, 100u);
+  EXPECT_EQ(s.live, 3000u);
+  EXPECT_GE(s.peak_live, 4000u);
+  EXPECT_LE(s.peak_live, 5000u);
+  EXPECT_EQ(s.bytes_reserved, s.slabs * 65536);
+  EXPECT_LE(s.bytes_resident, s.bytes_reserved);
+  EXPECT_EQ(s.slab_allocs - s.slab_releases, s.slabs);
+  EXPECT_GE(s.peak_slabs, s.slabs);
+  char buf[1024] = {0};
+  FILE *f = fmemopen(buf, sizeof buf, "w");
+  ASSERT_EQ(ak_pool_stats_print(t.p, f), 0);
+  fclose(f);
+  EXPECT_NE(std::string(buf).find("live 3000"), std::string::npos) << buf;
+  for (size_t i = 2000; i < v.size(); i++) ak_pool_free(t.p, v[i]);
+}
+
+TEST_P(PoolModes, DestroyWithLiveObjectsReleasesEverything) {
+  size_t before = os_mapped();
+  {
+    Pool t(256, GetParam());
+    for (int i = 0; i < 30000; i++) ASSERT_NE(ak_pool_alloc(t.p), nullptr);
+    EXPECT_GT(os_mapped(), before + 30000u * 256);
+  }
+  EXPECT_EQ(os_mapped(), before);
+}
+
+TEST(PoolBacking, HeapBacking) {
+  ak_pool_options o{};
+  o.object_size = 32;
+  o.backing = AK_BACKING_HEAP;
+  o.sync = AK_SYNC_NONE;
+  Pool t(o);
+  std::vector<void *> v;
+  for (int i = 0; i < 10000; i++) {
+    void *b = ak_pool_alloc(t.p);
+    ASSERT_NE(b, nullptr);
+    std::memset(b, 0x5a, 32);
+    v.push_back(b);
+  }
+  EXPECT_TRUE(ak_pool_owns(t.p, v[1234]));
+  for (void *b : v) ak_pool_free(t.p, b);
+  EXPECT_LE(t.stats().slabs, 1u);
+}
+
+std::string temp_path(const char *name) {
+  return std::string(::testing::TempDir()) + "ak_pool_" + name + "_" + std::to_string(getpid());
+}
+
+TEST(PoolBacking, FileGrowsAndShrinks) {
+  std::string path = temp_path("file");
+  for (ak_sync mode : kAllModes) {
+    ak_pool_options o{};
+    o.object_size = 64;
+    o.backing = AK_BACKING_FILE;
+    o.path = path.c_str();
+    o.sync = mode;
+    o.name = "filepool";
+    {
+      Pool t(o);
+      std::vector<void *> v;
+      for (int i = 0; i < 5000; i++) {
+        auto *b = static_cast<uint64_t *>(ak_pool_alloc(t.p));
+        ASSERT_NE(b, nullptr);
+        *b = static_cast<uint64_t>(i);
+        v.push_back(b);
+      }
+      struct stat st;
+      ASSERT_EQ(stat(path.c_str(), &st), 0);
+      EXPECT_GE(static_cast<size_t>(st.st_size), 5000u * 64) << "the file grows with the pool";
+      for (size_t i = 0; i < v.size(); i++) ASSERT_EQ(*static_cast<uint64_t *>(v[i]), i);
+      if (mode != AK_SYNC_LOCKFREE) {
+        std::shuffle(v.begin(), v.end(), std::mt19937(1));
+        for (void *b : v) ak_pool_free(t.p, b);
+        ASSERT_EQ(stat(path.c_str(), &st), 0);
+        EXPECT_LE(static_cast<size_t>(st.st_blocks) * 512, 65536u + 4096u)
+            << mode_name(mode) << ": released slabs are punched out of the file";
+        // Allocating again reuses the file: contents are readable and writable.
+        for (int i = 0; i < 5000; i++) {
+          auto *b = static_cast<uint64_t *>(ak_pool_alloc(t.p));
+          ASSERT_NE(b, nullptr);
+          *b = 7;
+        }
+      }
+    }
+    unlink(path.c_str());
+  }
+}
+
+TEST(PoolBacking, FileThatCannotBeCreated) {
+  ak_pool_options o{};
+  o.object_size = 64;
+  o.backing = AK_BACKING_FILE;
+  o.path = "/nonexistent-dir-ak/pool.dat";
+  errno = 0;
+  EXPECT_EQ(ak_pool_create(&o), nullptr);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_NE(std::string(ak_last_error()).find("/nonexistent-dir-ak/pool.dat"), std::string::npos);
+  o.path = "/tmp";  // a directory
+  errno = 0;
+  EXPECT_EQ(ak_pool_create(&o), nullptr);
+  EXPECT_EQ(errno, EISDIR);
+  EXPECT_NE(std::string(ak_last_error()).find("'/tmp'"), std::string::npos);
+}
+
+TEST(PoolBacking, FileThatCannotGrow) {
+  std::string path = temp_path("nogrow");
+  ak_pool_options o{};
+  o.object_size = 64;
+  o.backing = AK_BACKING_FILE;
+  o.path = path.c_str();
+  o.sync = AK_SYNC_NONE;
+  Pool t(o);
+  std::vector<void *> v;
+  for (int i = 0; i < 100; i++) v.push_back(ak_pool_alloc(t.p));
+  _ak_os_fail_file_op(1, ENOSPC);
+  errno = 0;
+  void *b = nullptr;
+  for (int i = 0; i < 5000 && (b = ak_pool_alloc(t.p)) != nullptr; i++) v.push_back(b);
+  EXPECT_EQ(b, nullptr);
+  EXPECT_EQ(errno, ENOSPC);
+  EXPECT_NE(std::string(ak_last_error()).find(path), std::string::npos);
+  _ak_os_fail_file_op(0, 0);
+  EXPECT_NE(ak_pool_alloc(t.p), nullptr) << "the pool works again once the file can grow";
+  unlink(path.c_str());
+}
+
+// ---- threads -----------------------------------------------------------------
+
+class PoolConcurrent : public ::testing::TestWithParam<ak_sync> {};
+INSTANTIATE_TEST_SUITE_P(All, PoolConcurrent, ::testing::ValuesIn(kConcurrentModes),
+                         [](const auto &pi) { return mode_name(pi.param); });
+
+// Many threads allocate, write their id, and free - some of their own
+// objects and some handed over by other threads.
+TEST_P(PoolConcurrent, StressWithCrossThreadFrees) {
+  Pool t(48, GetParam());
+  constexpr int kThreads = 8, kOps = 60000;
+  std::vector<std::atomic<void *>> mailbox(1024);
+  for (auto &m : mailbox) m.store(nullptr);
+  std::atomic<bool> bad{false};
+  std::vector<std::thread> th;
+  for (int id = 0; id < kThreads; id++) {
+    th.emplace_back([&, id] {
+      std::mt19937 rng(static_cast<unsigned>(id));
+      std::vector<uint64_t *> mine;
+      for (int i = 0; i < kOps; i++) {
+        unsigned r = rng() % 4;
+        if (r < 2 || mine.empty()) {
+          auto *o = static_cast<uint64_t *>(ak_pool_alloc(t.p));
+          if (!o) {
+            bad = true;
+            return;
+          }
+          o[0] = static_cast<uint64_t>(id);
+          o[5] = ~static_cast<uint64_t>(id);
+          mine.push_back(o);
+        } else if (r == 2) {
+          uint64_t *o = mine.back();
+          mine.pop_back();
+          if (o[0] != static_cast<uint64_t>(id) || o[5] != ~static_cast<uint64_t>(id)) bad = true;
+          ak_pool_free(t.p, o);
+        } else {
+          // Hand one over: whatever was in the mailbox slot is freed here.
+          uint64_t *o = mine.back();
+          mine.pop_back();
+          o[0] = o[5] = 0xfeed;
+          void *prev = mailbox[rng() % mailbox.size()].exchange(o);
+          if (prev) {
+            auto *q = static_cast<uint64_t *>(prev);
+            if (q[0] != 0xfeed || q[5] != 0xfeed) bad = true;
+            ak_pool_free(t.p, prev);
+          }
+        }
+      }
+      for (uint64_t *o : mine) ak_pool_free(t.p, o);
+    });
+  }
+  for (auto &x : th) x.join();
+  EXPECT_FALSE(bad.load()) << "an object changed under its owner or an allocation failed";
+  for (auto &m : mailbox)
+    if (void *o = m.load()) ak_pool_free(t.p, o);
+  EXPECT_EQ(t.stats().live, 0u);
+}
+
+TEST_P(PoolConcurrent, CapHoldsUnderContention) {
+  Pool t(32, GetParam(), 5000);
+  std::atomic<size_t> got{0};
+  std::vector<std::thread> th;
+  std::vector<std::vector<void *>> held(6);
+  for (int id = 0; id < 6; id++) {
+    th.emplace_back([&, id] {
+      for (int i = 0; i < 2000; i++) {
+        void *o = ak_pool_alloc(t.p);
+        if (o) {
+          held[static_cast<size_t>(id)].push_back(o);
+          got++;
+        }
+      }
+    });
+  }
+  for (auto &x : th) x.join();
+  EXPECT_EQ(got.load(), 5000u) << "exactly max_objects allocations succeed";
+  for (auto &h : held)
+    for (void *o : h) ak_pool_free(t.p, o);
+}
+
+TEST(PoolThreads, ThreadExitHandsSlabsBack) {
+  Pool t(64, AK_SYNC_THREADS);
+  std::vector<void *> survivors;
+  std::thread([&] {
+    std::vector<void *> v;
+    for (int i = 0; i < 50000; i++) v.push_back(ak_pool_alloc(t.p));
+    // Keep 1 in 100 alive past the thread's exit, free the rest.
+    for (size_t i = 0; i < v.size(); i++) {
+      if (i % 100 == 0)
+        survivors.push_back(v[i]);
+      else
+        ak_pool_free(t.p, v[i]);
+    }
+  }).join();
+  EXPECT_EQ(t.stats().live, survivors.size());
+  size_t slabs_after_exit = t.stats().slabs;
+  EXPECT_GT(slabs_after_exit, 0u);
+  // Another thread frees the survivors: the abandoned slabs empty out and
+  // go back to the OS.
+  std::thread([&] {
+    for (void *o : survivors) ak_pool_free(t.p, o);
+  }).join();
+  EXPECT_EQ(t.stats().live, 0u);
+  EXPECT_EQ(t.stats().slabs, 0u) << "nothing stranded after the owner exited";
+}
+
+TEST(PoolThreads, AbandonedSlabsAreAdopted) {
+  Pool t(64, AK_SYNC_THREADS);
+  std::vector<void *> keep;
+  std::thread([&] {
+    for (int i = 0; i < 5000; i++) keep.push_back(ak_pool_alloc(t.p));
+    for (size_t i = 0; i < keep.size(); i += 2) ak_pool_free(t.p, keep[i]);
+  }).join();
+  size_t allocs = t.stats().slab_allocs;
+  // This thread reuses the freed halves of the abandoned slabs.
+  std::vector<void *> mine;
+  for (int i = 0; i < 2000; i++) mine.push_back(ak_pool_alloc(t.p));
+  EXPECT_EQ(t.stats().slab_allocs, allocs) << "abandoned slabs are adopted before new ones are mapped";
+  for (void *o : mine) ak_pool_free(t.p, o);
+  for (size_t i = 1; i < keep.size(); i += 2) ak_pool_free(t.p, keep[i]);
+  EXPECT_EQ(t.stats().live, 0u);
+}
+
+TEST(PoolThreads, ProducerConsumer) {
+  Pool t(128, AK_SYNC_THREADS);
+  constexpr int kN = 200000;
+  std::vector<std::atomic<void *>> ring(256);
+  for (auto &r : ring) r.store(nullptr);
+  std::thread producer([&] {
+    for (int i = 0; i < kN; i++) {
+      auto *o = static_cast<int *>(ak_pool_alloc(t.p));
+      *o = i;
+      auto &slot = ring[static_cast<size_t>(i) % ring.size()];
+      while (slot.load(std::memory_order_acquire) != nullptr) std::this_thread::yield();
+      slot.store(o, std::memory_order_release);
+    }
+  });
+  long sum = 0;
+  for (int i = 0; i < kN; i++) {
+    auto &slot = ring[static_cast<size_t>(i) % ring.size()];
+    void *o;
+    while ((o = slot.load(std::memory_order_acquire)) == nullptr) std::this_thread::yield();
+    slot.store(nullptr, std::memory_order_release);
+    sum += *static_cast<int *>(o);
+    ak_pool_free(t.p, o);
+  }
+  producer.join();
+  EXPECT_EQ(sum, static_cast<long>(kN) * (kN - 1) / 2);
+  EXPECT_EQ(t.stats().live, 0u);
+  ak_pool_trim(t.p);
+  EXPECT_LE(t.stats().slabs, 2u);
+}
+
+TEST(PoolThreads, ManyShortLivedThreads) {
+  Pool t(40, AK_SYNC_THREADS);
+  for (int round = 0; round < 50; round++) {
+    std::vector<std::thread> th;
+    for (int k = 0; k < 4; k++)
+      th.emplace_back([&] {
+        std::vector<void *> v;
+        for (int i = 0; i < 500; i++) v.push_back(ak_pool_alloc(t.p));
+        for (void *o : v) ak_pool_free(t.p, o);
+      });
+    for (auto &x : th) x.join();
+  }
+  EXPECT_EQ(t.stats().live, 0u);
+  EXPECT_LE(t.stats().slabs, 1u);
+}
+
+// ---- checked build: misuse dies with a message naming call, pointer, pool --
+#if AK_CHECKED
+TEST(PoolCheckedDeathTest, DoubleFree) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (ak_sync mode : kAllModes) {
+    EXPECT_DEATH(
+        {
+          Pool t(32, mode);
+          void *o = ak_pool_alloc(t.p);
+          void *o2 = ak_pool_alloc(t.p);
+          ak_pool_free(t.p, o);
+          (void)o2;
+          ak_pool_free(t.p, o);
+        },
+        "ak_pool_free\\(0x[0-9a-f]+\\): double free.*pool 'test'");
+  }
+}
+
+TEST(PoolCheckedDeathTest, ForeignPointer) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Pool t(32, AK_SYNC_NONE);
+        void *m = std::malloc(32);
+        ak_pool_free(t.p, m);
+      },
+      "ak_pool_free\\(0x[0-9a-f]+\\): pointer was not allocated by pool 'test'");
+}
+
+TEST(PoolCheckedDeathTest, WrongPool) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        ak_pool_options o{};
+        o.object_size = 32;
+        o.name = "first";
+        ak_pool *a = ak_pool_create(&o);
+        o.name = "second";
+        ak_pool *b = ak_pool_create(&o);
+        void *x = ak_pool_alloc(a);
+        ak_pool_free(b, x);
+      },
+      "pointer belongs to pool 'first', not to pool 'second'");
+}
+
+TEST(PoolCheckedDeathTest, InteriorPointer) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Pool t(32, AK_SYNC_SPINLOCK);
+        char *x = static_cast<char *>(ak_pool_alloc(t.p));
+        ak_pool_free(t.p, x + 8);
+      },
+      "not the start of an object");
+}
+
+TEST(PoolChecked, DestroyReportsLiveObjects) {
+  testing::internal::CaptureStderr();
+  {
+    Pool t(32, AK_SYNC_NONE);
+    for (int i = 0; i < 7; i++) ASSERT_NE(ak_pool_alloc(t.p), nullptr);
+  }
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("had 7 live objects"), std::string::npos) << err;
+}
+#endif
+
+#if AK_TRACK_ASAN
+TEST(PoolAsanDeathTest, UseAfterFreeIsReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Pool t(64, AK_SYNC_NONE);
+        auto *o = static_cast<volatile long *>(ak_pool_alloc(t.p));
+        ak_pool_free(t.p, const_cast<long *>(o));
+        long v = o[3];
+        (void)v;
+      },
+      "use-after-poison");
+}
+#endif
+
+}  // namespace
