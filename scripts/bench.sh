@@ -43,4 +43,17 @@ out=()
 if [ ${#quick[@]} -eq 0 ]; then
   out=(--out "$root/results")
 fi
-exec "$build/bench/ak_bench" run "${names[@]}" "${quick[@]}" "${out[@]}" "${extra[@]}"
+status=0
+"$build/bench/ak_bench" run "${names[@]}" "${quick[@]}" "${out[@]}" "${extra[@]}" || status=$?
+
+# A full run refreshes the README's "Latest benchmark" section from
+# results/README-table.md (between the bench-table markers).
+if [ ${#quick[@]} -eq 0 ] && [ -f "$root/results/README-table.md" ] && grep -q 'bench-table:start' "$root/README.md"; then
+  awk -v table="$root/results/README-table.md" '
+    /<!-- bench-table:start -->/ { print; while ((getline line < table) > 0) print line; skip = 1; next }
+    /<!-- bench-table:end -->/ { skip = 0 }
+    !skip { print }
+  ' "$root/README.md" >"$root/README.md.tmp" && mv "$root/README.md.tmp" "$root/README.md"
+  echo "bench.sh: README.md benchmark section updated from results/README-table.md"
+fi
+exit $status

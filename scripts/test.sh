@@ -2,13 +2,17 @@
 # The README's test command: builds arenakit and runs every test suite.
 #
 #   scripts/test.sh            all stages
-#   scripts/test.sh STAGE...   some of: release asan valgrind format
+#   scripts/test.sh STAGE...   some of: release asan tsan valgrind format
 #
 # Stages:
 #   release   release-with-assertions build (-O2 -g, assert on, -Werror),
 #             every ctest suite including the consumer link tests
-#   asan      AddressSanitizer + UndefinedBehaviorSanitizer build, unit tests
-#             (the arena takes its annotated path: use-after-clear death tests)
+#   asan      AddressSanitizer + UndefinedBehaviorSanitizer + checked build
+#             (AK_CHECKED), unit tests: the arena and pools take their
+#             annotated paths (use-after-clear/free death tests) and misuse
+#             dies with its message (double free, foreign pointer, wrong pool)
+#   tsan      ThreadSanitizer build with clang, every unit test (the
+#             concurrent pool modes under many threads)
 #   valgrind  memcheck over the single-threaded suites of the release build
 #             (the arena registers as a Valgrind mempool)
 #   format    clang-format check of every source file
@@ -19,7 +23,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 jobs=${AK_JOBS:-$(nproc)}
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(release asan valgrind format)
+[ ${#stages[@]} -eq 0 ] && stages=(release asan tsan valgrind format)
 
 scripts/deps.sh test || { echo "test.sh: could not install dependencies" >&2; exit 1; }
 
@@ -78,19 +82,31 @@ for stage in "${stages[@]}"; do
     asan)
       echo "==== ASan+UBSan build"
       if configure_build build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" \
-        -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DAK_SANITIZE=address,undefined; then
+        -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DAK_SANITIZE=address,undefined -DAK_CHECKED=ON; then
         ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
           run_ctest build-asan asan -LE consumer
       else
         failed=$((failed + 1)); failures+=("asan build")
       fi
       ;;
+    tsan)
+      echo "==== ThreadSanitizer build (clang)"
+      if CC=clang CXX=clang++ configure_build build-tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" \
+        -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DAK_SANITIZE=thread; then
+        TSAN_OPTIONS=halt_on_error=1 run_ctest build-tsan tsan -LE consumer
+      else
+        failed=$((failed + 1)); failures+=("tsan build")
+      fi
+      ;;
     valgrind)
-      echo "==== Valgrind memcheck (single-threaded suites)"
+      echo "==== Valgrind memcheck (single-threaded suites; arena and pools as mempools)"
       [ -x build-test/tests/arena_test ] || configure_build build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
-      for t in build-test/tests/arena_test build-test/tests/arena_cpp_test; do
+      single_threaded='-*Concurrent*:*Threads*:*Thread*:*Four*'
+      for t in build-test/tests/arena_test build-test/tests/arena_cpp_test build-test/tests/pool_test \
+        build-test/tests/pool_cpp_test; do
         [ -x "$t" ] || continue
-        step "valgrind $(basename "$t")" valgrind --error-exitcode=99 --leak-check=full -q "$t" --gtest_brief=1
+        step "valgrind $(basename "$t")" valgrind --error-exitcode=99 --leak-check=full -q "$t" --gtest_brief=1 \
+          --gtest_filter="$single_threaded"
       done
       ;;
     format)

@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
-# Compiles and runs the C and C++ examples of README.md against the built
-# static library, so the README never shows code that does not work.
+# Compiles and runs every C and C++ example block of README.md against the
+# built static library, so the README never shows code that does not work.
 # Usage: readme_examples.sh README LIBRARY INCLUDE_DIR SCRATCH_DIR
 set -euo pipefail
 readme=$1 lib=$2 inc=$3 dir=$4
+rm -rf "$dir"
 mkdir -p "$dir"
-awk '/^```c$/{on=1;next} /^```$/{on=0} on' "$readme" >"$dir/example.c"
-awk '/^```cpp$/{on=1;next} /^```$/{on=0} on' "$readme" >"$dir/example.cpp"
-[ -s "$dir/example.c" ] && [ -s "$dir/example.cpp" ] || { echo "README lost its examples" >&2; exit 1; }
-${CC:-cc} -std=c11 -Wall -Wextra -Werror -I"$inc" "$dir/example.c" "$lib" -lpthread -o "$dir/example_c"
-${CXX:-c++} -std=c++17 -Wall -Wextra -Werror -I"$inc" "$dir/example.cpp" "$lib" -lpthread -o "$dir/example_cpp"
-"$dir/example_c" >/dev/null
-"$dir/example_cpp"
-echo "README examples: ok"
+# One file per fenced block: example-N.c / example-N.cpp.
+awk -v dir="$dir" '
+  /^```c$/   { n++; f = dir "/example-" n ".c"; next }
+  /^```cpp$/ { n++; f = dir "/example-" n ".cpp"; next }
+  /^```/     { f = ""; next }
+  f != ""    { print > f }
+' "$readme"
+count=0
+for src in "$dir"/example-*.c "$dir"/example-*.cpp; do
+  [ -f "$src" ] || continue
+  exe=${src%.*}
+  case "$src" in
+    *.c) ${CC:-cc} -std=c11 -Wall -Wextra -Werror -I"$inc" "$src" "$lib" -lpthread -o "$exe" ;;
+    *) ${CXX:-c++} -std=c++17 -Wall -Wextra -Werror -I"$inc" "$src" "$lib" -lpthread -o "$exe" ;;
+  esac
+  "$exe" >/dev/null || { echo "$(basename "$src") exited with $?" >&2; exit 1; }
+  count=$((count + 1))
+done
+[ "$count" -ge 2 ] || { echo "README lost its examples" >&2; exit 1; }
+echo "README examples: $count ok"
