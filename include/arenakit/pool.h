@@ -183,9 +183,13 @@ AK_API int ak_pool_reserve(ak_pool *p, size_t n);
  *  plus a header check), thread-safe. */
 AK_API bool ak_pool_owns(const ak_pool *p, const void *ptr);
 
-/** Gives cached and empty memory back now: empty slabs (spares included,
- *  and those held by other threads or abandoned by exited ones) are
- *  released; in AK_SYNC_LOCKFREE empty memory is decommitted. Thread-safe. */
+/** Gives cached and empty memory back now: spare slabs, empty slabs, and
+ *  the empty slabs of exited threads (after collecting the frees other
+ *  threads made into them) are released. In AK_SYNC_THREADS the calling
+ *  thread's slabs are trimmed at once; each other live thread owns its
+ *  lists privately and trims them at its next slow path (it keeps at most
+ *  one empty slab meanwhile). In AK_SYNC_LOCKFREE, when no object is live,
+ *  every slab's pages are decommitted (the slabs stay mapped). Thread-safe. */
 AK_API void ak_pool_trim(ak_pool *p);
 
 /** Switches the strict fullest-first ordering (ARAL's defragmenter) on or
