@@ -10,6 +10,7 @@
 
 #include "arenakit/arena.h"
 #include "arenakit/common.h"
+#include "arenakit/malloc.h"
 #include "arenakit/pool.h"
 
 #endif /* ARENAKIT_ARENAKIT_H */

@@ -121,6 +121,37 @@ void _ak_os_free(void *p, size_t size) {
   atomic_fetch_sub_explicit(&c_mappings, 1, memory_order_relaxed);
 }
 
+void *_ak_os_remap(void *p, size_t old_size, size_t new_size, size_t align) {
+  size_t old_len = _ak_os_round_page(old_size), new_len = _ak_os_round_page(new_size);
+  if (new_len == 0) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (new_len == old_len) return p;
+  void *q = mremap(p, old_len, new_len, 0); /* in place, or fail */
+  if (q == MAP_FAILED) {
+    /* Move: reserve an aligned range, then move the pages over it. */
+    void *dst = _ak_os_alloc(new_len, align);
+    if (!dst) return NULL;
+    atomic_fetch_sub_explicit(&c_mapped_bytes, new_len, memory_order_relaxed); /* counted below */
+    atomic_fetch_sub_explicit(&c_mappings, 1, memory_order_relaxed);
+    q = mremap(p, old_len, new_len, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
+    if (q == MAP_FAILED) {
+      int e = errno;
+      atomic_fetch_add_explicit(&c_mappings, 1, memory_order_relaxed);
+      atomic_fetch_add_explicit(&c_mapped_bytes, new_len, memory_order_relaxed);
+      _ak_os_free(dst, new_len);
+      errno = e;
+      return NULL;
+    }
+  }
+  if (new_len > old_len)
+    atomic_fetch_add_explicit(&c_mapped_bytes, new_len - old_len, memory_order_relaxed);
+  else
+    atomic_fetch_sub_explicit(&c_mapped_bytes, old_len - new_len, memory_order_relaxed);
+  return q;
+}
+
 int _ak_os_decommit(void *p, size_t size) { return hooks.decommit(p, _ak_os_round_page(size), hooks.ctx); }
 
 size_t _ak_os_resident(const void *p, size_t size) {

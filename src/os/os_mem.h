@@ -62,6 +62,13 @@ void *_ak_os_alloc(size_t size, size_t align);
 /** Unmaps what _ak_os_alloc returned; `size` as passed to it. */
 void _ak_os_free(void *p, size_t size);
 
+/** Resizes a mapping from _ak_os_alloc (old_size as passed to it) to
+ *  new_size, keeping its contents without copying: in place when the
+ *  address space allows, else moved (mremap) to a new range aligned to
+ *  `align`. Returns the (possibly new) address, or NULL + errno with the
+ *  old mapping untouched. */
+void *_ak_os_remap(void *p, size_t old_size, size_t new_size, size_t align);
+
 /** Returns the physical pages of [p, p + size) to the OS; the range stays
  *  mapped and reads as zero afterwards. `p` page-aligned. 0 or -1 + errno. */
 int _ak_os_decommit(void *p, size_t size);

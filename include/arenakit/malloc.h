@@ -1,0 +1,124 @@
+/* arenakit/malloc.h - the general-purpose heap: ak_malloc and friends
+ * (seed 003).
+ *
+ * Every thread allocates from its own heap: one free list per size class
+ * over 64 KiB pages carved from 4 MiB segments; a free from another thread
+ * goes onto the page's remote list with one atomic operation; sizes above
+ * 512 KiB get their own mapping. The same functions back the drop-in
+ * library libarenakit-malloc.so (LD_PRELOAD or link), which exports them as
+ * malloc, free, operator new, ...
+ *
+ * Thread-safety: every function may be called from any thread; a block may
+ * be freed by any thread. Errors: NULL with errno (ENOMEM, or EINVAL for a
+ * bad alignment); nothing aborts on out-of-memory. Freeing a pointer that
+ * did not come from these functions is undefined (the checked build,
+ * AK_CHECKED, reports it with a message naming the size class and reason).
+ */
+#ifndef ARENAKIT_MALLOC_H
+#define ARENAKIT_MALLOC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "arenakit/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** malloc(n): at least `n` bytes aligned to 16 (8 for n <= 8), owned by the
+ *  caller until ak_free(). n == 0 gives a unique pointer. NULL + ENOMEM. */
+AK_API AK_MALLOC_LIKE AK_ALLOC_SIZE(1) void *ak_malloc(size_t n);
+
+/** calloc: `count * size` zeroed bytes; NULL + ENOMEM if the product
+ *  overflows or memory runs out. */
+AK_API AK_MALLOC_LIKE void *ak_calloc(size_t count, size_t size);
+
+/** realloc, with glibc's edge cases: p == NULL acts as ak_malloc(n); n == 0
+ *  frees p and returns NULL. Keeps the block when it still fits; large
+ *  blocks grow in place or move by remapping (no copy). On failure returns
+ *  NULL with ENOMEM and `p` is untouched. */
+AK_API void *ak_realloc(void *p, size_t n);
+
+/** reallocarray: ak_realloc(p, count * size) with the product checked
+ *  (NULL + ENOMEM on overflow, `p` untouched). */
+AK_API void *ak_reallocarray(void *p, size_t count, size_t size);
+
+/** Frees a block from any ak_ allocation function, from any thread.
+ *  NULL is ignored. */
+AK_API void ak_free(void *p);
+
+/** aligned_alloc: `align` must be a power of two (else NULL + EINVAL);
+ *  any size is accepted, as glibc does. */
+AK_API AK_MALLOC_LIKE void *ak_aligned_alloc(size_t align, size_t n);
+
+/** posix_memalign: returns 0, EINVAL (align not a power of two multiple of
+ *  sizeof(void *)) or ENOMEM; *out is set only on success; errno is not
+ *  changed. */
+AK_API int ak_posix_memalign(void **out, size_t align, size_t n);
+
+/** memalign (glibc): an alignment that is not a power of two is rounded up
+ *  to one. */
+AK_API AK_MALLOC_LIKE void *ak_memalign(size_t align, size_t n);
+
+/** The usable size of a block (>= what was asked); 0 for NULL. */
+AK_API size_t ak_usable_size(const void *p);
+
+/** Gives memory back to the OS: decommits empty pages whose purge delay has
+ *  passed (all of them with `force`), collects the calling thread's remote
+ *  frees and releases empty segments. Thread-safe. */
+AK_API void ak_collect(bool force);
+
+/** Totals and per-size-class figures (ak_malloc_stats_get). Version 1. */
+typedef struct ak_malloc_stats {
+  unsigned version;         /**< AK_MALLOC_STATS_VERSION */
+  size_t allocated;         /**< bytes in live blocks (block sizes) */
+  size_t peak_allocated;    /**< high-water mark of `allocated` (sampled at
+                                 slow-path events) */
+  size_t committed;         /**< bytes mapped and not decommitted */
+  size_t peak_committed;    /**< high-water mark of `committed` */
+  size_t resident;          /**< bytes of segments resident in RAM (mincore) */
+  size_t segments;          /**< 4 MiB segments held */
+  size_t large_blocks;      /**< blocks above 512 KiB (own mappings) */
+  size_t large_bytes;       /**< their mapped bytes */
+  size_t heaps;             /**< thread heaps alive */
+  size_t abandoned;         /**< segments of exited threads not yet adopted */
+  size_t nclasses;          /**< entries used in the arrays below */
+  size_t class_size[128];   /**< block size of each class */
+  size_t class_blocks[128]; /**< live blocks per class */
+  size_t class_pages[128];  /**< pages (spans) per class */
+} ak_malloc_stats;
+
+#define AK_MALLOC_STATS_VERSION 1u
+
+/** Fills `out`; a consistent snapshot only when other threads are quiet. */
+AK_API void ak_malloc_stats_get(ak_malloc_stats *out);
+
+/** Prints the stats (totals, then one line per size class in use) to `f`.
+ *  0, or -1 with errno from stdio. */
+AK_API int ak_malloc_stats_print(FILE *f);
+
+/** Run-time options. Each has an environment variable named after it,
+ *  read once when the heap starts; precedence: built-in default <
+ *  environment < ak_option_set(). */
+typedef enum ak_option {
+  AK_OPTION_SHOW_STATS = 0,  /**< AK_SHOW_STATS: print stats at exit (0/1) */
+  AK_OPTION_VERBOSE = 1,     /**< AK_VERBOSE: print options and warnings */
+  AK_OPTION_PURGE_DELAY = 2, /**< AK_PURGE_DELAY: ms before an empty page is
+                                  decommitted (default 10; 0 = at once;
+                                  -1 = only on ak_collect) */
+  AK_OPTION_COUNT_ = 3
+} ak_option;
+
+/** Reads an option's value. */
+AK_API long ak_option_get(ak_option o);
+/** Sets an option (thread-safe; takes effect at the next use). Unknown
+ *  options are ignored with EINVAL. */
+AK_API void ak_option_set(ak_option o, long value);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ARENAKIT_MALLOC_H */

@@ -1,0 +1,156 @@
+/* alloc.c - the general heap's public entry points: ak_malloc, ak_free and
+ * the rest of the family, with the fast paths inline here.
+ *
+ * malloc fast path: the thread's heap, the class of n, the first page of
+ * the class queue, pop its free list (invariant: an empty queue points to a
+ * sentinel page whose list is empty, so there is a single test).
+ * free fast path: mask to the segment; if this thread owns it, the page is
+ * neither full nor holding aligned blocks, and the block is not its last,
+ * push on the page's free list. Everything else goes to heap.c. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+
+#include "malloc/malloc_internal.h"
+#include "os/os_mem.h"
+
+void *_ak_huge_aligned_alloc(size_t n, size_t align);
+
+/* Checked build: blocks on free lists hold 0xdf after their link. */
+static void check_unchanged(ak_page *pg, void *b) {
+  const unsigned char *c = (const unsigned char *)b + sizeof(void *);
+  for (size_t i = 0; i + sizeof(void *) < pg->block_size; i++)
+    if (c[i] != 0xdf) _ak_malloc_fatal("malloc", b, "write after free detected", pg->cls);
+}
+
+static inline void *alloc_fast(size_t n) {
+  ak_mheap *h = _ak_tl_heap;
+  if (AK_LIKELY(h != NULL && n <= MEDIUM_MAX)) {
+    ak_page *pg = h->pages[_ak_size_class(n)];
+    void *b = pg->free;
+    if (AK_LIKELY(b != NULL)) {
+      pg->free = *(void **)b;
+      _ak_used_set(pg, _ak_used(pg) + 1);
+      if (ak_malloc_checked) check_unchanged(pg, b);
+      return b;
+    }
+  }
+  return _ak_malloc_slow(n);
+}
+
+void *ak_malloc(size_t n) { return alloc_fast(n); }
+
+void ak_free(void *p) {
+  if (!p) return;
+  ak_segment *seg = _ak_seg_of(p);
+  ak_mheap *h = _ak_tl_heap;
+  if (AK_LIKELY(!ak_malloc_checked && ((uintptr_t)p & SEG_MASK) != 0 && h != NULL &&
+                atomic_load_explicit(&seg->owner, memory_order_relaxed) == (uintptr_t)h &&
+                seg->kind == SEG_SMALL)) {
+    ak_page *pg = _ak_page_of(seg, p);
+    uint32_t used = _ak_used(pg);
+    if (AK_LIKELY(pg->flags == 0 && used > 1)) {
+      *(void **)p = pg->free;
+      pg->free = p;
+      _ak_used_set(pg, used - 1);
+      return;
+    }
+  }
+  _ak_free_slow(p, seg);
+}
+
+void *ak_calloc(size_t count, size_t size) {
+  size_t n;
+  if (__builtin_mul_overflow(count, size, &n)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = alloc_fast(n);
+  if (p && n <= MEDIUM_MAX) memset(p, 0, n); /* large blocks are fresh mappings: zero */
+  return p;
+}
+
+size_t ak_usable_size(const void *p) {
+  if (!p) return 0;
+  if (((uintptr_t)p & SEG_MASK) == 0) return _ak_huge_aligned_size(p);
+  ak_segment *seg = _ak_seg_of(p);
+  if (seg->kind == SEG_LARGE) return seg->map_size - ((uintptr_t)p - (uintptr_t)seg);
+  ak_page *pg = _ak_page_of(seg, p);
+  uintptr_t off = ((uintptr_t)p - pg->start) % pg->block_size;
+  return pg->block_size - off;
+}
+
+void *ak_realloc(void *p, size_t n) {
+  if (!p) return alloc_fast(n);
+  if (n == 0) { /* glibc: free and return NULL */
+    ak_free(p);
+    return NULL;
+  }
+  ak_segment *seg = _ak_seg_of(p);
+  if (((uintptr_t)p & SEG_MASK) != 0 && seg->kind == SEG_LARGE && n > MEDIUM_MAX) {
+    return _ak_large_realloc(seg, p, n); /* in place or moved by mremap: no copy */
+  }
+  size_t have = ak_usable_size(p);
+  if (n <= have && n >= have / 2) return p;
+  void *q = alloc_fast(n);
+  if (!q) return NULL;
+  memcpy(q, p, n < have ? n : have);
+  ak_free(p);
+  return q;
+}
+
+void *ak_reallocarray(void *p, size_t count, size_t size) {
+  size_t n;
+  if (__builtin_mul_overflow(count, size, &n)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return ak_realloc(p, n);
+}
+
+void *ak_aligned_alloc(size_t align, size_t n) {
+  if (align == 0 || (align & (align - 1))) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (align <= 16) return alloc_fast(n < align ? align : n);
+  size_t m = n < align ? align : n;
+  if (m <= MEDIUM_MAX && align <= 4096 && _ak_cls_size[_ak_size_class(m)] % align == 0) {
+    return alloc_fast(m); /* every block of this class is aligned: spans start page-aligned */
+  }
+  if (align >= SEG_SIZE) return _ak_huge_aligned_alloc(n, align);
+  if (n > SIZE_MAX - align || n + align - 1 > MEDIUM_MAX) return _ak_large_alloc(n, align);
+  void *b = alloc_fast(n + align - 1);
+  if (!b) return NULL;
+  uintptr_t p = ((uintptr_t)b + align - 1) & ~(uintptr_t)(align - 1);
+  if (p != (uintptr_t)b) {
+    ak_segment *seg = _ak_seg_of(b);
+    if (seg->kind == SEG_SMALL) _ak_page_of(seg, b)->flags |= PG_ALIGNED; /* free() will normalise */
+  }
+  return (void *)p;
+}
+
+int ak_posix_memalign(void **out, size_t align, size_t n) {
+  if (!out || align < sizeof(void *) || (align & (align - 1))) return EINVAL;
+  int saved = errno;
+  void *p = ak_aligned_alloc(align, n);
+  int rc = p ? 0 : errno;
+  errno = saved;
+  if (p) *out = p;
+  return rc;
+}
+
+void *ak_memalign(size_t align, size_t n) {
+  if (align == 0) align = 1;
+  if (align & (align - 1)) { /* glibc rounds up to a power of two */
+    size_t a = 1;
+    while (a < align && a < ((size_t)1 << 62)) a <<= 1;
+    align = a;
+  }
+  return ak_aligned_alloc(align, n);
+}
+
+void ak_collect(bool force) {
+  ak_mheap *h = _ak_tl_heap;
+  if (h) _ak_heap_collect(h, force);
+}

@@ -1,0 +1,457 @@
+/* heap.c - thread heaps of the general allocator: creation, size-class
+ * page queues, the allocation and free slow paths, remote frees, thread
+ * exit (abandoning segments), adoption, collection and fork safety.
+ *
+ * Call tree:
+ *   ak_malloc (alloc.c) fast: pop the class's first page
+ *     -> _ak_malloc_slow: heap creation; large sizes; page_refill:
+ *          collect remote frees, carve more blocks, next page in the
+ *          queue, full pages with remote frees, adopt an abandoned
+ *          segment, or a fresh span (_ak_span_alloc)
+ *   ak_free (alloc.c) fast: owner pushes on the page's free list
+ *     -> _ak_free_slow: large, huge-aligned, aligned interior pointers,
+ *          full -> queue, empty pages (_ak_page_retire), remote CAS push,
+ *          frees into abandoned segments (under _ak_abandoned_mu)
+ *
+ * Locks (slow paths only): _ak_heaps_mu (heap registry) and
+ * _ak_abandoned_mu, each taken alone or abandoned -> segment registry. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "malloc/malloc_internal.h"
+#include "os/os_mem.h"
+
+/* Initial-exec TLS: no __tls_get_addr call (which may itself allocate). */
+__attribute__((tls_model("initial-exec"))) _Thread_local ak_mheap *_ak_tl_heap;
+
+pthread_mutex_t _ak_heaps_mu = PTHREAD_MUTEX_INITIALIZER;
+ak_mheap *_ak_heap_list;
+pthread_mutex_t _ak_abandoned_mu = PTHREAD_MUTEX_INITIALIZER;
+ak_segment *_ak_abandoned;
+ak_page _ak_empty_page; /* free == NULL: every empty class points here */
+
+static pthread_key_t heap_key;
+static pthread_once_t heap_once = PTHREAD_ONCE_INIT;
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
+static void heap_exit(void *arg);
+
+static void before_fork(void) {
+  pthread_mutex_lock(&_ak_heaps_mu);
+  pthread_mutex_lock(&_ak_abandoned_mu);
+  pthread_mutex_lock(&_ak_seg_mu);
+}
+static void after_fork_parent(void) {
+  pthread_mutex_unlock(&_ak_seg_mu);
+  pthread_mutex_unlock(&_ak_abandoned_mu);
+  pthread_mutex_unlock(&_ak_heaps_mu);
+}
+static void after_fork_child(void) {
+  /* Only this thread exists now: fresh mutexes. The other threads' heaps
+   * stay registered; their blocks can still be freed (remote frees). */
+  pthread_mutex_init(&_ak_seg_mu, NULL);
+  pthread_mutex_init(&_ak_abandoned_mu, NULL);
+  pthread_mutex_init(&_ak_heaps_mu, NULL);
+}
+
+/* What the first allocation needs, and nothing that may call malloc. */
+static void tables_init(void) {
+  _ak_size_classes_init();
+  _ak_options_init();
+}
+
+/* May call malloc (pthread_atfork, atexit): runs once the calling thread's
+ * heap is in place, so such a call is served normally. */
+static void global_init(void) {
+  (void)pthread_key_create(&heap_key, heap_exit);
+  (void)pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+  _ak_stats_at_exit();
+}
+
+_Noreturn void _ak_malloc_fatal(const char *call, const void *p, const char *why, unsigned cls) {
+  char buf[256];
+  int n;
+  if (cls < NCLS)
+    n = snprintf(buf, sizeof buf, "arenakit: %s(%p): %s (size class %u, %u-byte blocks)\n", call, p, why, cls,
+                 _ak_cls_size[cls]);
+  else
+    n = snprintf(buf, sizeof buf, "arenakit: %s(%p): %s\n", call, p, why);
+  if (n > 0) (void)!write(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+  abort();
+}
+
+static ak_mheap *heap_new(void) {
+  pthread_once(&tables_once, tables_init);
+  ak_mheap *h = _ak_os_alloc(sizeof(ak_mheap), 1);
+  if (!h) return NULL;
+  for (unsigned c = 0; c < NCLS; c++) h->pages[c] = &_ak_empty_page;
+  h->thread = pthread_self();
+  /* Visible before anything below can re-enter malloc. */
+  _ak_tl_heap = h;
+  pthread_once(&heap_once, global_init);
+  pthread_mutex_lock(&_ak_heaps_mu);
+  h->gnext = _ak_heap_list;
+  if (_ak_heap_list) _ak_heap_list->gprev = h;
+  _ak_heap_list = h;
+  pthread_mutex_unlock(&_ak_heaps_mu);
+  (void)pthread_setspecific(heap_key, h); /* heap_exit at thread exit */
+  return h;
+}
+
+ak_mheap *_ak_heap_get(void) {
+  ak_mheap *h = _ak_tl_heap;
+  return h ? h : heap_new();
+}
+
+/* ---- class queues --------------------------------------------------------------- */
+
+static void queue_push_front(ak_mheap *h, ak_page *pg) {
+  ak_page *head = h->pages[pg->cls];
+  pg->prev = NULL;
+  pg->next = head == &_ak_empty_page ? NULL : head;
+  if (pg->next) pg->next->prev = pg;
+  h->pages[pg->cls] = pg;
+  pg->in_queue = 1;
+}
+
+static void queue_remove(ak_mheap *h, ak_page *pg) {
+  if (pg->prev)
+    pg->prev->next = pg->next;
+  else
+    h->pages[pg->cls] = pg->next ? pg->next : &_ak_empty_page;
+  if (pg->next) pg->next->prev = pg->prev;
+  pg->next = pg->prev = NULL;
+  pg->in_queue = 0;
+}
+
+static void full_push(ak_mheap *h, ak_page *pg) {
+  pg->prev = NULL;
+  pg->next = h->full[pg->cls];
+  if (pg->next) pg->next->prev = pg;
+  h->full[pg->cls] = pg;
+  pg->in_queue = 2;
+  pg->flags |= PG_FULL;
+}
+
+static void full_remove(ak_mheap *h, ak_page *pg) {
+  if (pg->prev)
+    pg->prev->next = pg->next;
+  else
+    h->full[pg->cls] = pg->next;
+  if (pg->next) pg->next->prev = pg->prev;
+  pg->next = pg->prev = NULL;
+  pg->in_queue = 0;
+  pg->flags &= (uint8_t)~PG_FULL;
+}
+
+/* Moves the remote list onto the free list; returns how many. */
+static uint32_t collect_remote(ak_page *pg) {
+  if (!atomic_load_explicit(&pg->remote, memory_order_relaxed)) return 0;
+  void *list = atomic_exchange_explicit(&pg->remote, NULL, memory_order_acquire);
+  uint32_t n = 0;
+  void *tail = NULL;
+  for (void *b = list; b; b = *(void **)b) {
+    tail = b;
+    n++;
+  }
+  if (tail) {
+    *(void **)tail = pg->free;
+    pg->free = list;
+  }
+  _ak_used_set(pg, _ak_used(pg) - n);
+  return n;
+}
+
+/* Carves up to a page's worth of never-used blocks onto the free list. */
+static bool carve(ak_page *pg) {
+  if (pg->bump >= pg->end) return false;
+  uintptr_t stop = pg->bump + 4096;
+  if (stop < pg->bump + pg->block_size) stop = pg->bump + pg->block_size;
+  if (stop > pg->end) stop = pg->end;
+  size_t n = (stop - pg->bump) / pg->block_size;
+  uintptr_t b = pg->bump;
+  void *head = pg->free;
+  /* Link in address order: the list pops low addresses first. */
+  for (size_t i = n; i-- > 0;) {
+    void *blk = (void *)(b + i * pg->block_size);
+    *(void **)blk = head;
+    head = blk;
+    if (ak_malloc_checked && pg->block_size > sizeof(void *))
+      memset((char *)blk + sizeof(void *), 0xdf, pg->block_size - sizeof(void *));
+  }
+  pg->free = head;
+  pg->bump = b + n * pg->block_size;
+  return true;
+}
+
+/* Releases an empty page's span (and its segment if all free). */
+static void page_release(ak_mheap *h, ak_page *pg) {
+  ak_segment *seg = _ak_seg_of((void *)pg->start);
+  if (pg->in_queue == 1)
+    queue_remove(h, pg);
+  else if (pg->in_queue == 2)
+    full_remove(h, pg);
+  _ak_span_free(h, seg, pg);
+}
+
+void _ak_page_retire(ak_mheap *h, ak_page *pg) {
+  if (pg->flags & PG_FULL) {
+    full_remove(h, pg);
+    queue_push_front(h, pg);
+  }
+  if (_ak_used(pg) == 0 && (pg->next || pg->prev)) page_release(h, pg);
+}
+
+/* Adopts one abandoned segment: its pages join this heap's queues. */
+static bool adopt(ak_mheap *h) {
+  if (!atomic_load_explicit((_Atomic(ak_segment *) *)&_ak_abandoned, memory_order_relaxed)) return false;
+  pthread_mutex_lock(&_ak_abandoned_mu);
+  ak_segment *seg = _ak_abandoned;
+  if (seg) {
+    _ak_abandoned = seg->next;
+    if (_ak_abandoned) _ak_abandoned->prev = NULL;
+    atomic_store_explicit(&seg->owner, (uintptr_t)h, memory_order_release);
+  }
+  pthread_mutex_unlock(&_ak_abandoned_mu);
+  if (!seg) return false;
+  seg->next = h->segs;
+  seg->prev = NULL;
+  if (h->segs) h->segs->prev = seg;
+  h->segs = seg;
+  for (unsigned i = 0; i < NPAGES; i++) {
+    ak_page *pg = &seg->pages[i];
+    if (pg->head_off || !pg->block_size) continue;
+    collect_remote(pg);
+    pg->flags &= (uint8_t)~PG_FULL;
+    pg->in_queue = 0;
+    if (_ak_used(pg) == 0) {
+      _ak_span_free(h, seg, pg);
+    } else if (pg->free || pg->bump < pg->end) {
+      queue_push_front(h, pg);
+    } else {
+      full_push(h, pg);
+    }
+  }
+  return true;
+}
+
+/* A page of class `cls` with a free block on its list, or NULL. */
+static ak_page *page_refill(ak_mheap *h, unsigned cls) {
+  for (;;) {
+    ak_page *pg = h->pages[cls];
+    if (pg == &_ak_empty_page) break;
+    if (pg->free) return pg;
+    if (collect_remote(pg) || carve(pg)) return pg;
+    queue_remove(h, pg);
+    full_push(h, pg);
+  }
+  /* Full pages that other threads freed into. */
+  for (ak_page *pg = h->full[cls], *next; pg; pg = next) {
+    next = pg->next;
+    if (collect_remote(pg)) {
+      full_remove(h, pg);
+      if (_ak_used(pg) == 0 && h->pages[cls] != &_ak_empty_page) {
+        _ak_span_free(h, _ak_seg_of((void *)pg->start), pg);
+      } else {
+        queue_push_front(h, pg);
+      }
+    }
+  }
+  if (h->pages[cls] != &_ak_empty_page) return h->pages[cls];
+  while (adopt(h)) {
+    if (h->pages[cls] != &_ak_empty_page) return page_refill(h, cls);
+  }
+  ak_page *pg = _ak_span_alloc(h, cls);
+  if (!pg) return NULL;
+  queue_push_front(h, pg);
+  carve(pg);
+  return pg;
+}
+
+static void maybe_purge(ak_mheap *h) {
+  if ((++h->slow_calls & 63) != 0) return;
+  uint64_t now = _ak_now_ms();
+  for (ak_segment *s = h->segs; s; s = s->next) _ak_segment_purge(s, false, now);
+  _ak_peak_sample();
+}
+
+void *_ak_malloc_slow(size_t n) {
+  ak_mheap *h = _ak_heap_get();
+  if (!h) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (n > MEDIUM_MAX) return _ak_large_alloc(n, 16);
+  maybe_purge(h);
+  unsigned cls = _ak_size_class(n);
+  ak_page *pg = page_refill(h, cls);
+  if (!pg) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *b = pg->free;
+  pg->free = *(void **)b;
+  _ak_used_set(pg, _ak_used(pg) + 1);
+  return b;
+}
+
+/* Pushes `b` on a page owned by another thread. */
+static void remote_free(ak_segment *seg, ak_page *pg, void *b) {
+  if (atomic_load_explicit(&seg->owner, memory_order_acquire) == 0) {
+    /* Abandoned: nobody collects; free it here under the lock. */
+    pthread_mutex_lock(&_ak_abandoned_mu);
+    if (atomic_load_explicit(&seg->owner, memory_order_relaxed) == 0) {
+      *(void **)b = pg->free;
+      pg->free = b;
+      _ak_used_set(pg, _ak_used(pg) - 1);
+      collect_remote(pg);
+      if (_ak_used(pg) == 0) {
+        pg->in_queue = 0;
+        _ak_span_free(NULL, seg, pg);
+        if (seg->free_mask == UINT64_MAX) {
+          if (seg->prev)
+            seg->prev->next = seg->next;
+          else
+            _ak_abandoned = seg->next;
+          if (seg->next) seg->next->prev = seg->prev;
+          _ak_segment_release(seg);
+        }
+      }
+      pthread_mutex_unlock(&_ak_abandoned_mu);
+      return;
+    }
+    pthread_mutex_unlock(&_ak_abandoned_mu);
+  }
+  void *head = atomic_load_explicit(&pg->remote, memory_order_relaxed);
+  do {
+    *(void **)b = head;
+  } while (!atomic_compare_exchange_weak_explicit(&pg->remote, &head, b, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+void _ak_free_slow(void *p, ak_segment *seg) {
+  if (((uintptr_t)p & SEG_MASK) == 0) {
+    if (_ak_huge_aligned_free(p)) return;
+    _ak_malloc_fatal("free", p, "invalid pointer (not from arenakit)", NCLS);
+  }
+  if (ak_malloc_checked && !_ak_segment_known((uintptr_t)seg) && seg->kind != SEG_LARGE)
+    _ak_malloc_fatal("free", p, "invalid pointer (not from arenakit)", NCLS);
+  if (AK_UNLIKELY(seg->magic != SEG_MAGIC))
+    _ak_malloc_fatal("free", p, "invalid pointer (bad segment header)", NCLS);
+  if (seg->kind == SEG_LARGE) {
+    if ((uintptr_t)p != seg->large_block)
+      _ak_malloc_fatal("free", p, "invalid pointer (inside a large block)", NCLS);
+    _ak_large_free(seg);
+    return;
+  }
+  ak_page *pg = _ak_page_of(seg, p);
+  if (AK_UNLIKELY(!pg->block_size)) _ak_malloc_fatal("free", p, "invalid pointer (page not in use)", NCLS);
+  uintptr_t off = (uintptr_t)p - pg->start;
+  if (off % pg->block_size) {
+    if (!(pg->flags & PG_ALIGNED))
+      _ak_malloc_fatal("free", p, "invalid pointer (not the start of a block)", pg->cls);
+    p = (void *)(pg->start + off - off % pg->block_size); /* aligned interior pointer */
+  }
+  if (ak_malloc_checked) {
+    /* Freed blocks hold 0xdf after the link: a block that still does was
+     * freed already; a changed byte means a write after free. */
+    for (void *b = pg->free; b; b = *(void **)b)
+      if (b == p) _ak_malloc_fatal("free", p, "double free", pg->cls);
+    if (pg->block_size > sizeof(void *))
+      memset((char *)p + sizeof(void *), 0xdf, pg->block_size - sizeof(void *));
+  }
+  ak_mheap *h = _ak_tl_heap;
+  if (!h || atomic_load_explicit(&seg->owner, memory_order_relaxed) != (uintptr_t)h) {
+    remote_free(seg, pg, p);
+    return;
+  }
+  *(void **)p = pg->free;
+  pg->free = p;
+  _ak_used_set(pg, _ak_used(pg) - 1);
+  _ak_page_retire(h, pg);
+}
+
+/* Collects remote frees, releases empty pages, purges (owner only). */
+void _ak_heap_collect(ak_mheap *h, bool force) {
+  for (unsigned c = 0; c < NCLS; c++) {
+    for (ak_page *pg = h->full[c], *next; pg; pg = next) {
+      next = pg->next;
+      if (collect_remote(pg)) {
+        full_remove(h, pg);
+        queue_push_front(h, pg);
+      }
+    }
+    for (ak_page *pg = h->pages[c] == &_ak_empty_page ? NULL : h->pages[c], *next; pg; pg = next) {
+      next = pg->next;
+      collect_remote(pg);
+      if (_ak_used(pg) == 0 && (force || pg->next || pg->prev)) page_release(h, pg);
+    }
+  }
+  uint64_t now = _ak_now_ms();
+  for (ak_segment *s = h->segs, *next; s; s = next) {
+    next = s->next;
+    if (force && s->free_mask == UINT64_MAX) {
+      if (s->prev)
+        s->prev->next = s->next;
+      else
+        h->segs = s->next;
+      if (s->next) s->next->prev = s->prev;
+      _ak_segment_release(s);
+      continue;
+    }
+    _ak_segment_purge(s, force, now);
+  }
+}
+
+/* Thread exit: empty pages go back, the rest is abandoned for adoption. */
+static void heap_exit(void *arg) {
+  ak_mheap *h = arg;
+  if (!h) return;
+  _ak_heap_collect(h, true);
+  _ak_tl_heap = NULL; /* a later malloc in this thread makes a new heap */
+  while (h->segs) {
+    ak_segment *s = h->segs;
+    h->segs = s->next;
+    if (s->free_mask == UINT64_MAX) {
+      _ak_segment_release(s);
+      continue;
+    }
+    for (unsigned i = 0; i < NPAGES; i++) {
+      s->pages[i].next = s->pages[i].prev = NULL;
+      s->pages[i].in_queue = 0;
+    }
+    pthread_mutex_lock(&_ak_abandoned_mu);
+    atomic_store_explicit(&s->owner, 0, memory_order_seq_cst);
+    /* Frees that raced with abandoning are on remote lists: settle them,
+     * and give back the pages they emptied. */
+    for (unsigned i = 0; i < NPAGES; i++) {
+      ak_page *pg = &s->pages[i];
+      if (!pg->block_size || pg->head_off) continue;
+      collect_remote(pg);
+      if (_ak_used(pg) == 0) _ak_span_free(NULL, s, pg);
+    }
+    if (s->free_mask == UINT64_MAX) {
+      pthread_mutex_unlock(&_ak_abandoned_mu);
+      _ak_segment_release(s);
+      continue;
+    }
+    s->prev = NULL;
+    s->next = _ak_abandoned;
+    if (_ak_abandoned) _ak_abandoned->prev = s;
+    _ak_abandoned = s;
+    pthread_mutex_unlock(&_ak_abandoned_mu);
+  }
+  pthread_mutex_lock(&_ak_heaps_mu);
+  if (h->gprev)
+    h->gprev->gnext = h->gnext;
+  else
+    _ak_heap_list = h->gnext;
+  if (h->gnext) h->gnext->gprev = h->gprev;
+  pthread_mutex_unlock(&_ak_heaps_mu);
+  _ak_os_free(h, sizeof *h);
+}

@@ -1,0 +1,167 @@
+/* malloc_internal.h - the general heap's types and shared functions
+ * (internal), grouped by the file that defines them:
+ *   size_class.c  size classes
+ *   segment.c     4 MiB segments, page spans, large mappings, purging
+ *   heap.c        thread heaps, page queues, the slow paths, thread exit,
+ *                 abandoned segments, fork
+ *   alloc.c       the public entry points and their fast paths
+ *   stats.c       options, statistics, the printer
+ *
+ * Layout. A segment is 4 MiB aligned to 4 MiB: [header | 64 pages of
+ * 64 KiB]; the header (descriptors of the 64 pages) sits at the start of
+ * page 0. A span is 1..32 consecutive pages serving one size class; the
+ * descriptor of its first page is the span's; the others point back to it
+ * (head_off). The segment and page of any block are found by masking:
+ *   seg = p & ~(4 MiB - 1); page = &seg->pages[(p - seg) >> 16] - head_off
+ * Blocks above 512 KiB get a segment of their own (kind SEG_LARGE). A block
+ * that starts exactly on a 4 MiB boundary can only be a huge-aligned block
+ * (registered apart), since segments start with their header. */
+#ifndef AK_MALLOC_INTERNAL_H
+#define AK_MALLOC_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arenakit/malloc.h"
+
+#ifndef AK_CHECKED
+#define AK_CHECKED 0
+#endif
+static const bool ak_malloc_checked = AK_CHECKED;
+
+#define SEG_SHIFT 22
+#define SEG_SIZE ((size_t)1 << SEG_SHIFT)
+#define SEG_MASK ((uintptr_t)SEG_SIZE - 1)
+#define PAGE_SHIFT 16
+#define PAGE_SIZE_AK ((size_t)1 << PAGE_SHIFT)
+#define NPAGES (SEG_SIZE / PAGE_SIZE_AK)
+#define SMALL_MAX ((size_t)8 * 1024)    /* one-page spans up to here */
+#define MEDIUM_MAX ((size_t)512 * 1024) /* multi-page spans up to here */
+#define MAX_SPAN_PAGES 32
+#define NCLS 105
+#define SEG_MAGIC UINT64_C(0x616b2d7365676d21) /* "ak-segm!" */
+
+enum { SEG_SMALL = 1, SEG_LARGE = 2 };
+enum { PG_FULL = 1u, PG_ALIGNED = 2u }; /* page flags seen by the free fast path */
+
+typedef struct ak_mheap ak_mheap;
+
+/* A page (span) descriptor. Owner-only fields are changed by the owning
+ * heap's thread alone; `remote` by anyone (atomic); `used` is read by the
+ * stats walker (relaxed). Invariant (owner's view):
+ *   used + |free| + |remote| + (end - bump) / block_size == capacity */
+typedef struct ak_page {
+  void *free;                  /* owner: free blocks */
+  _Atomic uint32_t used;       /* owner writes: live blocks not yet collected */
+  uint32_t capacity;           /* blocks in the span */
+  uint32_t block_size;         /* bytes per block (0: span not in use) */
+  uint16_t cls;                /* size class */
+  uint8_t flags;               /* PG_* */
+  uint8_t span;                /* pages in the span (on the head) */
+  uint8_t head_off;            /* this descriptor's distance to the span head */
+  uint8_t in_queue;            /* 1 on the class queue, 2 on the full list */
+  uintptr_t start, bump, end;  /* block area; bump = first never-carved block */
+  _Atomic(void *) remote;      /* frees by other threads */
+  struct ak_page *next, *prev; /* class queue or full list of the owner */
+} ak_page;
+
+typedef struct ak_segment {
+  uint64_t magic; /* SEG_MAGIC */
+  uint32_t kind;  /* SEG_SMALL or SEG_LARGE */
+  uint32_t pad_;
+  _Atomic uintptr_t owner;          /* owning heap, 0 = abandoned (SEG_SMALL) */
+  size_t map_size;                  /* SEG_LARGE: bytes mapped */
+  uintptr_t large_block;            /* SEG_LARGE: the block */
+  struct ak_segment *next, *prev;   /* owner's list, or the abandoned list */
+  struct ak_segment *gnext, *gprev; /* registry of all small segments */
+  uint64_t free_mask;               /* pages not in any span */
+  uint64_t dirty_mask;              /* free pages not yet decommitted */
+  uint64_t decommit_mask;           /* free pages given back with madvise */
+  uint64_t dirty_since;             /* ms when dirty_mask became non-zero */
+  size_t first_page_start;          /* offset of page 0's block area */
+  ak_page pages[NPAGES];
+} ak_segment;
+
+/* A thread's heap. `pages[c]` is never NULL: an empty class points to a
+ * shared sentinel whose free list is empty, so the fast path has one test. */
+struct ak_mheap {
+  ak_page *pages[NCLS];    /* head of each class queue */
+  ak_page *full[NCLS];     /* pages without free blocks, per class */
+  ak_segment *segs;        /* segments this heap owns */
+  ak_mheap *gnext, *gprev; /* registry of live heaps */
+  uint64_t slow_calls;     /* to pace purging */
+  pthread_t thread;
+};
+
+/* ---- size_class.c ------------------------------------------------------------ */
+extern uint32_t _ak_cls_size[NCLS];
+extern uint8_t _ak_cls_span[NCLS];
+/** Class of a request of `n` bytes, n <= MEDIUM_MAX. */
+static inline unsigned _ak_size_class(size_t n) {
+  if (n <= 128) return n <= 8 ? 0u : (unsigned)((n + 15) >> 4);
+  unsigned b = 63u - (unsigned)__builtin_clzll((unsigned long long)(n - 1)); /* n in (2^b, 2^(b+1)] */
+  return 9u + (b - 7u) * 8u + (unsigned)((n - 1 - ((size_t)1 << b)) >> (b - 3u));
+}
+void _ak_size_classes_init(void);
+
+/* ---- segment.c ---------------------------------------------------------------- */
+/** A fresh span of `pages` pages for class `cls` in one of `h`'s segments
+ *  (mapping a new segment if needed). NULL + errno. */
+ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls);
+/** Returns an empty span to its segment; releases the segment when it is
+ *  entirely free and `h` keeps another free one. */
+void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg);
+/** Releases a small segment (all pages free) to the OS. */
+void _ak_segment_release(ak_segment *seg);
+/** Decommits free pages older than the purge delay (all with force). */
+void _ak_segment_purge(ak_segment *seg, bool force, uint64_t now_ms);
+/** Large blocks: own mapping, header segment. */
+void *_ak_large_alloc(size_t n, size_t align);
+void _ak_large_free(ak_segment *seg);
+void *_ak_large_realloc(ak_segment *seg, void *p, size_t n);
+/** Huge-aligned blocks (block on a segment boundary). */
+bool _ak_huge_aligned_free(void *p);
+size_t _ak_huge_aligned_size(const void *p);
+uint64_t _ak_now_ms(void);
+/** Registry of small segments (for stats and checks), under _ak_seg_mu. */
+extern pthread_mutex_t _ak_seg_mu;
+extern ak_segment *_ak_seg_list;
+extern atomic_size_t _ak_large_count, _ak_large_bytes, _ak_committed, _ak_peak_committed;
+bool _ak_segment_known(uintptr_t seg);
+
+/* ---- heap.c --------------------------------------------------------------------- */
+ak_mheap *_ak_heap_get(void); /* the thread's heap, created on demand */
+extern _Thread_local ak_mheap *_ak_tl_heap;
+void *_ak_malloc_slow(size_t n);
+void _ak_free_slow(void *p, ak_segment *seg);
+void _ak_page_retire(ak_mheap *h, ak_page *pg); /* local free emptied or unfilled a page */
+void _ak_heap_collect(ak_mheap *h, bool force);
+extern pthread_mutex_t _ak_heaps_mu;
+extern ak_mheap *_ak_heap_list;
+extern ak_segment *_ak_abandoned;
+extern pthread_mutex_t _ak_abandoned_mu;
+extern ak_page _ak_empty_page;
+_Noreturn void _ak_malloc_fatal(const char *call, const void *p, const char *why, unsigned cls);
+
+/* ---- stats.c ------------------------------------------------------------------------ */
+void _ak_options_init(void);
+void _ak_stats_at_exit(void); /* registers the AK_SHOW_STATS printer */
+extern atomic_long _ak_options[AK_OPTION_COUNT_];
+void _ak_peak_sample(void);
+
+static inline ak_segment *_ak_seg_of(const void *p) { return (ak_segment *)((uintptr_t)p & ~SEG_MASK); }
+static inline ak_page *_ak_page_of(ak_segment *seg, const void *p) {
+  ak_page *pg = &seg->pages[((uintptr_t)p & SEG_MASK) >> PAGE_SHIFT];
+  return pg - pg->head_off;
+}
+static inline uint32_t _ak_used(const ak_page *pg) {
+  return atomic_load_explicit((_Atomic uint32_t *)&pg->used, memory_order_relaxed);
+}
+static inline void _ak_used_set(ak_page *pg, uint32_t v) {
+  atomic_store_explicit(&pg->used, v, memory_order_relaxed);
+}
+
+#endif /* AK_MALLOC_INTERNAL_H */

@@ -1,0 +1,282 @@
+/* segment.c - the general heap's segments: 4 MiB aligned blocks of 64
+ * pages, spans of pages for size classes, large and huge-aligned mappings,
+ * and purging (decommit) of free pages. Memory comes from the OS layer. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/error.h"
+#include "malloc/malloc_internal.h"
+#include "os/os_mem.h"
+
+pthread_mutex_t _ak_seg_mu = PTHREAD_MUTEX_INITIALIZER;
+ak_segment *_ak_seg_list;
+atomic_size_t _ak_large_count, _ak_large_bytes, _ak_committed, _ak_peak_committed;
+
+#define ALL_PAGES UINT64_MAX
+
+uint64_t _ak_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void committed_add(size_t n) {
+  size_t c = atomic_fetch_add_explicit(&_ak_committed, n, memory_order_relaxed) + n;
+  size_t peak = atomic_load_explicit(&_ak_peak_committed, memory_order_relaxed);
+  while (c > peak && !atomic_compare_exchange_weak(&_ak_peak_committed, &peak, c)) {
+  }
+}
+
+static void committed_sub(size_t n) { atomic_fetch_sub_explicit(&_ak_committed, n, memory_order_relaxed); }
+
+bool _ak_segment_known(uintptr_t s) {
+  pthread_mutex_lock(&_ak_seg_mu);
+  bool found = false;
+  for (ak_segment *x = _ak_seg_list; x && !found; x = x->gnext) found = (uintptr_t)x == s;
+  pthread_mutex_unlock(&_ak_seg_mu);
+  return found;
+}
+
+static ak_segment *segment_new(ak_mheap *h) {
+  ak_segment *seg = _ak_os_alloc(SEG_SIZE, SEG_SIZE);
+  if (!seg) return NULL;
+  /* Fresh mmap memory is zero: only set what is not. */
+  seg->magic = SEG_MAGIC;
+  seg->kind = SEG_SMALL;
+  atomic_store_explicit(&seg->owner, (uintptr_t)h, memory_order_relaxed);
+  seg->free_mask = ALL_PAGES;
+  seg->first_page_start = (sizeof(ak_segment) + 4095) & ~(size_t)4095;
+  for (size_t i = 0; i < NPAGES; i++) seg->pages[i].head_off = 0;
+  committed_add(SEG_SIZE);
+  pthread_mutex_lock(&_ak_seg_mu);
+  seg->gnext = _ak_seg_list;
+  if (_ak_seg_list) _ak_seg_list->gprev = seg;
+  _ak_seg_list = seg;
+  pthread_mutex_unlock(&_ak_seg_mu);
+  seg->next = h->segs;
+  if (h->segs) h->segs->prev = seg;
+  h->segs = seg;
+  return seg;
+}
+
+void _ak_segment_release(ak_segment *seg) {
+  pthread_mutex_lock(&_ak_seg_mu);
+  if (seg->gprev)
+    seg->gprev->gnext = seg->gnext;
+  else
+    _ak_seg_list = seg->gnext;
+  if (seg->gnext) seg->gnext->gprev = seg->gprev;
+  pthread_mutex_unlock(&_ak_seg_mu);
+  committed_sub(SEG_SIZE - (size_t)__builtin_popcountll(seg->decommit_mask) * PAGE_SIZE_AK);
+  seg->magic = 0;
+  _ak_os_free(seg, SEG_SIZE);
+}
+
+/* The lowest run of `k` free pages (page 0 only for one-page spans). */
+static int find_run(uint64_t free_mask, unsigned k) {
+  for (unsigned i = k == 1 ? 0 : 1; i + k <= NPAGES; i++) {
+    uint64_t want = (k == 64 ? ALL_PAGES : ((UINT64_C(1) << k) - 1)) << i;
+    if ((free_mask & want) == want) return (int)i;
+  }
+  return -1;
+}
+
+ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
+  unsigned k = _ak_cls_span[cls];
+  ak_segment *seg = NULL;
+  int at = -1;
+  for (ak_segment *s = h->segs; s; s = s->next) {
+    if ((at = find_run(s->free_mask, k)) >= 0) {
+      seg = s;
+      break;
+    }
+  }
+  if (!seg) {
+    seg = segment_new(h);
+    if (!seg) return NULL;
+    at = find_run(seg->free_mask, k);
+  }
+  uint64_t bits = ((k == 64 ? ALL_PAGES : ((UINT64_C(1) << k) - 1)) << at);
+  /* Pages that were decommitted come back on first touch: count them. */
+  committed_add((size_t)__builtin_popcountll(bits & seg->decommit_mask) * PAGE_SIZE_AK);
+  seg->free_mask &= ~bits;
+  seg->dirty_mask &= ~bits;
+  seg->decommit_mask &= ~bits;
+  ak_page *pg = &seg->pages[at];
+  for (unsigned i = 1; i < k; i++) seg->pages[(unsigned)at + i].head_off = (uint8_t)i;
+  pg->head_off = 0;
+  pg->span = (uint8_t)k;
+  pg->cls = (uint16_t)cls;
+  pg->block_size = _ak_cls_size[cls];
+  pg->flags = 0;
+  pg->free = NULL;
+  _ak_used_set(pg, 0);
+  atomic_store_explicit(&pg->remote, NULL, memory_order_relaxed);
+  uintptr_t base = (uintptr_t)seg + (uintptr_t)at * PAGE_SIZE_AK;
+  pg->start = at == 0 ? (uintptr_t)seg + seg->first_page_start : base;
+  pg->end = base + k * PAGE_SIZE_AK;
+  pg->capacity = (uint32_t)((pg->end - pg->start) / pg->block_size);
+  pg->end = pg->start + (uintptr_t)pg->capacity * pg->block_size;
+  pg->bump = pg->start;
+  pg->next = pg->prev = NULL;
+  pg->in_queue = 0;
+  return pg;
+}
+
+void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg) {
+  unsigned at = (unsigned)(pg - seg->pages), k = pg->span;
+  uint64_t bits = ((k == 64 ? ALL_PAGES : ((UINT64_C(1) << k) - 1)) << at);
+  pg->block_size = 0;
+  pg->free = NULL;
+  if (!seg->dirty_mask) seg->dirty_since = _ak_now_ms();
+  seg->free_mask |= bits;
+  seg->dirty_mask |= bits;
+  long delay = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
+  if (delay == 0) _ak_segment_purge(seg, true, 0);
+  if (seg->free_mask == ALL_PAGES && h) {
+    /* Keep one empty segment per heap; release any other at once. */
+    for (ak_segment *s = h->segs; s; s = s->next) {
+      if (s != seg && s->free_mask == ALL_PAGES) {
+        if (seg->prev)
+          seg->prev->next = seg->next;
+        else
+          h->segs = seg->next;
+        if (seg->next) seg->next->prev = seg->prev;
+        _ak_segment_release(seg);
+        return;
+      }
+    }
+  }
+}
+
+void _ak_segment_purge(ak_segment *seg, bool force, uint64_t now_ms) {
+  if (!seg->dirty_mask) return;
+  long delay = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
+  if (!force && (delay < 0 || now_ms - seg->dirty_since < (uint64_t)delay)) return;
+  for (unsigned i = 0; i < NPAGES; i++) {
+    if (!(seg->dirty_mask & (UINT64_C(1) << i))) continue;
+    unsigned j = i;
+    while (j < NPAGES && (seg->dirty_mask & (UINT64_C(1) << j))) j++;
+    uintptr_t from = (uintptr_t)seg + (uintptr_t)i * PAGE_SIZE_AK;
+    if (i == 0) from = (uintptr_t)seg + seg->first_page_start; /* keep the header */
+    uintptr_t to = (uintptr_t)seg + (uintptr_t)j * PAGE_SIZE_AK;
+    if (to > from) (void)_ak_os_decommit((void *)from, to - from);
+    committed_sub((size_t)(j - i) * PAGE_SIZE_AK);
+    i = j;
+  }
+  seg->decommit_mask |= seg->dirty_mask;
+  seg->dirty_mask = 0;
+}
+
+/* ---- large and huge-aligned blocks ------------------------------------------------ */
+
+#define LARGE_HDR ((size_t)4096)
+
+void *_ak_large_alloc(size_t n, size_t align) {
+  size_t off = LARGE_HDR;
+  if (align > LARGE_HDR) off = align;
+  if (n > SIZE_MAX - off - SEG_SIZE) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t map = _ak_os_round_page(off + n);
+  /* The header precedes the block within the same 4 MiB, so masking finds
+   * it; with align >= 4 MiB that is impossible and the block goes through
+   * the huge-aligned registry instead. */
+  size_t seg_align = align >= SEG_SIZE ? align : SEG_SIZE;
+  ak_segment *seg = _ak_os_alloc(map, seg_align);
+  if (!seg) return NULL;
+  seg->magic = SEG_MAGIC;
+  seg->kind = SEG_LARGE;
+  seg->map_size = map;
+  seg->large_block = (uintptr_t)seg + off;
+  atomic_fetch_add_explicit(&_ak_large_count, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&_ak_large_bytes, map, memory_order_relaxed);
+  committed_add(map);
+  return (void *)seg->large_block;
+}
+
+void _ak_large_free(ak_segment *seg) {
+  atomic_fetch_sub_explicit(&_ak_large_count, 1, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&_ak_large_bytes, seg->map_size, memory_order_relaxed);
+  committed_sub(seg->map_size);
+  seg->magic = 0;
+  _ak_os_free(seg, seg->map_size);
+}
+
+void *_ak_large_realloc(ak_segment *seg, void *p, size_t n) {
+  size_t off = (uintptr_t)p - (uintptr_t)seg;
+  if (n > SIZE_MAX - off - SEG_SIZE) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t map = _ak_os_round_page(off + n);
+  if (map == seg->map_size) return p;
+  size_t old = seg->map_size;
+  ak_segment *ns = _ak_os_remap(seg, old, map, SEG_SIZE);
+  if (!ns) return NULL;
+  ns->map_size = map;
+  ns->large_block = (uintptr_t)ns + off;
+  if (map > old) {
+    atomic_fetch_add_explicit(&_ak_large_bytes, map - old, memory_order_relaxed);
+    committed_add(map - old);
+  } else {
+    atomic_fetch_sub_explicit(&_ak_large_bytes, old - map, memory_order_relaxed);
+    committed_sub(old - map);
+  }
+  return (void *)ns->large_block;
+}
+
+/* Huge-aligned blocks: mapping at B (aligned to `align` >= 4 MiB), header
+ * at B, block at B + align. The block masks to itself, so free() looks it
+ * up here first whenever a pointer sits on a 4 MiB boundary. */
+static pthread_mutex_t huge_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  uintptr_t block;
+  ak_segment *seg;
+} huge[64];
+
+bool _ak_huge_aligned_free(void *p) {
+  ak_segment *seg = NULL;
+  pthread_mutex_lock(&huge_mu);
+  for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+    if (huge[i].block == (uintptr_t)p) {
+      seg = huge[i].seg;
+      huge[i].block = 0;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&huge_mu);
+  if (seg) _ak_large_free(seg);
+  return seg != NULL;
+}
+
+size_t _ak_huge_aligned_size(const void *p) {
+  size_t n = 0;
+  pthread_mutex_lock(&huge_mu);
+  for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++)
+    if (huge[i].block == (uintptr_t)p) n = huge[i].seg->map_size - ((uintptr_t)p - (uintptr_t)huge[i].seg);
+  pthread_mutex_unlock(&huge_mu);
+  return n;
+}
+
+void *_ak_huge_aligned_alloc(size_t n, size_t align);
+void *_ak_huge_aligned_alloc(size_t n, size_t align) {
+  void *p = _ak_large_alloc(n, align);
+  if (!p) return NULL;
+  pthread_mutex_lock(&huge_mu);
+  for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+    if (!huge[i].block) {
+      huge[i].block = (uintptr_t)p;
+      huge[i].seg = (ak_segment *)((uintptr_t)p - align); /* the block sits `align` in */
+      pthread_mutex_unlock(&huge_mu);
+      return p;
+    }
+  }
+  pthread_mutex_unlock(&huge_mu);
+  _ak_large_free((ak_segment *)((uintptr_t)p - align));
+  errno = ENOMEM; /* more than 64 live huge-aligned blocks */
+  return NULL;
+}

@@ -1,0 +1,24 @@
+/* size_class.c - the general heap's size classes.
+ *
+ * 8, then 16..128 in steps of 16, then eight classes per doubling up to
+ * 512 KiB: a request above 128 bytes wastes less than 1/9 (11.1%) of its
+ * block. Classes up to 8 KiB use one-page (64 KiB) spans; larger ones use
+ * spans of up to 32 pages holding about eight blocks. */
+#include "malloc/malloc_internal.h"
+
+uint32_t _ak_cls_size[NCLS];
+uint8_t _ak_cls_span[NCLS];
+
+void _ak_size_classes_init(void) {
+  _ak_cls_size[0] = 8;
+  for (unsigned c = 1; c <= 8; c++) _ak_cls_size[c] = 16 * c;
+  for (unsigned b = 7; b < 19; b++)
+    for (unsigned j = 0; j < 8; j++)
+      _ak_cls_size[9 + (b - 7) * 8 + j] = (1u << b) + (j + 1) * (1u << (b - 3));
+  for (unsigned c = 0; c < NCLS; c++) {
+    size_t s = _ak_cls_size[c];
+    size_t pages = s <= SMALL_MAX ? 1 : (8 * s + PAGE_SIZE_AK - 1) / PAGE_SIZE_AK;
+    if (pages > MAX_SPAN_PAGES) pages = MAX_SPAN_PAGES;
+    _ak_cls_span[c] = (uint8_t)pages;
+  }
+}

@@ -1,0 +1,169 @@
+/* malloc_override.c - the drop-in front end: libarenakit-malloc.so exports
+ * the C library's allocation functions and every C++ operator new/delete,
+ * each forwarding to the ak_ heap. Works with LD_PRELOAD and when linked.
+ *
+ * The C++ operators are defined here in C under their mangled names, so
+ * the library does not depend on libstdc++: operator new's failure path
+ * (new-handler loop, then std::bad_alloc) calls libstdc++ through weak
+ * references that only a C++ program resolves. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "arenakit/malloc.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+EXPORT void *malloc(size_t n) { return ak_malloc(n); }
+EXPORT void free(void *p) { ak_free(p); }
+EXPORT void *calloc(size_t c, size_t n) { return ak_calloc(c, n); }
+EXPORT void *realloc(void *p, size_t n) { return ak_realloc(p, n); }
+EXPORT void *reallocarray(void *p, size_t c, size_t n) { return ak_reallocarray(p, c, n); }
+EXPORT int posix_memalign(void **out, size_t a, size_t n) { return ak_posix_memalign(out, a, n); }
+EXPORT void *aligned_alloc(size_t a, size_t n) { return ak_aligned_alloc(a, n); }
+EXPORT void *memalign(size_t a, size_t n) { return ak_memalign(a, n); }
+EXPORT size_t malloc_usable_size(void *p) { return ak_usable_size(p); }
+
+static size_t page_size(void) {
+  long ps = sysconf(_SC_PAGESIZE);
+  return ps > 0 ? (size_t)ps : 4096;
+}
+
+EXPORT void *valloc(size_t n) { return ak_memalign(page_size(), n); }
+
+EXPORT void *pvalloc(size_t n) {
+  size_t ps = page_size();
+  if (n > SIZE_MAX - ps) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return ak_memalign(ps, n ? (n + ps - 1) & ~(ps - 1) : ps);
+}
+
+/* ---- C++ operators ---------------------------------------------------------------- */
+
+typedef void (*new_handler_fn)(void);
+extern new_handler_fn _ZSt15get_new_handlerv(void) __attribute__((weak));   /* std::get_new_handler() */
+extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn)); /* std::__throw_bad_alloc() */
+
+/* operator new: retry through the new-handler, then throw std::bad_alloc. */
+static void *new_throwing(size_t n, size_t align) {
+  for (;;) {
+    void *p = align ? ak_aligned_alloc(align, n) : ak_malloc(n);
+    if (p) return p;
+    new_handler_fn h = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+    if (!h) {
+      if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
+      abort();
+    }
+    h();
+  }
+}
+
+/* nothrow forms: the same loop, but NULL instead of the exception. (A
+ * new-handler that throws is the program's business, as in libstdc++.) */
+static void *new_nothrow(size_t n, size_t align) {
+  for (;;) {
+    void *p = align ? ak_aligned_alloc(align, n) : ak_malloc(n);
+    if (p) return p;
+    new_handler_fn h = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+    if (!h) return NULL;
+    h();
+  }
+}
+
+/* operator new / new[] (size), (size, nothrow), (size, align), (size, align, nothrow) */
+EXPORT void *op_new(size_t n) __asm__("_Znwm");
+EXPORT void *op_new_arr(size_t n) __asm__("_Znam");
+EXPORT void *op_new_nt(size_t n, const void *nt) __asm__("_ZnwmRKSt9nothrow_t");
+EXPORT void *op_new_arr_nt(size_t n, const void *nt) __asm__("_ZnamRKSt9nothrow_t");
+EXPORT void *op_new_al(size_t n, size_t al) __asm__("_ZnwmSt11align_val_t");
+EXPORT void *op_new_arr_al(size_t n, size_t al) __asm__("_ZnamSt11align_val_t");
+EXPORT void *op_new_al_nt(size_t n, size_t al, const void *nt) __asm__("_ZnwmSt11align_val_tRKSt9nothrow_t");
+EXPORT void *op_new_arr_al_nt(size_t n, size_t al,
+                              const void *nt) __asm__("_ZnamSt11align_val_tRKSt9nothrow_t");
+
+void *op_new(size_t n) { return new_throwing(n, 0); }
+void *op_new_arr(size_t n) { return new_throwing(n, 0); }
+void *op_new_nt(size_t n, const void *nt) {
+  (void)nt;
+  return new_nothrow(n, 0);
+}
+void *op_new_arr_nt(size_t n, const void *nt) {
+  (void)nt;
+  return new_nothrow(n, 0);
+}
+void *op_new_al(size_t n, size_t al) { return new_throwing(n, al); }
+void *op_new_arr_al(size_t n, size_t al) { return new_throwing(n, al); }
+void *op_new_al_nt(size_t n, size_t al, const void *nt) {
+  (void)nt;
+  return new_nothrow(n, al);
+}
+void *op_new_arr_al_nt(size_t n, size_t al, const void *nt) {
+  (void)nt;
+  return new_nothrow(n, al);
+}
+
+/* operator delete / delete[]: plain, sized, aligned, sized+aligned, nothrow. */
+EXPORT void op_del(void *p) __asm__("_ZdlPv");
+EXPORT void op_del_arr(void *p) __asm__("_ZdaPv");
+EXPORT void op_del_sz(void *p, size_t n) __asm__("_ZdlPvm");
+EXPORT void op_del_arr_sz(void *p, size_t n) __asm__("_ZdaPvm");
+EXPORT void op_del_al(void *p, size_t al) __asm__("_ZdlPvSt11align_val_t");
+EXPORT void op_del_arr_al(void *p, size_t al) __asm__("_ZdaPvSt11align_val_t");
+EXPORT void op_del_sz_al(void *p, size_t n, size_t al) __asm__("_ZdlPvmSt11align_val_t");
+EXPORT void op_del_arr_sz_al(void *p, size_t n, size_t al) __asm__("_ZdaPvmSt11align_val_t");
+EXPORT void op_del_nt(void *p, const void *nt) __asm__("_ZdlPvRKSt9nothrow_t");
+EXPORT void op_del_arr_nt(void *p, const void *nt) __asm__("_ZdaPvRKSt9nothrow_t");
+EXPORT void op_del_al_nt(void *p, size_t al, const void *nt) __asm__("_ZdlPvSt11align_val_tRKSt9nothrow_t");
+EXPORT void op_del_arr_al_nt(void *p, size_t al,
+                             const void *nt) __asm__("_ZdaPvSt11align_val_tRKSt9nothrow_t");
+
+void op_del(void *p) { ak_free(p); }
+void op_del_arr(void *p) { ak_free(p); }
+void op_del_sz(void *p, size_t n) {
+  (void)n;
+  ak_free(p);
+}
+void op_del_arr_sz(void *p, size_t n) {
+  (void)n;
+  ak_free(p);
+}
+void op_del_al(void *p, size_t al) {
+  (void)al;
+  ak_free(p);
+}
+void op_del_arr_al(void *p, size_t al) {
+  (void)al;
+  ak_free(p);
+}
+void op_del_sz_al(void *p, size_t n, size_t al) {
+  (void)n;
+  (void)al;
+  ak_free(p);
+}
+void op_del_arr_sz_al(void *p, size_t n, size_t al) {
+  (void)n;
+  (void)al;
+  ak_free(p);
+}
+void op_del_nt(void *p, const void *nt) {
+  (void)nt;
+  ak_free(p);
+}
+void op_del_arr_nt(void *p, const void *nt) {
+  (void)nt;
+  ak_free(p);
+}
+void op_del_al_nt(void *p, size_t al, const void *nt) {
+  (void)al;
+  (void)nt;
+  ak_free(p);
+}
+void op_del_arr_al_nt(void *p, size_t al, const void *nt) {
+  (void)al;
+  (void)nt;
+  ak_free(p);
+}
