@@ -33,6 +33,9 @@ pthread_mutex_t _ak_heaps_mu = PTHREAD_MUTEX_INITIALIZER;
 ak_mheap *_ak_heap_list;
 pthread_mutex_t _ak_abandoned_mu = PTHREAD_MUTEX_INITIALIZER;
 ak_segment *_ak_abandoned;
+/* Segments on _ak_abandoned: written under the mutex, read without it so
+ * the allocation slow path need not lock when there is nothing to adopt. */
+static atomic_size_t abandoned_count;
 ak_page _ak_empty_page; /* free == NULL: every empty class points here */
 
 static pthread_key_t heap_key;
@@ -65,6 +68,8 @@ static void tables_init(void) {
   _ak_options_init();
 }
 
+void _ak_malloc_tables_init(void) { pthread_once(&tables_once, tables_init); }
+
 /* May call malloc (pthread_atfork, atexit): runs once the calling thread's
  * heap is in place, so such a call is served normally. */
 static void global_init(void) {
@@ -86,7 +91,7 @@ _Noreturn void _ak_malloc_fatal(const char *call, const void *p, const char *why
 }
 
 static ak_mheap *heap_new(void) {
-  pthread_once(&tables_once, tables_init);
+  _ak_malloc_tables_init();
   ak_mheap *h = _ak_os_alloc(sizeof(ak_mheap), 1);
   if (!h) return NULL;
   for (unsigned c = 0; c < NCLS; c++) h->pages[c] = &_ak_empty_page;
@@ -209,10 +214,11 @@ void _ak_page_retire(ak_mheap *h, ak_page *pg) {
 
 /* Adopts one abandoned segment: its pages join this heap's queues. */
 static bool adopt(ak_mheap *h) {
-  if (!atomic_load_explicit((_Atomic(ak_segment *) *)&_ak_abandoned, memory_order_relaxed)) return false;
+  if (!atomic_load_explicit(&abandoned_count, memory_order_relaxed)) return false;
   pthread_mutex_lock(&_ak_abandoned_mu);
   ak_segment *seg = _ak_abandoned;
   if (seg) {
+    atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
     _ak_abandoned = seg->next;
     if (_ak_abandoned) _ak_abandoned->prev = NULL;
     atomic_store_explicit(&seg->owner, (uintptr_t)h, memory_order_release);
@@ -277,7 +283,6 @@ static void maybe_purge(ak_mheap *h) {
   if ((++h->slow_calls & 63) != 0) return;
   uint64_t now = _ak_now_ms();
   for (ak_segment *s = h->segs; s; s = s->next) _ak_segment_purge(s, false, now);
-  _ak_peak_sample();
 }
 
 void *_ak_malloc_slow(size_t n) {
@@ -319,6 +324,7 @@ static void remote_free(ak_segment *seg, ak_page *pg, void *b) {
           else
             _ak_abandoned = seg->next;
           if (seg->next) seg->next->prev = seg->prev;
+          atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
           _ak_segment_release(seg);
         }
       }
@@ -339,7 +345,7 @@ void _ak_free_slow(void *p, ak_segment *seg) {
     if (_ak_huge_aligned_free(p)) return;
     _ak_malloc_fatal("free", p, "invalid pointer (not from arenakit)", NCLS);
   }
-  if (ak_malloc_checked && !_ak_segment_known((uintptr_t)seg) && seg->kind != SEG_LARGE)
+  if (ak_malloc_checked && !_ak_segment_known((uintptr_t)seg))
     _ak_malloc_fatal("free", p, "invalid pointer (not from arenakit)", NCLS);
   if (AK_UNLIKELY(seg->magic != SEG_MAGIC))
     _ak_malloc_fatal("free", p, "invalid pointer (bad segment header)", NCLS);
@@ -357,16 +363,19 @@ void _ak_free_slow(void *p, ak_segment *seg) {
       _ak_malloc_fatal("free", p, "invalid pointer (not the start of a block)", pg->cls);
     p = (void *)(pg->start + off - off % pg->block_size); /* aligned interior pointer */
   }
+  ak_mheap *h = _ak_tl_heap;
+  bool mine = h && atomic_load_explicit(&seg->owner, memory_order_relaxed) == (uintptr_t)h;
   if (ak_malloc_checked) {
-    /* Freed blocks hold 0xdf after the link: a block that still does was
-     * freed already; a changed byte means a write after free. */
-    for (void *b = pg->free; b; b = *(void **)b)
-      if (b == p) _ak_malloc_fatal("free", p, "double free", pg->cls);
+    /* A block already on the owner's free list is a double free (only the
+     * owner may walk that list); freed blocks are filled with 0xdf after
+     * the link, and malloc verifies the fill to catch writes after free. */
+    if (mine)
+      for (void *b = pg->free; b; b = *(void **)b)
+        if (b == p) _ak_malloc_fatal("free", p, "double free", pg->cls);
     if (pg->block_size > sizeof(void *))
       memset((char *)p + sizeof(void *), 0xdf, pg->block_size - sizeof(void *));
   }
-  ak_mheap *h = _ak_tl_heap;
-  if (!h || atomic_load_explicit(&seg->owner, memory_order_relaxed) != (uintptr_t)h) {
+  if (!mine) {
     remote_free(seg, pg, p);
     return;
   }
@@ -444,6 +453,7 @@ static void heap_exit(void *arg) {
     s->next = _ak_abandoned;
     if (_ak_abandoned) _ak_abandoned->prev = s;
     _ak_abandoned = s;
+    atomic_fetch_add_explicit(&abandoned_count, 1, memory_order_relaxed);
     pthread_mutex_unlock(&_ak_abandoned_mu);
   }
   pthread_mutex_lock(&_ak_heaps_mu);

@@ -26,22 +26,13 @@
 #include <stdint.h>
 
 #include "arenakit/malloc.h"
+#include "malloc/size_class.h"
 
 #ifndef AK_CHECKED
 #define AK_CHECKED 0
 #endif
 static const bool ak_malloc_checked = AK_CHECKED;
 
-#define SEG_SHIFT 22
-#define SEG_SIZE ((size_t)1 << SEG_SHIFT)
-#define SEG_MASK ((uintptr_t)SEG_SIZE - 1)
-#define PAGE_SHIFT 16
-#define PAGE_SIZE_AK ((size_t)1 << PAGE_SHIFT)
-#define NPAGES (SEG_SIZE / PAGE_SIZE_AK)
-#define SMALL_MAX ((size_t)8 * 1024)    /* one-page spans up to here */
-#define MEDIUM_MAX ((size_t)512 * 1024) /* multi-page spans up to here */
-#define MAX_SPAN_PAGES 32
-#define NCLS 105
 #define SEG_MAGIC UINT64_C(0x616b2d7365676d21) /* "ak-segm!" */
 
 enum { SEG_SMALL = 1, SEG_LARGE = 2 };
@@ -96,17 +87,6 @@ struct ak_mheap {
   pthread_t thread;
 };
 
-/* ---- size_class.c ------------------------------------------------------------ */
-extern uint32_t _ak_cls_size[NCLS];
-extern uint8_t _ak_cls_span[NCLS];
-/** Class of a request of `n` bytes, n <= MEDIUM_MAX. */
-static inline unsigned _ak_size_class(size_t n) {
-  if (n <= 128) return n <= 8 ? 0u : (unsigned)((n + 15) >> 4);
-  unsigned b = 63u - (unsigned)__builtin_clzll((unsigned long long)(n - 1)); /* n in (2^b, 2^(b+1)] */
-  return 9u + (b - 7u) * 8u + (unsigned)((n - 1 - ((size_t)1 << b)) >> (b - 3u));
-}
-void _ak_size_classes_init(void);
-
 /* ---- segment.c ---------------------------------------------------------------- */
 /** A fresh span of `pages` pages for class `cls` in one of `h`'s segments
  *  (mapping a new segment if needed). NULL + errno. */
@@ -126,14 +106,15 @@ void *_ak_large_realloc(ak_segment *seg, void *p, size_t n);
 bool _ak_huge_aligned_free(void *p);
 size_t _ak_huge_aligned_size(const void *p);
 uint64_t _ak_now_ms(void);
-/** Registry of small segments (for stats and checks), under _ak_seg_mu. */
+/** Registry of all segments, small and large (stats, checks), under _ak_seg_mu. */
 extern pthread_mutex_t _ak_seg_mu;
 extern ak_segment *_ak_seg_list;
 extern atomic_size_t _ak_large_count, _ak_large_bytes, _ak_committed, _ak_peak_committed;
 bool _ak_segment_known(uintptr_t seg);
 
 /* ---- heap.c --------------------------------------------------------------------- */
-ak_mheap *_ak_heap_get(void); /* the thread's heap, created on demand */
+ak_mheap *_ak_heap_get(void);      /* the thread's heap, created on demand */
+void _ak_malloc_tables_init(void); /* size classes and options, once */
 extern _Thread_local ak_mheap *_ak_tl_heap;
 void *_ak_malloc_slow(size_t n);
 void _ak_free_slow(void *p, ak_segment *seg);

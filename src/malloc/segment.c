@@ -39,6 +39,25 @@ bool _ak_segment_known(uintptr_t s) {
   return found;
 }
 
+static void registry_add(ak_segment *seg) {
+  pthread_mutex_lock(&_ak_seg_mu);
+  seg->gprev = NULL;
+  seg->gnext = _ak_seg_list;
+  if (_ak_seg_list) _ak_seg_list->gprev = seg;
+  _ak_seg_list = seg;
+  pthread_mutex_unlock(&_ak_seg_mu);
+}
+
+static void registry_remove(ak_segment *seg) {
+  pthread_mutex_lock(&_ak_seg_mu);
+  if (seg->gprev)
+    seg->gprev->gnext = seg->gnext;
+  else
+    _ak_seg_list = seg->gnext;
+  if (seg->gnext) seg->gnext->gprev = seg->gprev;
+  pthread_mutex_unlock(&_ak_seg_mu);
+}
+
 static ak_segment *segment_new(ak_mheap *h) {
   ak_segment *seg = _ak_os_alloc(SEG_SIZE, SEG_SIZE);
   if (!seg) return NULL;
@@ -50,11 +69,8 @@ static ak_segment *segment_new(ak_mheap *h) {
   seg->first_page_start = (sizeof(ak_segment) + 4095) & ~(size_t)4095;
   for (size_t i = 0; i < NPAGES; i++) seg->pages[i].head_off = 0;
   committed_add(SEG_SIZE);
-  pthread_mutex_lock(&_ak_seg_mu);
-  seg->gnext = _ak_seg_list;
-  if (_ak_seg_list) _ak_seg_list->gprev = seg;
-  _ak_seg_list = seg;
-  pthread_mutex_unlock(&_ak_seg_mu);
+  registry_add(seg);
+  _ak_peak_sample(); /* the high-water mark can only have grown here */
   seg->next = h->segs;
   if (h->segs) h->segs->prev = seg;
   h->segs = seg;
@@ -62,13 +78,7 @@ static ak_segment *segment_new(ak_mheap *h) {
 }
 
 void _ak_segment_release(ak_segment *seg) {
-  pthread_mutex_lock(&_ak_seg_mu);
-  if (seg->gprev)
-    seg->gprev->gnext = seg->gnext;
-  else
-    _ak_seg_list = seg->gnext;
-  if (seg->gnext) seg->gnext->gprev = seg->gprev;
-  pthread_mutex_unlock(&_ak_seg_mu);
+  registry_remove(seg);
   committed_sub(SEG_SIZE - (size_t)__builtin_popcountll(seg->decommit_mask) * PAGE_SIZE_AK);
   seg->magic = 0;
   _ak_os_free(seg, SEG_SIZE);
@@ -105,11 +115,14 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
   seg->dirty_mask &= ~bits;
   seg->decommit_mask &= ~bits;
   ak_page *pg = &seg->pages[at];
-  for (unsigned i = 1; i < k; i++) seg->pages[(unsigned)at + i].head_off = (uint8_t)i;
-  pg->head_off = 0;
+  /* Relaxed atomic stores: the stats walker reads these fields from other
+   * threads (under _ak_seg_mu, which the owner does not take here). */
+  for (unsigned i = 1; i < k; i++)
+    __atomic_store_n(&seg->pages[(unsigned)at + i].head_off, (uint8_t)i, __ATOMIC_RELAXED);
+  __atomic_store_n(&pg->head_off, (uint8_t)0, __ATOMIC_RELAXED);
   pg->span = (uint8_t)k;
-  pg->cls = (uint16_t)cls;
-  pg->block_size = _ak_cls_size[cls];
+  __atomic_store_n(&pg->cls, (uint16_t)cls, __ATOMIC_RELAXED);
+  __atomic_store_n(&pg->block_size, _ak_cls_size[cls], __ATOMIC_RELAXED);
   pg->flags = 0;
   pg->free = NULL;
   _ak_used_set(pg, 0);
@@ -128,7 +141,7 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
 void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg) {
   unsigned at = (unsigned)(pg - seg->pages), k = pg->span;
   uint64_t bits = ((k == 64 ? ALL_PAGES : ((UINT64_C(1) << k) - 1)) << at);
-  pg->block_size = 0;
+  __atomic_store_n(&pg->block_size, 0u, __ATOMIC_RELAXED);
   pg->free = NULL;
   if (!seg->dirty_mask) seg->dirty_since = _ak_now_ms();
   seg->free_mask |= bits;
@@ -192,6 +205,7 @@ void *_ak_large_alloc(size_t n, size_t align) {
   seg->kind = SEG_LARGE;
   seg->map_size = map;
   seg->large_block = (uintptr_t)seg + off;
+  registry_add(seg);
   atomic_fetch_add_explicit(&_ak_large_count, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&_ak_large_bytes, map, memory_order_relaxed);
   committed_add(map);
@@ -199,6 +213,7 @@ void *_ak_large_alloc(size_t n, size_t align) {
 }
 
 void _ak_large_free(ak_segment *seg) {
+  registry_remove(seg);
   atomic_fetch_sub_explicit(&_ak_large_count, 1, memory_order_relaxed);
   atomic_fetch_sub_explicit(&_ak_large_bytes, seg->map_size, memory_order_relaxed);
   committed_sub(seg->map_size);
@@ -215,7 +230,9 @@ void *_ak_large_realloc(ak_segment *seg, void *p, size_t n) {
   size_t map = _ak_os_round_page(off + n);
   if (map == seg->map_size) return p;
   size_t old = seg->map_size;
+  registry_remove(seg); /* it may move */
   ak_segment *ns = _ak_os_remap(seg, old, map, SEG_SIZE);
+  registry_add(ns ? ns : seg);
   if (!ns) return NULL;
   ns->map_size = map;
   ns->large_block = (uintptr_t)ns + off;

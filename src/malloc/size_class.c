@@ -4,7 +4,7 @@
  * 512 KiB: a request above 128 bytes wastes less than 1/9 (11.1%) of its
  * block. Classes up to 8 KiB use one-page (64 KiB) spans; larger ones use
  * spans of up to 32 pages holding about eight blocks. */
-#include "malloc/malloc_internal.h"
+#include "malloc/size_class.h"
 
 uint32_t _ak_cls_size[NCLS];
 uint8_t _ak_cls_span[NCLS];

@@ -57,6 +57,7 @@ long ak_option_get(ak_option o) {
     errno = EINVAL;
     return 0;
   }
+  _ak_malloc_tables_init();
   return atomic_load(&_ak_options[o]);
 }
 
@@ -76,15 +77,19 @@ static size_t allocated_now(ak_malloc_stats *out) {
   size_t total = 0;
   pthread_mutex_lock(&_ak_seg_mu);
   for (ak_segment *s = _ak_seg_list; s; s = s->gnext) {
+    if (s->kind != SEG_SMALL) continue; /* large blocks are counted apart */
     if (out) out->segments++;
     for (unsigned i = 0; i < NPAGES; i++) {
       ak_page *pg = &s->pages[i];
-      if (pg->head_off || !pg->block_size) continue;
+      /* Owners change these without our lock: relaxed atomic reads. */
+      uint32_t bs = __atomic_load_n(&pg->block_size, __ATOMIC_RELAXED);
+      if (__atomic_load_n(&pg->head_off, __ATOMIC_RELAXED) || !bs) continue;
+      unsigned cls = __atomic_load_n(&pg->cls, __ATOMIC_RELAXED);
       size_t live = _ak_used(pg);
-      total += live * pg->block_size;
-      if (out) {
-        out->class_blocks[pg->cls] += live;
-        out->class_pages[pg->cls]++;
+      total += live * bs;
+      if (out && cls < NCLS) {
+        out->class_blocks[cls] += live;
+        out->class_pages[cls]++;
       }
     }
     if (out) out->resident += _ak_os_resident(s, SEG_SIZE);
@@ -102,6 +107,7 @@ void _ak_peak_sample(void) {
 
 void ak_malloc_stats_get(ak_malloc_stats *out) {
   if (!out) return;
+  _ak_malloc_tables_init();
   memset(out, 0, sizeof *out);
   out->version = AK_MALLOC_STATS_VERSION;
   out->nclasses = NCLS;

@@ -1,0 +1,41 @@
+/* size_class.h - the general heap's size classes and geometry (internal;
+ * plain C that C++ tests can include too). Defined in size_class.c. */
+#ifndef AK_SIZE_CLASS_H
+#define AK_SIZE_CLASS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SEG_SHIFT 22
+#define SEG_SIZE ((size_t)1 << SEG_SHIFT)
+#define SEG_MASK ((uintptr_t)SEG_SIZE - 1)
+#define PAGE_SHIFT 16
+#define PAGE_SIZE_AK ((size_t)1 << PAGE_SHIFT)
+#define NPAGES (SEG_SIZE / PAGE_SIZE_AK)
+#define SMALL_MAX ((size_t)8 * 1024)    /* one-page spans up to here */
+#define MEDIUM_MAX ((size_t)512 * 1024) /* multi-page spans up to here */
+#define MAX_SPAN_PAGES 32
+#define NCLS 105
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+extern uint32_t _ak_cls_size[NCLS];
+extern uint8_t _ak_cls_span[NCLS];
+
+/** Class of a request of `n` bytes, n <= MEDIUM_MAX: 8, 16..128 by 16,
+ *  then eight classes per doubling. */
+static inline unsigned _ak_size_class(size_t n) {
+  if (n <= 128) return n <= 8 ? 0u : (unsigned)((n + 15) >> 4);
+  unsigned b = 63u - (unsigned)__builtin_clzll((unsigned long long)(n - 1)); /* n in (2^b, 2^(b+1)] */
+  return 9u + (b - 7u) * 8u + (unsigned)((n - 1 - ((size_t)1 << b)) >> (b - 3u));
+}
+
+void _ak_size_classes_init(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AK_SIZE_CLASS_H */

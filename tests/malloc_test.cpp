@@ -1,0 +1,420 @@
+// malloc_test.cpp - behaviour of the general heap (ak_malloc family):
+// sizes and classes, alignment, edge cases with their errno, realloc,
+// threads and remote frees, thread exit, fork, memory return, stats.
+#include <arenakit/arenakit.h>
+#include <errno.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "malloc/size_class.h"
+
+namespace {
+
+bool aligned(const void *p, size_t a) { return (reinterpret_cast<uintptr_t>(p) & (a - 1)) == 0; }
+
+size_t committed() {
+  ak_malloc_stats s;
+  ak_malloc_stats_get(&s);
+  return s.committed;
+}
+
+TEST(MallocClasses, WasteUnderOneEighthAbove128) {
+  ak_free(ak_malloc(1));  // initialises the tables
+  for (size_t n = 1; n <= MEDIUM_MAX; n += (n < 4096 ? 1 : 61)) {
+    unsigned c = _ak_size_class(n);
+    ASSERT_LT(c, static_cast<unsigned>(NCLS)) << n;
+    size_t block = _ak_cls_size[c];
+    ASSERT_GE(block, n) << n;
+    if (c > 0) {
+      ASSERT_LT(_ak_cls_size[c - 1], n) << "class " << c << " is not the smallest for " << n;
+    }
+    if (n > 128) {
+      ASSERT_LT(static_cast<double>(block - n) / static_cast<double>(block), 0.125) << n;
+    }
+  }
+}
+
+TEST(Malloc, SizesAlignmentContentsNoOverlap) {
+  std::mt19937 rng(11);
+  std::vector<std::pair<unsigned char *, size_t>> live;
+  for (int i = 0; i < 20000; i++) {
+    size_t n = (rng() % 8 == 0) ? rng() % 600000 : rng() % 1500;
+    auto *p = static_cast<unsigned char *>(ak_malloc(n));
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(aligned(p, n <= 8 ? 8 : 16)) << n;
+    ASSERT_GE(ak_usable_size(p), n);
+    std::memset(p, static_cast<int>(i & 0xff), n);
+    live.emplace_back(p, n);
+    if (rng() % 3 == 0) {
+      size_t k = rng() % live.size();
+      auto [q, m] = live[k];
+      for (size_t j = 0; j < m; j++) ASSERT_EQ(q[j], q[0]) << "contents changed";
+      ak_free(q);
+      live[k] = live.back();
+      live.pop_back();
+    }
+  }
+  std::vector<std::pair<uintptr_t, size_t>> r;
+  for (auto [p, n] : live) r.emplace_back(reinterpret_cast<uintptr_t>(p), n);
+  std::sort(r.begin(), r.end());
+  for (size_t i = 1; i < r.size(); i++) ASSERT_LE(r[i - 1].first + r[i - 1].second, r[i].first);
+  for (auto [p, n] : live) ak_free(p);
+}
+
+TEST(Malloc, ZeroSizeGivesUniquePointers) {
+  void *a = ak_malloc(0), *b = ak_malloc(0);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(a, b);
+  ak_free(a);
+  ak_free(b);
+  ak_free(nullptr);
+}
+
+TEST(Malloc, ImpossibleSizesAreEnomem) {
+  for (size_t n : {SIZE_MAX, SIZE_MAX - 4096, SIZE_MAX / 2}) {
+    errno = 0;
+    EXPECT_EQ(ak_malloc(n), nullptr) << n;
+    EXPECT_EQ(errno, ENOMEM);
+  }
+}
+
+TEST(Calloc, OverflowIsEnomemAndMemoryIsZero) {
+  errno = 0;
+  EXPECT_EQ(ak_calloc(SIZE_MAX / 2, 3), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  // Dirty some blocks, free them, calloc must still return zeros.
+  for (int round = 0; round < 3; round++) {
+    std::vector<void *> v;
+    for (int i = 0; i < 1000; i++) {
+      void *p = ak_malloc(200);
+      std::memset(p, 0xab, 200);
+      v.push_back(p);
+    }
+    for (void *p : v) ak_free(p);
+    for (int i = 0; i < 1000; i++) {
+      auto *p = static_cast<unsigned char *>(ak_calloc(25, 8));
+      for (int j = 0; j < 200; j++) ASSERT_EQ(p[j], 0);
+      v[static_cast<size_t>(i)] = p;
+    }
+    for (void *p : v) ak_free(p);
+  }
+  auto *big = static_cast<unsigned char *>(ak_calloc(1, 3 << 20));
+  ASSERT_NE(big, nullptr);
+  EXPECT_EQ(big[0] | big[(3 << 20) - 1], 0);
+  ak_free(big);
+}
+
+TEST(Realloc, GlibcEdgeCasesAndContents) {
+  void *p = ak_realloc(nullptr, 40);  // realloc(NULL, n) == malloc(n)
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 7, 40);
+  EXPECT_EQ(ak_realloc(p, 0), nullptr);  // realloc(p, 0) frees, returns NULL
+  // Growth through small, medium, large and remapped large sizes.
+  auto *q = static_cast<unsigned char *>(ak_malloc(10));
+  for (size_t i = 0; i < 10; i++) q[i] = static_cast<unsigned char>(i);
+  size_t have = 10;
+  for (size_t n : {size_t{100}, size_t{5000}, size_t{100000}, size_t{2} << 20, size_t{40} << 20,
+                   size_t{3} << 20, size_t{50}}) {
+    auto *r = static_cast<unsigned char *>(ak_realloc(q, n));
+    ASSERT_NE(r, nullptr) << n;
+    for (size_t i = 0; i < std::min(have, n); i++) ASSERT_EQ(r[i], static_cast<unsigned char>(i)) << n;
+    for (size_t i = std::min(have, n); i < n; i++) r[i] = static_cast<unsigned char>(i);
+    q = r;
+    have = n;
+  }
+  ak_free(q);
+  errno = 0;
+  void *s = ak_malloc(16);
+  EXPECT_EQ(ak_realloc(s, SIZE_MAX - 10), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_GE(ak_usable_size(s), 16u) << "a failed realloc leaves the block alone";
+  errno = 0;
+  EXPECT_EQ(ak_reallocarray(s, SIZE_MAX / 2, 4), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  ak_free(s);
+}
+
+TEST(Realloc, LargeBlocksGrowWithoutCopying) {
+  auto *p = static_cast<char *>(ak_malloc(8 << 20));
+  std::memset(p, 'x', 8 << 20);
+  auto *q = static_cast<char *>(ak_realloc(p, 64 << 20));
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q[0], 'x');
+  EXPECT_EQ(q[(8 << 20) - 1], 'x');
+  EXPECT_GE(ak_usable_size(q), size_t{64} << 20);
+  ak_free(q);
+}
+
+TEST(Aligned, EveryAlignmentAndErrors) {
+  for (size_t a = 1; a <= (size_t{16} << 20); a *= 2) {
+    for (size_t n : {size_t{1}, size_t{24}, size_t{3000}, size_t{700000}}) {
+      void *p = ak_aligned_alloc(a, n);
+      ASSERT_NE(p, nullptr) << a << " " << n;
+      ASSERT_TRUE(aligned(p, a)) << a << " " << n;
+      ASSERT_GE(ak_usable_size(p), n);
+      std::memset(p, 1, n);
+      ak_free(p);
+    }
+  }
+  errno = 0;
+  EXPECT_EQ(ak_aligned_alloc(3, 10), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(ak_aligned_alloc(0, 10), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  void *out = reinterpret_cast<void *>(0x1);
+  errno = 1234;
+  EXPECT_EQ(ak_posix_memalign(&out, 4, 10), EINVAL) << "alignment below sizeof(void *)";
+  EXPECT_EQ(ak_posix_memalign(&out, 24, 10), EINVAL);
+  EXPECT_EQ(out, reinterpret_cast<void *>(0x1)) << "*out untouched on failure";
+  EXPECT_EQ(ak_posix_memalign(&out, 64, SIZE_MAX - 100), ENOMEM);
+  EXPECT_EQ(errno, 1234) << "posix_memalign does not set errno";
+  ASSERT_EQ(ak_posix_memalign(&out, 256, 100), 0);
+  EXPECT_TRUE(aligned(out, 256));
+  ak_free(out);
+  void *m = ak_memalign(100, 10);  // glibc rounds 100 up to 128
+  ASSERT_NE(m, nullptr);
+  EXPECT_TRUE(aligned(m, 128));
+  ak_free(m);
+}
+
+TEST(Threads, RemoteFreesProducerConsumer) {
+  constexpr int kN = 300000;
+  std::vector<std::atomic<void *>> ring(512);
+  for (auto &r : ring) r.store(nullptr);
+  std::thread producer([&] {
+    for (int i = 0; i < kN; i++) {
+      auto *p = static_cast<int *>(ak_malloc(16 + static_cast<size_t>(i % 200)));
+      *p = i;
+      auto &slot = ring[static_cast<size_t>(i) % ring.size()];
+      while (slot.load(std::memory_order_acquire)) std::this_thread::yield();
+      slot.store(p, std::memory_order_release);
+    }
+  });
+  long sum = 0;
+  for (int i = 0; i < kN; i++) {
+    auto &slot = ring[static_cast<size_t>(i) % ring.size()];
+    void *p;
+    while (!(p = slot.load(std::memory_order_acquire))) std::this_thread::yield();
+    slot.store(nullptr, std::memory_order_release);
+    sum += *static_cast<int *>(p);
+    ak_free(p);
+  }
+  producer.join();
+  EXPECT_EQ(sum, static_cast<long>(kN) * (kN - 1) / 2);
+}
+
+TEST(Threads, StressManyThreadsCrossFrees) {
+  constexpr int kThreads = 8;
+  std::vector<std::atomic<void *>> mailbox(2048);
+  for (auto &m : mailbox) m.store(nullptr);
+  std::atomic<bool> bad{false};
+  std::vector<std::thread> th;
+  for (int id = 0; id < kThreads; id++) {
+    th.emplace_back([&, id] {
+      std::mt19937 rng(static_cast<unsigned>(id));
+      std::vector<uint64_t *> mine;
+      for (int i = 0; i < 50000; i++) {
+        unsigned r = rng() % 4;
+        if (r < 2 || mine.empty()) {
+          size_t n = 8 + rng() % 3000;
+          auto *p = static_cast<uint64_t *>(ak_malloc(n));
+          p[0] = static_cast<uint64_t>(id);
+          mine.push_back(p);
+        } else if (r == 2) {
+          if (mine.back()[0] != static_cast<uint64_t>(id)) bad = true;
+          ak_free(mine.back());
+          mine.pop_back();
+        } else {
+          uint64_t *p = mine.back();
+          mine.pop_back();
+          p[0] = 0xfeed;
+          void *prev = mailbox[rng() % mailbox.size()].exchange(p);
+          if (prev) {
+            if (*static_cast<uint64_t *>(prev) != 0xfeed) bad = true;
+            ak_free(prev);
+          }
+        }
+      }
+      for (uint64_t *p : mine) ak_free(p);
+    });
+  }
+  for (auto &t : th) t.join();
+  for (auto &m : mailbox) ak_free(m.load());
+  EXPECT_FALSE(bad.load());
+}
+
+TEST(Threads, ExitedThreadsStrandNothing) {
+  ak_collect(true);
+  size_t before = committed();
+  std::vector<void *> survivors;
+  for (int round = 0; round < 20; round++) {
+    std::thread([&] {
+      std::vector<void *> v;
+      for (int i = 0; i < 20000; i++) v.push_back(ak_malloc(64 + static_cast<size_t>(i % 500)));
+      for (size_t i = 0; i < v.size(); i++) {
+        if (i % 1000 == 0)
+          survivors.push_back(v[i]);
+        else
+          ak_free(v[i]);
+      }
+    }).join();
+  }
+  // The survivors live in abandoned segments; freeing them from here
+  // releases those segments.
+  for (void *p : survivors) ak_free(p);
+  ak_collect(true);
+  ak_malloc_stats s;
+  ak_malloc_stats_get(&s);
+  EXPECT_EQ(s.abandoned, 0u) << "abandoned segments are released once empty";
+  EXPECT_LE(committed(), before + (size_t{4} << 20));
+}
+
+TEST(Threads, AllocationInThreadDestructors) {
+  static pthread_key_t key;
+  static std::atomic<int> ran{0};
+  ASSERT_EQ(pthread_key_create(&key,
+                               [](void *p) {
+                                 ak_free(p);
+                                 void *q = ak_malloc(100);  // malloc after the heap was handed back
+                                 std::memset(q, 1, 100);
+                                 ak_free(q);
+                                 ran++;
+                               }),
+            0);
+  std::thread([] { pthread_setspecific(key, ak_malloc(50)); }).join();
+  EXPECT_EQ(ran.load(), 1);
+  pthread_key_delete(key);
+}
+
+TEST(Fork, ChildAllocatesAndFreesBlocksFromBeforeTheFork) {
+  std::vector<char *> before;
+  for (int i = 0; i < 1000; i++) {
+    before.push_back(static_cast<char *>(ak_malloc(100)));
+    std::strcpy(before.back(), "before fork");
+  }
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {  // another thread allocating while we fork
+    while (!stop) ak_free(ak_malloc(64));
+  });
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int ok = 1;
+    for (char *p : before) ok &= std::strcmp(p, "before fork") == 0;
+    for (char *p : before) ak_free(p);
+    std::vector<void *> v;
+    for (int i = 0; i < 100000; i++) v.push_back(ak_malloc(static_cast<size_t>(i % 3000) + 1));
+    for (void *p : v) ak_free(p);
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  stop = true;
+  busy.join();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  for (char *p : before) ak_free(p);
+}
+
+TEST(MemoryReturn, BurstThenFreeGoesBackToBaseline) {
+  ak_collect(true);
+  size_t base = committed();
+  std::vector<void *> v;
+  for (int i = 0; i < 400000; i++) v.push_back(ak_malloc(static_cast<size_t>(16 + i % 1000)));
+  size_t peak = committed();
+  EXPECT_GT(peak, base + (size_t{100} << 20));
+  std::shuffle(v.begin(), v.end(), std::mt19937(5));
+  for (void *p : v) ak_free(p);
+  ak_collect(true);
+  EXPECT_LE(committed(), base + (size_t{8} << 20)) << "peak " << peak << " base " << base;
+}
+
+TEST(Stats, AddUpAndPrint) {
+  ak_collect(true);
+  ak_malloc_stats a;
+  ak_malloc_stats_get(&a);
+  std::vector<void *> v;
+  for (int i = 0; i < 1000; i++) v.push_back(ak_malloc(100));  // class of 112 bytes
+  void *big = ak_malloc(2 << 20);
+  ak_malloc_stats b;
+  ak_malloc_stats_get(&b);
+  EXPECT_EQ(b.version, AK_MALLOC_STATS_VERSION);
+  EXPECT_EQ(b.allocated - a.allocated, 1000u * 112 + b.large_bytes - a.large_bytes);
+  EXPECT_EQ(b.large_blocks, a.large_blocks + 1);
+  unsigned c = _ak_size_class(100);
+  EXPECT_EQ(b.class_size[c], 112u);
+  EXPECT_EQ(b.class_blocks[c] - a.class_blocks[c], 1000u);
+  EXPECT_GE(b.peak_allocated, b.allocated);
+  EXPECT_GE(b.committed, b.allocated);
+  char buf[16384] = {0};
+  FILE *f = fmemopen(buf, sizeof buf, "w");
+  ASSERT_EQ(ak_malloc_stats_print(f), 0);
+  fclose(f);
+  EXPECT_NE(std::string(buf).find("allocated"), std::string::npos);
+  for (void *p : v) ak_free(p);
+  ak_free(big);
+}
+
+TEST(Options, DefaultsAndSet) {
+  EXPECT_EQ(ak_option_get(AK_OPTION_PURGE_DELAY),
+            getenv("AK_PURGE_DELAY") ? atol(getenv("AK_PURGE_DELAY")) : 10);
+  long old = ak_option_get(AK_OPTION_PURGE_DELAY);
+  ak_option_set(AK_OPTION_PURGE_DELAY, 0);
+  EXPECT_EQ(ak_option_get(AK_OPTION_PURGE_DELAY), 0);
+  ak_option_set(AK_OPTION_PURGE_DELAY, old);
+  errno = 0;
+  ak_option bogus;
+  int v = 99;
+  std::memcpy(&bogus, &v, sizeof v);
+  ak_option_set(bogus, 1);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+#if AK_CHECKED
+TEST(MallocCheckedDeathTest, DoubleFree) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        void *p = ak_malloc(48);
+        ak_free(p);
+        ak_free(p);
+      },
+      "free\\(0x[0-9a-f]+\\): double free \\(size class [0-9]+, 48-byte blocks\\)");
+}
+
+TEST(MallocCheckedDeathTest, InvalidPointer) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  static char not_heap[64];
+  EXPECT_DEATH(ak_free(not_heap + 16), "invalid pointer");
+  EXPECT_DEATH(
+      {
+        char *p = static_cast<char *>(ak_malloc(64));
+        ak_free(p + 8);
+      },
+      "not the start of a block\\) \\(size class [0-9]+, 64-byte blocks\\)");
+}
+
+TEST(MallocCheckedDeathTest, WriteAfterFree) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        auto *p = static_cast<char *>(ak_malloc(96));
+        ak_free(p);
+        p[40] = 1;  // write after free
+        for (int i = 0; i < 100; i++) (void)!ak_malloc(96);
+      },
+      "write after free detected");
+}
+#endif
+
+}  // namespace
