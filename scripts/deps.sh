@@ -6,10 +6,12 @@ set -euo pipefail
 what=${1:-all}
 test_pkgs=(cmake g++ make googletest libgtest-dev valgrind clang libclang-rt-14-dev pkgconf)
 bench_pkgs=(libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev python3-matplotlib)
+realprog_pkgs=(python3 libpython3.11-testsuite git sqlite3 gcc coreutils)
 case "$what" in
   test) pkgs=("${test_pkgs[@]}") ;;
   bench) pkgs=("${test_pkgs[@]}" "${bench_pkgs[@]}") ;;
-  all) pkgs=("${test_pkgs[@]}" "${bench_pkgs[@]}") ;;
+  realprog) pkgs=("${realprog_pkgs[@]}") ;;
+  all) pkgs=("${test_pkgs[@]}" "${bench_pkgs[@]}" "${realprog_pkgs[@]}") ;;
   *) echo "usage: $0 [test|bench|all]" >&2; exit 2 ;;
 esac
 missing=()
