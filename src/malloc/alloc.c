@@ -25,38 +25,38 @@ static void check_unchanged(ak_page *pg, void *b) {
 
 static inline void *alloc_fast(size_t n) {
   ak_mheap *h = _ak_tl_heap;
-  if (AK_LIKELY(h != NULL && n <= MEDIUM_MAX)) {
-    ak_page *pg = h->pages[_ak_size_class(n)];
-    void *b = pg->free;
-    if (AK_LIKELY(b != NULL)) {
-      pg->free = *(void **)b;
-      _ak_used_set(pg, _ak_used(pg) + 1);
-      if (ak_malloc_checked) check_unchanged(pg, b);
-      return b;
-    }
-  }
-  return _ak_malloc_slow(n);
+  if (AK_UNLIKELY(n > 1024 || h == NULL)) return _ak_malloc_slow(n);
+  ak_page *pg = h->pages[_ak_cls_small[(n + 7) >> 3]]; /* table: no arithmetic on the class */
+  void *b = pg->free;
+  if (AK_UNLIKELY(b == NULL)) return _ak_malloc_slow(n);
+  pg->free = *(void **)b;
+  _ak_used_set(pg, _ak_used(pg) + 1);
+  if (ak_malloc_checked) check_unchanged(pg, b);
+  return b;
 }
 
 void *ak_malloc(size_t n) { return alloc_fast(n); }
 
+/* Invariant: a segment's owner is a heap address or OWNER_NONE (large
+ * blocks, abandoned segments), never 0 = "no heap"; so owner == h alone
+ * proves a small segment of this thread. NULL and huge-aligned blocks sit
+ * on a 4 MiB boundary and take the slow path before anything is read. */
 void ak_free(void *p) {
-  if (!p) return;
   ak_segment *seg = _ak_seg_of(p);
-  ak_mheap *h = _ak_tl_heap;
-  if (AK_LIKELY(!ak_malloc_checked && ((uintptr_t)p & SEG_MASK) != 0 && h != NULL &&
-                atomic_load_explicit(&seg->owner, memory_order_relaxed) == (uintptr_t)h &&
-                seg->kind == SEG_SMALL)) {
-    ak_page *pg = _ak_page_of(seg, p);
-    uint32_t used = _ak_used(pg);
-    if (AK_LIKELY(pg->flags == 0 && used > 1)) {
-      *(void **)p = pg->free;
-      pg->free = p;
-      _ak_used_set(pg, used - 1);
-      return;
-    }
+  if (AK_UNLIKELY(ak_malloc_checked || ((uintptr_t)p & SEG_MASK) == 0 ||
+                  atomic_load_explicit(&seg->owner, memory_order_relaxed) != (uintptr_t)_ak_tl_heap)) {
+    _ak_free_slow(p, seg);
+    return;
   }
-  _ak_free_slow(p, seg);
+  ak_page *pg = seg->pages[((uintptr_t)p & SEG_MASK) >> PAGE_SHIFT].head;
+  uint32_t used = _ak_used(pg);
+  if (AK_UNLIKELY(pg->flags != 0 || used <= 1)) {
+    _ak_free_slow(p, seg);
+    return;
+  }
+  *(void **)p = pg->free;
+  pg->free = p;
+  _ak_used_set(pg, used - 1);
 }
 
 void *ak_calloc(size_t count, size_t size) {
@@ -149,6 +149,28 @@ void *ak_memalign(size_t align, size_t n) {
   }
   return ak_aligned_alloc(align, n);
 }
+
+/* In libarenakit-malloc.so (AK_OVERRIDE) the C library's names are
+ * aliases of these functions: a call to malloc lands here directly, with
+ * no extra jump. The rest of the drop-in is in src/shim/. */
+#if defined(AK_OVERRIDE) && AK_OVERRIDE
+#if defined(__clang__)
+#define AK_ALIAS(name, target) \
+  extern __typeof(target) name __attribute__((alias(#target), visibility("default")));
+#else
+#define AK_ALIAS(name, target) \
+  extern __typeof(target) name __attribute__((alias(#target), copy(target), visibility("default")));
+#endif
+AK_ALIAS(malloc, ak_malloc)
+AK_ALIAS(free, ak_free)
+AK_ALIAS(calloc, ak_calloc)
+AK_ALIAS(realloc, ak_realloc)
+AK_ALIAS(reallocarray, ak_reallocarray)
+AK_ALIAS(aligned_alloc, ak_aligned_alloc)
+AK_ALIAS(posix_memalign, ak_posix_memalign)
+AK_ALIAS(memalign, ak_memalign)
+AK_ALIAS(malloc_usable_size, ak_usable_size)
+#endif
 
 void ak_collect(bool force) {
   ak_mheap *h = _ak_tl_heap;

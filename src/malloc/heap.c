@@ -307,10 +307,10 @@ void *_ak_malloc_slow(size_t n) {
 
 /* Pushes `b` on a page owned by another thread. */
 static void remote_free(ak_segment *seg, ak_page *pg, void *b) {
-  if (atomic_load_explicit(&seg->owner, memory_order_acquire) == 0) {
+  if (atomic_load_explicit(&seg->owner, memory_order_acquire) == OWNER_NONE) {
     /* Abandoned: nobody collects; free it here under the lock. */
     pthread_mutex_lock(&_ak_abandoned_mu);
-    if (atomic_load_explicit(&seg->owner, memory_order_relaxed) == 0) {
+    if (atomic_load_explicit(&seg->owner, memory_order_relaxed) == OWNER_NONE) {
       *(void **)b = pg->free;
       pg->free = b;
       _ak_used_set(pg, _ak_used(pg) - 1);
@@ -341,6 +341,7 @@ static void remote_free(ak_segment *seg, ak_page *pg, void *b) {
 }
 
 void _ak_free_slow(void *p, ak_segment *seg) {
+  if (!p) return;
   if (((uintptr_t)p & SEG_MASK) == 0) {
     if (_ak_huge_aligned_free(p)) return;
     _ak_malloc_fatal("free", p, "invalid pointer (not from arenakit)", NCLS);
@@ -435,7 +436,7 @@ static void heap_exit(void *arg) {
       s->pages[i].in_queue = 0;
     }
     pthread_mutex_lock(&_ak_abandoned_mu);
-    atomic_store_explicit(&s->owner, 0, memory_order_seq_cst);
+    atomic_store_explicit(&s->owner, OWNER_NONE, memory_order_seq_cst);
     /* Frees that raced with abandoning are on remote lists: settle them,
      * and give back the pages they emptied. */
     for (unsigned i = 0; i < NPAGES; i++) {

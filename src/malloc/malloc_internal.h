@@ -36,6 +36,7 @@ static const bool ak_malloc_checked = AK_CHECKED;
 #define SEG_MAGIC UINT64_C(0x616b2d7365676d21) /* "ak-segm!" */
 
 enum { SEG_SMALL = 1, SEG_LARGE = 2 };
+#define OWNER_NONE ((uintptr_t)1)
 enum { PG_FULL = 1u, PG_ALIGNED = 2u }; /* page flags seen by the free fast path */
 
 typedef struct ak_mheap ak_mheap;
@@ -57,13 +58,18 @@ typedef struct ak_page {
   uintptr_t start, bump, end;  /* block area; bump = first never-carved block */
   _Atomic(void *) remote;      /* frees by other threads */
   struct ak_page *next, *prev; /* class queue or full list of the owner */
+  struct ak_page *head;        /* the span's head descriptor (itself if head) */
+  char pad_[40];               /* 128 bytes: page_of() indexes with a shift */
 } ak_page;
+_Static_assert(sizeof(ak_page) == 128, "ak_page must stay 128 bytes");
 
 typedef struct ak_segment {
   uint64_t magic; /* SEG_MAGIC */
   uint32_t kind;  /* SEG_SMALL or SEG_LARGE */
   uint32_t pad_;
-  _Atomic uintptr_t owner;          /* owning heap, 0 = abandoned (SEG_SMALL) */
+  _Atomic uintptr_t owner;          /* owning heap, or OWNER_NONE (abandoned, large);
+                                       never 0, so a thread without a heap
+                                       (_ak_tl_heap == NULL) owns nothing */
   size_t map_size;                  /* SEG_LARGE: bytes mapped */
   uintptr_t large_block;            /* SEG_LARGE: the block */
   struct ak_segment *next, *prev;   /* owner's list, or the abandoned list */
@@ -115,7 +121,8 @@ bool _ak_segment_known(uintptr_t seg);
 /* ---- heap.c --------------------------------------------------------------------- */
 ak_mheap *_ak_heap_get(void);      /* the thread's heap, created on demand */
 void _ak_malloc_tables_init(void); /* size classes and options, once */
-extern _Thread_local ak_mheap *_ak_tl_heap;
+/* Initial-exec: the fast paths read it with one %fs access, no call. */
+extern __attribute__((tls_model("initial-exec"))) _Thread_local ak_mheap *_ak_tl_heap;
 void *_ak_malloc_slow(size_t n);
 void _ak_free_slow(void *p, ak_segment *seg);
 void _ak_page_retire(ak_mheap *h, ak_page *pg); /* local free emptied or unfilled a page */

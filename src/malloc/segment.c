@@ -117,8 +117,11 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
   ak_page *pg = &seg->pages[at];
   /* Relaxed atomic stores: the stats walker reads these fields from other
    * threads (under _ak_seg_mu, which the owner does not take here). */
-  for (unsigned i = 1; i < k; i++)
+  for (unsigned i = 1; i < k; i++) {
     __atomic_store_n(&seg->pages[(unsigned)at + i].head_off, (uint8_t)i, __ATOMIC_RELAXED);
+    seg->pages[(unsigned)at + i].head = pg;
+  }
+  pg->head = pg;
   __atomic_store_n(&pg->head_off, (uint8_t)0, __ATOMIC_RELAXED);
   pg->span = (uint8_t)k;
   __atomic_store_n(&pg->cls, (uint16_t)cls, __ATOMIC_RELAXED);
@@ -205,6 +208,7 @@ void *_ak_large_alloc(size_t n, size_t align) {
   seg->kind = SEG_LARGE;
   seg->map_size = map;
   seg->large_block = (uintptr_t)seg + off;
+  atomic_store_explicit(&seg->owner, OWNER_NONE, memory_order_relaxed); /* no free fast path */
   registry_add(seg);
   atomic_fetch_add_explicit(&_ak_large_count, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&_ak_large_bytes, map, memory_order_relaxed);

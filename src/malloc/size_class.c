@@ -8,6 +8,7 @@
 
 uint32_t _ak_cls_size[NCLS];
 uint8_t _ak_cls_span[NCLS];
+uint8_t _ak_cls_small[129];
 
 void _ak_size_classes_init(void) {
   _ak_cls_size[0] = 8;
@@ -15,6 +16,7 @@ void _ak_size_classes_init(void) {
   for (unsigned b = 7; b < 19; b++)
     for (unsigned j = 0; j < 8; j++)
       _ak_cls_size[9 + (b - 7) * 8 + j] = (1u << b) + (j + 1) * (1u << (b - 3));
+  for (size_t i = 0; i < 129; i++) _ak_cls_small[i] = (uint8_t)_ak_size_class(i * 8);
   for (unsigned c = 0; c < NCLS; c++) {
     size_t s = _ak_cls_size[c];
     size_t pages = s <= SMALL_MAX ? 1 : (8 * s + PAGE_SIZE_AK - 1) / PAGE_SIZE_AK;

@@ -23,6 +23,8 @@ extern "C" {
 
 extern uint32_t _ak_cls_size[NCLS];
 extern uint8_t _ak_cls_span[NCLS];
+/** Class of n <= 1024, indexed by (n + 7) / 8 (the malloc fast path). */
+extern uint8_t _ak_cls_small[129];
 
 /** Class of a request of `n` bytes, n <= MEDIUM_MAX: 8, 16..128 by 16,
  *  then eight classes per doubling. */
