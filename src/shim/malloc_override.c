@@ -16,15 +16,9 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-EXPORT void *malloc(size_t n) { return ak_malloc(n); }
-EXPORT void free(void *p) { ak_free(p); }
-EXPORT void *calloc(size_t c, size_t n) { return ak_calloc(c, n); }
-EXPORT void *realloc(void *p, size_t n) { return ak_realloc(p, n); }
-EXPORT void *reallocarray(void *p, size_t c, size_t n) { return ak_reallocarray(p, c, n); }
-EXPORT int posix_memalign(void **out, size_t a, size_t n) { return ak_posix_memalign(out, a, n); }
-EXPORT void *aligned_alloc(size_t a, size_t n) { return ak_aligned_alloc(a, n); }
-EXPORT void *memalign(size_t a, size_t n) { return ak_memalign(a, n); }
-EXPORT size_t malloc_usable_size(void *p) { return ak_usable_size(p); }
+/* malloc, free, calloc, realloc, reallocarray, posix_memalign,
+ * aligned_alloc, memalign and malloc_usable_size are aliases defined in
+ * src/malloc/alloc.c (built with AK_OVERRIDE for this library). */
 
 static size_t page_size(void) {
   long ps = sysconf(_SC_PAGESIZE);
