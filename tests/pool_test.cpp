@@ -127,12 +127,13 @@ TEST(PoolCreate, ZeroedOptionsAreThreadSafeDefault) {
   ak_pool_options o{};
   o.object_size = 24;
   Pool t(o);
-  // AK_SYNC_THREADS keeps the public fast-path head empty.
+  // AK_SYNC_THREADS keeps the unsynchronised inline paths off.
   EXPECT_EQ(t.p->hot, nullptr);
-  EXPECT_EQ(t.p->hot_slab, 0u);
+  EXPECT_EQ(t.p->slab_mask, 0u);
   void *a = ak_pool_alloc(t.p);
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(t.p->hot, nullptr) << "the default mode must not use the unsynchronised inline path";
+  EXPECT_EQ(t.p->slab_mask, 0u);
   ak_pool_free(t.p, a);
   EXPECT_STREQ(ak_pool_name(t.p), "pool");
 }

@@ -101,12 +101,23 @@ typedef struct ak_pool_stats {
 
 #define AK_POOL_STATS_VERSION 1u
 
+/** The first fields of every slab header (the rest is internal): what the
+ *  inline free of AK_SYNC_NONE needs for a slab other than the current one.
+ *  Never touch it. */
+typedef struct ak_pool_slab_head {
+  void *free;     /**< the slab's free list */
+  uint32_t used;  /**< live objects in the slab */
+  uint32_t state; /**< 1 while the slab is on the pool's list of slabs
+                       with free slots (others need the slow path) */
+} ak_pool_slab_head;
+
 /** The public head of a pool: what the inline fast paths of AK_SYNC_NONE
  *  read. Never touch it. Invariants: `hot` is the free list of the slab at
  *  `hot_slab` (every slot on it lies in that slab); `hot_used` is that
- *  slab's live count; `live <= live_max`. In any mode other than
- *  AK_SYNC_NONE, and in checked or tracked builds, `hot` and `hot_slab`
- *  stay 0, so the inline paths always call the library. */
+ *  slab's live count; `live <= live_max`. When the inline paths are off
+ *  (any mode other than AK_SYNC_NONE, the defragmenter, checked or tracked
+ *  builds) `hot` is NULL, `hot_slab` is 1 and `slab_mask` is 0, so every
+ *  call reaches the library. */
 typedef struct ak_pool {
   void *hot;           /**< next free slot of the current slab */
   uintptr_t hot_slab;  /**< address of the current slab (0: none) */
@@ -159,13 +170,26 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
  *  cheap check sees it) and aborts with a message in the checked build.
  *
  *  Fast path (AK_SYNC_NONE): an object of the current slab goes back on
- *  `hot`; any other goes to the slow path, which also keeps slabs ordered
- *  and releases empty ones. */
+ *  `hot`; an object of another slab with free slots that does not become
+ *  empty goes on that slab's list; anything else (a full slab gaining a
+ *  slot, a slab becoming empty) goes to the slow path, which keeps slabs
+ *  ordered and releases empty ones. */
 AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
-  if (AK_LIKELY(((uintptr_t)obj & p->slab_mask) == p->hot_slab && p->hot_used > 1)) {
+  uintptr_t sb = (uintptr_t)obj & p->slab_mask;
+  if (AK_LIKELY(sb == p->hot_slab)) { /* the current slab: its list is `hot` */
     *(void **)obj = p->hot;
     p->hot = obj;
     p->hot_used--;
+    p->live--;
+    return;
+  }
+  ak_pool_slab_head *s = (ak_pool_slab_head *)sb;
+  /* Another slab with free slots that keeps at least one object: no list
+   * changes needed. sb == 0 (NULL, or inline paths off) goes slow. */
+  if (AK_LIKELY(sb != 0 && s->state == 1 && s->used > 1)) {
+    *(void **)obj = s->free;
+    s->free = obj;
+    s->used--;
     p->live--;
     return;
   }

@@ -164,7 +164,8 @@ _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call) {
   if (AK_UNLIKELY(s->magic != (AK_SLAB_MAGIC ^ (uintptr_t)p))) {
     die("%s(%p): pointer was not allocated by pool '%s' (bad slab header)", call, o, p->name);
   }
-  if (AK_UNLIKELY(!_ak_slab_is_slot(s, u))) {
+  /* The slot-grid test costs a division: the checked build makes it. */
+  if (ak_config_checked && !_ak_slab_is_slot(s, u)) {
     die("%s(%p): pointer is inside pool '%s' but not the start of an object (slot %zu bytes)", call, o,
         p->name, p->slot);
   }
@@ -414,15 +415,35 @@ static bool mirrored(const _ak_pool_impl *p) {
          !atomic_load_explicit(&p->defragment, memory_order_relaxed);
 }
 
+/* The inline paths' state when they are off: every call goes slow. */
+static void inline_off(_ak_pool_impl *p) {
+  p->pub.hot = NULL;
+  p->pub.hot_used = 0;
+  p->pub.hot_slab = 1; /* no slab lives at address 1 */
+  p->pub.slab_mask = 0;
+}
+
+/* Checks the current slab back in. If the inline free emptied it while
+ * other slabs have free slots, it goes back now (fullest first). */
 static void mirror_in(_ak_pool_impl *p) {
-  if (!p->pub.hot_slab) return;
+  if (p->pub.hot_slab <= 1) return;
   _ak_slab *s = (_ak_slab *)p->pub.hot_slab;
   s->free = p->pub.hot;
   s->used = (uint32_t)p->pub.hot_used;
+  p->pub.hot = NULL;
+  p->pub.hot_slab = 0;
+  if (s->used == 0 && p->avail.n > 1) {
+    _ak_list_remove(&p->avail, s);
+    _ak_pool_slab_put(p, s);
+  }
 }
 
 static void mirror_out(_ak_pool_impl *p) {
-  if (!mirrored(p)) return;
+  if (!mirrored(p)) {
+    inline_off(p);
+    return;
+  }
+  p->pub.slab_mask = ~(uintptr_t)(p->slab_size - 1);
   _ak_slab *s = p->avail.head;
   if (s) {
     if (!s->free && s->bump < s->end) _ak_slab_carve(s, CARVE_BYTES);
@@ -463,16 +484,20 @@ static void *serial_alloc(_ak_pool_impl *p) {
   }
   p->pub.live++;
   if (p->pub.live > p->peak_live) p->peak_live = p->pub.live;
-  _ak_pool_mark_live(p, s, o);
-  _ak_pool_track_alloc(p, o);
+  if (AK_UNLIKELY(p->debug)) {
+    _ak_pool_mark_live(p, s, o);
+    _ak_pool_track_alloc(p, o);
+  }
   return o;
 }
 
 static void serial_free(_ak_pool_impl *p, void *o) {
   _ak_slab *s = _ak_pool_slab_of(p, o, "ak_pool_free");
-  _ak_pool_mark_free(p, s, o, "ak_pool_free");
+  if (AK_UNLIKELY(p->debug)) {
+    _ak_pool_mark_free(p, s, o, "ak_pool_free");
+    _ak_pool_track_free(p, o);
+  }
   if (AK_UNLIKELY(o == s->free)) die("ak_pool_free(%p): double free in pool '%s'", o, p->name);
-  _ak_pool_track_free(p, o);
   bool was_full = s->list == AK_SLAB_FULL;
   _ak_slab_push(s, o);
   p->pub.live--;
@@ -624,10 +649,11 @@ ak_pool *ak_pool_create(const ak_pool_options *opts) {
   p->id = atomic_fetch_add(&g_next_id, 1);
   atomic_init(&p->defragment, o.defragment);
   p->tracked = _ak_track_mode();
+  p->debug = ak_config_checked || p->tracked;
   pthread_mutex_init(&p->mu, NULL);
   pthread_mutex_init(&b->slabs_mu, NULL);
-  p->pub.slab_mask = ~(uintptr_t)(slab - 1);
   p->pub.live_max = o.max_objects ? o.max_objects : SIZE_MAX;
+  mirror_out(p); /* the inline paths' initial state */
   if (p->tracked & AK_TRACK_MODE_VALGRIND) {
     p->vg_pool = _ak_track_new_pool_id();
     AK_VG_CREATE_POOL(p->vg_pool);
@@ -781,11 +807,6 @@ void ak_pool_set_defragment(ak_pool *pub, bool on) {
   if (p->sync == AK_SYNC_NONE) {
     mirror_in(p);
     atomic_store(&p->defragment, on);
-    if (!mirrored(p)) {
-      p->pub.hot = NULL;
-      p->pub.hot_used = 0;
-      p->pub.hot_slab = 0;
-    }
     mirror_out(p);
   } else {
     atomic_store(&p->defragment, on);

@@ -42,6 +42,7 @@ typedef struct _ak_pool_impl {
   uint64_t id; /* unique over the process lifetime */
   atomic_bool defragment;
   unsigned tracked; /* AK_TRACK_MODE_* */
+  bool debug;       /* checked build or tracked: the per-object hooks run */
   void *vg_pool;
 
   /* Serial core (NONE, SPINLOCK) and THREADS' shared lists: */

@@ -115,8 +115,10 @@ void *_ak_lockfree_alloc(_ak_pool_impl *p) {
 
 void _ak_lockfree_free(_ak_pool_impl *p, void *o) {
   _ak_slab *s = _ak_pool_slab_of(p, o, "ak_pool_free");
-  _ak_pool_mark_free(p, s, o, "ak_pool_free");
-  _ak_pool_track_free(p, o);
+  if (AK_UNLIKELY(p->debug)) {
+    _ak_pool_mark_free(p, s, o, "ak_pool_free");
+    _ak_pool_track_free(p, o);
+  }
   uint64_t old = atomic_load_explicit(&p->lf_head, memory_order_relaxed);
   do {
     __atomic_store_n((void **)o, (void *)(uintptr_t)(old & PTR_MASK), __ATOMIC_RELAXED);

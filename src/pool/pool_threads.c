@@ -336,8 +336,10 @@ void *_ak_threads_alloc(_ak_pool_impl *p) {
     _ak_list_remove(&h->avail, s);
     _ak_list_push_back(&h->full, s, AK_SLAB_FULL);
   }
-  _ak_pool_mark_live(p, s, o);
-  _ak_pool_track_alloc(p, o);
+  if (AK_UNLIKELY(p->debug)) {
+    _ak_pool_mark_live(p, s, o);
+    _ak_pool_track_alloc(p, o);
+  }
   return o;
 }
 
@@ -367,8 +369,10 @@ static void remote_free(_ak_pool_impl *p, _ak_slab *s, void *o) {
 
 void _ak_threads_free(_ak_pool_impl *p, void *o) {
   _ak_slab *s = _ak_pool_slab_of(p, o, "ak_pool_free");
-  _ak_pool_mark_free(p, s, o, "ak_pool_free");
-  _ak_pool_track_free(p, o);
+  if (AK_UNLIKELY(p->debug)) {
+    _ak_pool_mark_free(p, s, o, "ak_pool_free");
+    _ak_pool_track_free(p, o);
+  }
   if (p->max_objects) atomic_fetch_sub_explicit(&p->t_live, 1, memory_order_relaxed);
   _ak_pool_heap *h = heap_get(p, false);
   if (!h || atomic_load_explicit(&s->owner, memory_order_relaxed) != (uintptr_t)h) {

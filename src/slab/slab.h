@@ -26,18 +26,20 @@ typedef struct _ak_slab _ak_slab;
 enum { AK_SLAB_AVAIL = 1, AK_SLAB_FULL = 2, AK_SLAB_SPARE = 3, AK_SLAB_ABANDONED = 4 };
 
 struct _ak_slab {
+  /* The first three fields are ak_pool_slab_head (arenakit/pool.h): the
+   * inline free of AK_SYNC_NONE reads them. */
+  void *free;     /* local free list (owner only) */
+  uint32_t used;  /* live objects counted by the owner */
+  uint32_t list;  /* AK_SLAB_* */
   uint64_t magic; /* AK_SLAB_MAGIC ^ (uintptr_t)owner pool */
   void *pool;     /* the owning pool (struct _ak_pool_impl *) */
   _ak_slab *prev; /* neighbours on the list named by `list` */
   _ak_slab *next;
-  void *free;               /* local free list (owner only) */
   uintptr_t bump;           /* first never-carved slot; == end when all carved */
   uintptr_t start;          /* first slot */
   uintptr_t end;            /* start + capacity * slot */
   size_t slot;              /* slot size in bytes */
-  uint32_t used;            /* live objects counted by the owner */
   uint32_t capacity;        /* slots in this slab */
-  uint32_t list;            /* AK_SLAB_* */
   uint32_t flags;           /* backing details (AK_SLAB_F_*) */
   size_t file_offset;       /* file backing: where this slab lives in the file */
   _Atomic(void *) remote;   /* frees by other threads (AK_SYNC_THREADS) */
