@@ -119,12 +119,15 @@ typedef struct ak_pool_slab_head {
  *  builds) `hot` is NULL, `hot_slab` is 1 and `slab_mask` is 0, so every
  *  call reaches the library. */
 typedef struct ak_pool {
+  /* Field order matters: counters that the fast paths bump together are
+   * not adjacent, so compilers do not merge them into one vector
+   * read-modify-write (which defeats store-to-load forwarding). */
   void *hot;           /**< next free slot of the current slab */
-  uintptr_t hot_slab;  /**< address of the current slab (0: none) */
-  uintptr_t slab_mask; /**< ~(slab_size - 1) */
   size_t hot_used;     /**< live objects in the current slab */
-  size_t live;         /**< live objects in the pool (AK_SYNC_NONE) */
+  uintptr_t hot_slab;  /**< address of the current slab (0: none) */
   size_t live_max;     /**< max_objects, or SIZE_MAX */
+  uintptr_t slab_mask; /**< ~(slab_size - 1), 0 when the inline paths are off */
+  size_t live;         /**< live objects in the pool (AK_SYNC_NONE) */
 } ak_pool;
 
 /** Creates a pool. Returns NULL with EINVAL if object_size is 0, align is

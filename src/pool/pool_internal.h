@@ -89,6 +89,14 @@ void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s);
  *  (checked build: abort with a message naming `call`) and returns NULL. */
 _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call);
 
+/** _ak_pool_slab_of's common case inline: mask and one header check; the
+ *  full checks (checked build) and the error report out of line. */
+static inline _ak_slab *_ak_pool_slab_fast(_ak_pool_impl *p, const void *o, const char *call) {
+  _ak_slab *s = (_ak_slab *)((uintptr_t)o & ~(uintptr_t)(p->slab_size - 1));
+  if (AK_LIKELY(!ak_config_checked && s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) return s;
+  return _ak_pool_slab_of(p, o, call);
+}
+
 /** Checked build: records slot `o` of `s` as live/free; aborts on a double
  *  free naming `call`. */
 void _ak_pool_mark_live(_ak_pool_impl *p, _ak_slab *s, void *o);

@@ -114,7 +114,7 @@ void *_ak_lockfree_alloc(_ak_pool_impl *p) {
 }
 
 void _ak_lockfree_free(_ak_pool_impl *p, void *o) {
-  _ak_slab *s = _ak_pool_slab_of(p, o, "ak_pool_free");
+  _ak_slab *s = _ak_pool_slab_fast(p, o, "ak_pool_free");
   if (AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_free(p, s, o, "ak_pool_free");
     _ak_pool_track_free(p, o);

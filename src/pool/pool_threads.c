@@ -70,9 +70,18 @@ static inline void relaxed_add(_Atomic size_t *v, size_t n) {
 }
 
 /* The calling thread's heap for `p`; creates one if `create`. */
-static _ak_pool_heap *heap_get(_ak_pool_impl *p, bool create) {
+static __attribute__((noinline)) _ak_pool_heap *heap_find(_ak_pool_impl *p, bool create);
+
+/* The calling thread's heap for `p`: one direct-mapped cache probe inline,
+ * the search and creation out of line. */
+static inline _ak_pool_heap *heap_get(_ak_pool_impl *p, bool create) {
   tl_entry *e = &tl_cache[p->id & 7];
   if (AK_LIKELY(e->pool == p && e->id == p->id)) return e->h;
+  return heap_find(p, create);
+}
+
+static _ak_pool_heap *heap_find(_ak_pool_impl *p, bool create) {
+  tl_entry *e = &tl_cache[p->id & 7];
   for (size_t i = 0; i < tl_n; i++) {
     if (tl_all[i].pool == p && tl_all[i].id == p->id) {
       *e = tl_all[i];
@@ -368,7 +377,7 @@ static void remote_free(_ak_pool_impl *p, _ak_slab *s, void *o) {
 }
 
 void _ak_threads_free(_ak_pool_impl *p, void *o) {
-  _ak_slab *s = _ak_pool_slab_of(p, o, "ak_pool_free");
+  _ak_slab *s = _ak_pool_slab_fast(p, o, "ak_pool_free");
   if (AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_free(p, s, o, "ak_pool_free");
     _ak_pool_track_free(p, o);
@@ -390,7 +399,8 @@ void _ak_threads_free(_ak_pool_impl *p, void *o) {
     _ak_list_remove(&h->full, s);
     _ak_pool_list_place(p, &h->avail, s);
   } else {
-    _ak_pool_list_settle(p, &h->avail, s);
+    if (AK_UNLIKELY(atomic_load_explicit(&p->defragment, memory_order_relaxed)))
+      _ak_pool_list_settle(p, &h->avail, s);
   }
   if (s->used == 0 && h->avail.n > 1) {
     _ak_list_remove(&h->avail, s);
