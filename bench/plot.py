@@ -6,7 +6,11 @@ Usage: plot.py <scenario.csv> <out.svg|out.png> [title]
 The CSV is the one ak_bench writes (columns: table,row,allocator,value,unit);
 every table becomes one panel: a group of bars per row, one bar per
 allocator. Tables whose unit is "x" (ratios) get a line at 1. Throughput
-tables use a log scale. Needs matplotlib (Debian: python3-matplotlib); when
+tables use a log scale. Conventions on the table id: "vsT_..." tables
+(rows: thread counts such as "4 (oversubscribed)") are drawn as line charts,
+x = the number at the start of the row label, one line per column (the seed
+000 comparison graphs); "pt_..." tables (per-thread detail) and tables
+without a unit are not drawn. Needs matplotlib (Debian: python3-matplotlib); when
 it is missing the script says so and exits with status 3, and ak_bench
 carries on without the plot.
 """
@@ -14,6 +18,36 @@ import csv
 import math
 import sys
 from collections import OrderedDict
+
+
+def leading_number(label):
+    digits = ""
+    for ch in label.strip():
+        if not (ch.isdigit() or ch == "."):
+            break
+        digits += ch
+    return float(digits) if digits else math.nan
+
+
+def line_chart(ax, tid, t, title, colors):
+    """One line per column against the number that starts each row label."""
+    rows = list(t["rows"].keys())
+    xs = [leading_number(r) for r in rows]
+    for i, a in enumerate(t["allocs"]):
+        pts = [(x, t["rows"][r].get(a, math.nan)) for x, r in zip(xs, rows)]
+        pts = [(x, y) for x, y in pts if not math.isnan(y)]  # a column measured at some rows only
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, linewidth=1.2, label=a,
+                color=colors[i % len(colors)])
+    ax.set_xlabel("threads (above the machine's core count: oversubscribed)")
+    ax.set_ylabel(t["unit"])
+    if all(not math.isnan(x) for x in xs):
+        ax.set_xticks(xs)
+    positive = [v for r in t["rows"].values() for v in r.values() if not math.isnan(v) and v > 0]
+    if positive and max(positive) / min(positive) > 50:
+        ax.set_yscale("log")
+    ax.set_title(tid if not title else "%s: %s" % (title, tid), fontsize=9)
+    ax.legend(fontsize=7, ncol=min(4, max(1, len(t["allocs"]))))
+    ax.grid(linewidth=0.3)
 
 
 def main(argv):
@@ -40,6 +74,7 @@ def main(argv):
                 t["allocs"].append(rec["allocator"])
             v = float(rec["value"]) if rec["value"] else math.nan
             t["rows"].setdefault(rec["row"], {})[rec["allocator"]] = v
+    tables = OrderedDict((k, t) for k, t in tables.items() if not k.startswith("pt_") and t["unit"])
     if not tables:
         print("plot.py: %s has no data" % src, file=sys.stderr)
         return 1
@@ -48,8 +83,12 @@ def main(argv):
     matplotlib.rcParams["svg.hashsalt"] = "ak_bench"
     n = len(tables)
     fig, axes = plt.subplots(n, 1, figsize=(10, 3.6 * n), squeeze=False)
-    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
+    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c",
+              "#ccb974", "#64b5cd"]
     for ax, (tid, t) in zip(axes[:, 0], tables.items()):
+        if tid.startswith("vsT_"):
+            line_chart(ax, tid, t, title, colors)
+            continue
         rows = list(t["rows"].keys())
         allocs = t["allocs"]
         width = 0.8 / max(1, len(allocs))
@@ -73,7 +112,7 @@ def main(argv):
         if positive and max(positive) / min(positive) > 50:
             ax.set_yscale("log")
         ax.set_title(tid if not title else "%s: %s" % (title, tid), fontsize=9)
-        ax.legend(fontsize=7, ncol=len(allocs))
+        ax.legend(fontsize=7, ncol=min(5, max(1, len(allocs))))
         ax.grid(axis="y", linewidth=0.3)
     fig.tight_layout()
     fig.savefig(dst, metadata={"Date": None} if dst.endswith(".svg") else None)

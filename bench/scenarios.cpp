@@ -6,12 +6,18 @@
 #include "bench.h"
 
 extern const akb::Scenario akb_scenario_seed001;
+extern const akb::Scenario akb_scenario_seed000_st;
+extern const akb::Scenario akb_scenario_seed000_mt;
+extern const akb::Scenario akb_scenario_seed002;
+extern const akb::Scenario akb_scenario_seed004;
+extern const akb::Scenario akb_scenario_churn;
 
 namespace akb {
 
 const std::vector<const Scenario *> &scenarios() {
   static const std::vector<const Scenario *> list = {
-      &akb_scenario_seed001,
+      &akb_scenario_seed001, &akb_scenario_seed000_st, &akb_scenario_seed000_mt,
+      &akb_scenario_seed002, &akb_scenario_seed004,    &akb_scenario_churn,
   };
   return list;
 }

@@ -1,0 +1,313 @@
+// scenario_seed004.cpp - seed 004: Netdata ARAL's stress test, M
+// allocations and M frees per second with T threads on one allocator, and
+// the memory left resident after the run.
+//
+// T threads (T = 1, 2, 4, 8, 16; above 2 oversubscribed on 2 cores) each
+// run, until the main thread raises the stop flag after S seconds, the
+// stress loop of ARAL's aral_stress_test() on 10,000 elements of 20 bytes
+// (ARAL's test entry size): allocate all; for div = 5..2 free the first
+// 1/div and allocate them again; for step = 50, 40, ..., 10 free every
+// step-th element and allocate it again; free all. Every thread counts its
+// operations; M ops/s = allocations (= frees) / wall seconds of the run.
+//   arenakit  one ak_pool (default options: AK_SYNC_THREADS, 64 KiB slabs,
+//             no spare slabs), created before the run, shared by all threads
+//   malloc    malloc(20)/free under each preloaded malloc
+// arenakit runs in the glibc child only (it does not call malloc), after
+// glibc's run for the same T. Memory: process RSS (/proc/self/statm) before
+// and after each run (threads joined, everything freed), and for arenakit
+// the pool's bytes_resident (ak_pool_stats, before ak_pool_destroy).
+// The child widens its CPU affinity to every online CPU.
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "arenakit/pool.h"
+#include "bench.h"
+
+namespace {
+
+constexpr std::size_t kElements = 10000;
+constexpr std::size_t kElemSize = 20;
+constexpr double kSeconds = 2.0;
+constexpr double kQuickSeconds = 0.3;
+constexpr int kCores = 2;
+constexpr std::size_t kSpare = 64;     // the diagnostic variant's spare_slabs
+constexpr double kMinVsGlibc = 4;      // arenakit T=1 vs glibc T=1
+constexpr double kMinT2Percent = 170;  // arenakit T=2 vs its T=1
+
+double rss_bytes() {
+  long pages = 0, resident = 0;
+  FILE *f = std::fopen("/proc/self/statm", "r");
+  if (!f) return NAN;
+  int n = std::fscanf(f, "%ld %ld", &pages, &resident);
+  std::fclose(f);
+  return n == 2 ? static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) : NAN;
+}
+
+void widen_affinity() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  for (long i = 0; i < n && i < CPU_SETSIZE; i++) CPU_SET(static_cast<int>(i), &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("ak_bench: sched_setaffinity");
+  cpu_set_t got;
+  CPU_ZERO(&got);
+  sched_getaffinity(0, sizeof got, &got);
+  akb::emit("cpus", CPU_COUNT(&got));
+}
+
+struct Malloc {
+  void *alloc() { return std::malloc(kElemSize); }
+  void free(void *p) { std::free(p); }
+};
+struct Pool {
+  ak_pool *p;
+  void *alloc() { return ak_pool_alloc(p); }
+  void free(void *o) { ak_pool_free(p, o); }
+};
+
+// ARAL's stress loop, once; returns the allocations done (frees: the same).
+template <class A>
+std::uint64_t stress_once(A &a, void **ptr, std::size_t n) {
+  std::uint64_t ops = 0;
+  for (std::size_t i = 0; i < n; i++) ptr[i] = a.alloc();
+  ops += n;
+  for (std::size_t div = 5; div >= 2; div--) {
+    for (std::size_t i = 0; i < n / div; i++) a.free(ptr[i]);
+    for (std::size_t i = 0; i < n / div; i++) ptr[i] = a.alloc();
+    ops += n / div;
+  }
+  for (std::size_t step = 50; step >= 10; step -= 10) {
+    for (std::size_t i = 0; i < n; i += step) a.free(ptr[i]);
+    for (std::size_t i = 0; i < n; i += step) ptr[i] = a.alloc();
+    ops += (n + step - 1) / step;
+  }
+  for (std::size_t i = 0; i < n; i++) a.free(ptr[i]);
+  return ops;
+}
+
+struct Result {
+  double wall = 0;
+  std::uint64_t allocs = 0;
+  bool ok = true;
+};
+
+template <class A>
+Result run(A &a, int threads, double seconds) {
+  Result r;
+  std::atomic<bool> stop{false}, go{false}, bad{false};
+  std::atomic<int> ready{0};
+  std::vector<std::uint64_t> counts(static_cast<std::size_t>(threads) * 8, 0);  // 64-byte apart
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; t++) {
+    ts.emplace_back([&, t] {
+      std::vector<void *> ptr(kElements);
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) sched_yield();
+      std::uint64_t ops = 0;
+      do {
+        ops += stress_once(a, ptr.data(), kElements);
+        if (!ptr[0]) bad.store(true);
+      } while (!stop.load(std::memory_order_relaxed));
+      counts[static_cast<std::size_t>(t) * 8] = ops;
+    });
+  }
+  while (ready.load() < threads) sched_yield();
+  double t0 = akb::now_s();
+  go.store(true, std::memory_order_release);
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop.store(true);
+  for (auto &th : ts) th.join();
+  r.wall = akb::now_s() - t0;
+  for (int t = 0; t < threads; t++) r.allocs += counts[static_cast<std::size_t>(t) * 8];
+  r.ok = !bad.load();
+  return r;
+}
+
+std::vector<int> parse_list(const std::string &s) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  std::string x;
+  while (std::getline(ss, x, ',')) v.push_back(std::atoi(x.c_str()));
+  return v;
+}
+
+akb::Params prepare(const akb::Options &opts) {
+  akb::Params p;
+  double s = opts.quick ? kQuickSeconds : kSeconds;
+  if (opts.rounds > 0) s = opts.rounds;  // --rounds N: N seconds
+  p["ms"] = std::to_string(static_cast<long>(s * 1000));
+  p["threads"] = opts.quick ? "1,2,4" : "1,2,4,8,16";
+  return p;
+}
+
+void emit_run(const std::string &k, const Result &r, double rss0, double rss1) {
+  akb::emit("mops." + k, static_cast<double>(r.allocs) / r.wall / 1e6);
+  akb::emit("wall." + k, r.wall);
+  akb::emit("rss_before." + k, rss0);
+  akb::emit("rss_after." + k, rss1);
+}
+
+int child(const akb::Params &params) {
+  widen_affinity();
+  double seconds = static_cast<double>(akb::param_u64(params, "ms", 300)) / 1000.0;
+  std::vector<int> ts = parse_list(params.count("threads") ? params.at("threads") : "1,2");
+  const char *pre = std::getenv("LD_PRELOAD");
+  bool glibc = !pre || !*pre;
+  for (int t : ts) {
+    std::string k = "T" + std::to_string(t);
+    Malloc m;
+    double r0 = rss_bytes();
+    Result r = run(m, t, seconds);
+    double r1 = rss_bytes();
+    if (!r.ok) return 1;
+    emit_run("malloc." + k, r, r0, r1);
+    if (!glibc) continue;
+    // The default pool, then (a diagnostic, not the default) one that
+    // keeps kSpare empty slabs instead of unmapping them at once.
+    for (int variant = 0; variant < 2; variant++) {
+      const std::string key = variant ? "akspare." : "ak.";
+      ak_pool_options o{};
+      o.object_size = kElemSize;
+      o.spare_slabs = variant ? kSpare : 0;
+      ak_pool *p = ak_pool_create(&o);
+      if (!p) {
+        std::fprintf(stderr, "ak_bench: ak_pool_create: %s\n", ak_last_error());
+        return 1;
+      }
+      Pool pool{p};
+      r0 = rss_bytes();
+      r = run(pool, t, seconds);
+      r1 = rss_bytes();
+      if (!r.ok) return 1;
+      ak_pool_stats st;
+      ak_pool_stats_get(p, &st);
+      if (st.live != 0) {
+        std::fprintf(stderr, "ak_bench: pool holds %zu live objects after the run\n", st.live);
+        return 1;
+      }
+      emit_run(key + k, r, r0, r1);
+      akb::emit("pool_resident." + key + k, static_cast<double>(st.bytes_resident));
+      akb::emit("pool_peak_slabs." + key + k, static_cast<double>(st.peak_slabs));
+      akb::emit("pool_slab_allocs." + key + k, static_cast<double>(st.slab_allocs));
+      ak_pool_destroy(p);
+    }
+  }
+  return 0;
+}
+
+std::string t_label(int t) { return std::to_string(t) + (t > kCores ? " (oversubscribed)" : ""); }
+
+std::string fmt(const char *f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+akb::Report report(const akb::RunData &d, const akb::Params &params) {
+  akb::Report rep;
+  std::vector<int> ts = parse_list(params.count("threads") ? params.at("threads") : "1,2");
+  struct Col {
+    std::string label, alloc, key;
+  };
+  std::vector<Col> cols;
+  if (d.has("glibc", "mops.ak.T" + std::to_string(ts.front())))
+    cols.push_back({"arenakit (ak_pool, AK_SYNC_THREADS)", "glibc", "ak"});
+  for (const auto &a : d.allocators) cols.push_back({"malloc " + a.label, a.label, "malloc"});
+  if (d.has("glibc", "mops.akspare.T" + std::to_string(ts.front())))
+    cols.push_back({"diagnostic: arenakit, spare_slabs=" + std::to_string(kSpare), "glibc", "akspare"});
+  auto grid = [&](const char *id, const std::string &title, const std::string &what, const char *unit,
+                  int precision, double scale) {
+    akb::Table t;
+    t.id = id;
+    t.title = title;
+    t.corner = "threads";
+    t.unit = unit;
+    t.precision = precision;
+    for (const Col &c : cols) t.columns.push_back(c.label);
+    for (int th : ts) {
+      t.rows.push_back(t_label(th));
+      std::vector<double> line;
+      for (const Col &c : cols) {
+        std::string k = c.key + ".T" + std::to_string(th);
+        double v = what == "delta"
+                       ? d.median(c.alloc, "rss_after." + k) - d.median(c.alloc, "rss_before." + k)
+                       : d.median(c.alloc, what + "." + k);
+        line.push_back(v * scale);
+      }
+      t.cells.push_back(line);
+    }
+    return t;
+  };
+  std::string secs = fmt("%.1f", static_cast<double>(akb::param_u64(params, "ms", 0)) / 1000.0);
+  akb::Table mops =
+      grid("mops",
+           "ARAL stress test (seed 004): M allocations per second (and as many frees), T threads "
+           "x 10,000 elements of 20 bytes, " +
+               secs + " s per run (higher is better)",
+           "mops", "M op/s", 2, 1);
+  mops.note =
+      "T > 2 is oversubscribed (2 cores). Median over repetitions. The acceptance uses the default pool; "
+      "the diagnostic column keeps up to " +
+      std::to_string(kSpare) + " empty slabs instead of unmapping each at once (ARAL's policy, the default).";
+  akb::Table rss = grid("rss_after", "Process RSS after the run (threads joined, everything freed), MiB",
+                        "rss_after", "MiB", 1, 1.0 / 1048576);
+  akb::Table delta =
+      grid("rss_growth", "RSS growth over the run (after - before), MiB", "delta", "MiB", 2, 1.0 / 1048576);
+  rep.tables = {mops, rss, delta};
+  if (!cols.empty() && cols[0].key == "ak") {
+    akb::Table pr;
+    pr.id = "pool_resident";
+    pr.title = "arenakit pool after the run: bytes_resident (ak_pool_stats) and slabs";
+    pr.corner = "threads";
+    pr.unit = "";
+    pr.precision = 0;
+    pr.columns = {"bytes_resident", "peak slabs", "slabs obtained"};
+    for (const char *v : {"ak", "akspare"})
+      for (int th : ts) {
+        std::string k = std::string(v) + ".T" + std::to_string(th);
+        pr.rows.push_back(std::string(v[2] ? "spare_slabs=64, " : "default, ") + t_label(th));
+        pr.cells.push_back({d.median("glibc", "pool_resident." + k),
+                            d.median("glibc", "pool_peak_slabs." + k),
+                            d.median("glibc", "pool_slab_allocs." + k)});
+      }
+    rep.tables.push_back(pr);
+    if (std::find(ts.begin(), ts.end(), 1) != ts.end()) {
+      double a1 = d.median("glibc", "mops.ak.T1"), g1 = d.median("glibc", "mops.malloc.T1");
+      rep.checks.push_back({"arenakit vs glibc malloc at T=1 (" + fmt("%.2f", a1) + " vs " + fmt("%.2f", g1) +
+                                " M op/s): ratio",
+                            a1 / g1, kMinVsGlibc, "x"});
+      if (std::find(ts.begin(), ts.end(), 2) != ts.end()) {
+        double a2 = d.median("glibc", "mops.ak.T2");
+        rep.checks.push_back({"arenakit M op/s at T=2 as a share of its T=1 (" + fmt("%.2f", a2) + " vs " +
+                                  fmt("%.2f", a1) + "; at least 1.7x)",
+                              100 * a2 / a1, kMinT2Percent, "%"});
+      }
+    }
+  }
+  return rep;
+}
+
+}  // namespace
+
+extern const akb::Scenario akb_scenario_seed004;
+const akb::Scenario akb_scenario_seed004 = {
+    "seed004-aral",
+    "seed 004: ARAL's stress test, T threads x 10,000 elements allocated and freed in a loop, M ops/s and "
+    "resident memory after the run, arenakit (AK_SYNC_THREADS) against malloc",
+    prepare,
+    child,
+    report,
+    2,
+    1,
+};
