@@ -319,11 +319,7 @@ static void remote_free(ak_segment *seg, ak_page *pg, void *b) {
         pg->in_queue = 0;
         _ak_span_free(NULL, seg, pg);
         if (seg->free_mask == UINT64_MAX) {
-          if (seg->prev)
-            seg->prev->next = seg->next;
-          else
-            _ak_abandoned = seg->next;
-          if (seg->next) seg->next->prev = seg->prev;
+          _ak_seg_unlink(&_ak_abandoned, seg);
           atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
           _ak_segment_release(seg);
         }
@@ -406,11 +402,7 @@ void _ak_heap_collect(ak_mheap *h, bool force) {
   for (ak_segment *s = h->segs, *next; s; s = next) {
     next = s->next;
     if (force && s->free_mask == UINT64_MAX) {
-      if (s->prev)
-        s->prev->next = s->next;
-      else
-        h->segs = s->next;
-      if (s->next) s->next->prev = s->prev;
+      _ak_seg_unlink(&h->segs, s);
       _ak_segment_release(s);
       continue;
     }

@@ -140,6 +140,17 @@ void _ak_stats_at_exit(void); /* registers the AK_SHOW_STATS printer */
 extern atomic_long _ak_options[AK_OPTION_COUNT_];
 void _ak_peak_sample(void);
 
+/** Unlinks `s` from the doubly linked segment list starting at *head
+ *  (a heap's segments or the abandoned list). */
+static inline void _ak_seg_unlink(ak_segment **head, ak_segment *s) {
+  if (s->prev)
+    s->prev->next = s->next;
+  else
+    *head = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->next = s->prev = NULL;
+}
+
 static inline ak_segment *_ak_seg_of(const void *p) { return (ak_segment *)((uintptr_t)p & ~SEG_MASK); }
 static inline ak_page *_ak_page_of(ak_segment *seg, const void *p) {
   ak_page *pg = &seg->pages[((uintptr_t)p & SEG_MASK) >> PAGE_SHIFT];

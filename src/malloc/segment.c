@@ -155,11 +155,7 @@ void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg) {
     /* Keep one empty segment per heap; release any other at once. */
     for (ak_segment *s = h->segs; s; s = s->next) {
       if (s != seg && s->free_mask == ALL_PAGES) {
-        if (seg->prev)
-          seg->prev->next = seg->next;
-        else
-          h->segs = seg->next;
-        if (seg->next) seg->next->prev = seg->prev;
+        _ak_seg_unlink(&h->segs, seg);
         _ak_segment_release(seg);
         return;
       }
