@@ -629,7 +629,9 @@ ak_pool *ak_pool_create(const ak_pool_options *opts) {
     return NULL;
   }
 
-  pool_block *b = calloc(1, sizeof *b);
+  size_t bsize = (sizeof(pool_block) + 63) & ~(size_t)63;
+  pool_block *b = aligned_alloc(64, bsize); /* the contended fields are cache-line aligned */
+  if (b) memset(b, 0, bsize);
   if (!b) {
     _ak_error(ENOMEM, "%s: out of memory", call);
     return NULL;

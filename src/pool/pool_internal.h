@@ -56,16 +56,18 @@ typedef struct _ak_pool_impl {
   pthread_mutex_t mu;
   size_t slabs, peak_slabs, slab_allocs, slab_releases;
 
-  atomic_int spin; /* AK_SYNC_SPINLOCK */
+  /* Contended words each on a cache line of their own (the block is
+   * allocated 64-aligned): no false sharing between them. */
+  _Alignas(64) atomic_int spin; /* AK_SYNC_SPINLOCK */
 
   /* AK_SYNC_LOCKFREE */
-  _Atomic uint64_t lf_head; /* tag << 48 | slot pointer */
-  atomic_size_t lf_live, lf_peak;
+  _Alignas(64) _Atomic uint64_t lf_head; /* tag << 48 | slot pointer */
+  _Alignas(64) atomic_size_t lf_live, lf_peak;
 
   /* AK_SYNC_THREADS */
-  _ak_pool_heap *heaps;                    /* live heaps of this pool (under mu) */
-  atomic_size_t t_live, t_peak;            /* only when max_objects != 0 */
-  struct _ak_pool_impl *next_threads_pool; /* registry of THREADS pools */
+  _ak_pool_heap *heaps;                      /* live heaps of this pool (under mu) */
+  _Alignas(64) atomic_size_t t_live, t_peak; /* only when max_objects != 0 */
+  struct _ak_pool_impl *next_threads_pool;   /* registry of THREADS pools */
 } _ak_pool_impl;
 
 static inline _ak_pool_impl *_ak_impl(const ak_pool *p) { return (_ak_pool_impl *)(uintptr_t)p; }
