@@ -16,6 +16,9 @@
 #   valgrind  memcheck over the single-threaded suites of the release build
 #             (the arena registers as a Valgrind mempool)
 #   format    clang-format check of every source file
+#   realprog  (not in the default set yet) python test modules, git, sqlite3,
+#             gcc and sort with LD_PRELOAD=libarenakit-malloc.so, output
+#             compared with a run without it (tests/realprog/run.sh)
 # Installs missing Debian packages first (scripts/deps.sh test).
 # Ends with one line "tests: N passed, N failed".
 set -uo pipefail
@@ -108,6 +111,12 @@ for stage in "${stages[@]}"; do
         step "valgrind $(basename "$t")" valgrind --error-exitcode=99 --leak-check=full -q "$t" --gtest_brief=1 \
           --gtest_filter="$single_threaded"
       done
+      ;;
+    realprog)
+      echo "==== real programs under LD_PRELOAD of libarenakit-malloc.so"
+      scripts/deps.sh realprog || { failed=$((failed + 1)); failures+=("realprog deps"); continue; }
+      [ -f build-test/libarenakit-malloc.so ] || configure_build build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
+      step "realprog" bash tests/realprog/run.sh "$root/build-test/libarenakit-malloc.so"
       ;;
     format)
       echo "==== clang-format check"
