@@ -114,20 +114,16 @@ typedef struct ak_pool_slab_head {
 /** The public head of a pool: what the inline fast paths of AK_SYNC_NONE
  *  read. Never touch it. Invariants: `hot` is the free list of the slab at
  *  `hot_slab` (every slot on it lies in that slab); `hot_used` is that
- *  slab's live count; `live <= live_max`. When the inline paths are off
- *  (any mode other than AK_SYNC_NONE, the defragmenter, checked or tracked
- *  builds) `hot` is NULL, `hot_slab` is 1 and `slab_mask` is 0, so every
- *  call reaches the library. */
+ *  slab's live count. The inline paths keep no pool-wide count: a pool
+ *  with max_objects runs every call through the library, which counts.
+ *  When the inline paths are off (any mode other than AK_SYNC_NONE,
+ *  max_objects, the defragmenter, checked or tracked builds) `hot` is NULL, `hot_slab` is 1 and `slab_mask`
+ * is 0, so every call reaches the library. */
 typedef struct ak_pool {
-  /* Field order matters: counters that the fast paths bump together are
-   * not adjacent, so compilers do not merge them into one vector
-   * read-modify-write (which defeats store-to-load forwarding). */
   void *hot;           /**< next free slot of the current slab */
   size_t hot_used;     /**< live objects in the current slab */
   uintptr_t hot_slab;  /**< address of the current slab (0: none) */
-  size_t live_max;     /**< max_objects, or SIZE_MAX */
   uintptr_t slab_mask; /**< ~(slab_size - 1), 0 when the inline paths are off */
-  size_t live;         /**< live objects in the pool (AK_SYNC_NONE) */
 } ak_pool;
 
 /** Creates a pool. Returns NULL with EINVAL if object_size is 0, align is
@@ -158,10 +154,9 @@ AK_API void ak_pool_free_slow(ak_pool *p, void *obj);
  *  slab lookup is needed. */
 AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
   void *o = p->hot;
-  if (AK_LIKELY(o != NULL && p->live < p->live_max)) {
+  if (AK_LIKELY(o != NULL)) {
     p->hot = *(void **)o;
     p->hot_used++;
-    p->live++;
     return o;
   }
   return ak_pool_alloc_slow(p);
@@ -183,7 +178,6 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
     *(void **)obj = p->hot;
     p->hot = obj;
     p->hot_used--;
-    p->live--;
     return;
   }
   ak_pool_slab_head *s = (ak_pool_slab_head *)sb;
@@ -193,7 +187,6 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
     *(void **)obj = s->free;
     s->free = obj;
     s->used--;
-    p->live--;
     return;
   }
   ak_pool_free_slow(p, obj);

@@ -411,8 +411,20 @@ void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s) {
  * defragmenter (which must see every free to keep its order) needs the
  * slow path. */
 static bool mirrored(const _ak_pool_impl *p) {
-  return p->sync == AK_SYNC_NONE && !ak_config_checked && !p->tracked &&
+  return p->sync == AK_SYNC_NONE && !ak_config_checked && !p->tracked && p->max_objects == 0 &&
          !atomic_load_explicit(&p->defragment, memory_order_relaxed);
+}
+
+/* Live objects of a serial-mode pool. With the inline paths on, calls do
+ * not count, so the slabs are summed (the current slab's count is in the
+ * public head while it is checked out). */
+static size_t serial_live(const _ak_pool_impl *p) {
+  if (!mirrored(p)) return p->live;
+  size_t n = 0;
+  for (const _ak_slab *s = p->avail.head; s; s = s->next)
+    n += (uintptr_t)s == p->pub.hot_slab ? p->pub.hot_used : s->used;
+  for (const _ak_slab *s = p->full.head; s; s = s->next) n += s->used;
+  return n;
 }
 
 /* The inline paths' state when they are off: every call goes slow. */
@@ -458,7 +470,7 @@ static void mirror_out(_ak_pool_impl *p) {
 }
 
 static void *serial_alloc(_ak_pool_impl *p) {
-  if (p->pub.live >= p->pub.live_max) {
+  if (p->max_objects && p->live >= p->max_objects) {
     _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "max_objects live objects already");
     return NULL;
   }
@@ -472,6 +484,10 @@ static void *serial_alloc(_ak_pool_impl *p) {
     }
     s = p->avail.head;
     if (!s) {
+      if (mirrored(p)) { /* sample the high-water mark as memory grows */
+        size_t live = serial_live(p);
+        if (live > p->peak_live) p->peak_live = live;
+      }
       s = _ak_pool_slab_get(p);
       if (!s) return NULL;
       _ak_list_push_front(&p->avail, s, AK_SLAB_AVAIL);
@@ -482,8 +498,8 @@ static void *serial_alloc(_ak_pool_impl *p) {
     _ak_list_remove(&p->avail, s);
     _ak_list_push_back(&p->full, s, AK_SLAB_FULL);
   }
-  p->pub.live++;
-  if (p->pub.live > p->peak_live) p->peak_live = p->pub.live;
+  p->live++;
+  if (p->live > p->peak_live) p->peak_live = p->live;
   if (AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_live(p, s, o);
     _ak_pool_track_alloc(p, o);
@@ -500,7 +516,7 @@ static void serial_free(_ak_pool_impl *p, void *o) {
   if (AK_UNLIKELY(o == s->free)) die("ak_pool_free(%p): double free in pool '%s'", o, p->name);
   bool was_full = s->list == AK_SLAB_FULL;
   _ak_slab_push(s, o);
-  p->pub.live--;
+  p->live--;
   if (was_full) {
     _ak_list_remove(&p->full, s);
     s->list = AK_SLAB_AVAIL;
@@ -654,7 +670,6 @@ ak_pool *ak_pool_create(const ak_pool_options *opts) {
   p->debug = ak_config_checked || p->tracked;
   pthread_mutex_init(&p->mu, NULL);
   pthread_mutex_init(&b->slabs_mu, NULL);
-  p->pub.live_max = o.max_objects ? o.max_objects : SIZE_MAX;
   mirror_out(p); /* the inline paths' initial state */
   if (p->tracked & AK_TRACK_MODE_VALGRIND) {
     p->vg_pool = _ak_track_new_pool_id();
@@ -716,7 +731,7 @@ void ak_pool_destroy(ak_pool *pub) {
   } else if (p->sync == AK_SYNC_LOCKFREE) {
     live = atomic_load(&p->lf_live);
   } else {
-    live = p->pub.live;
+    live = serial_live(p);
   }
   release_list(p, &p->avail, NULL);
   release_list(p, &p->full, NULL);
@@ -842,7 +857,8 @@ void ak_pool_stats_get(const ak_pool *pub, ak_pool_stats *out) {
     out->live = atomic_load(&p->lf_live);
     out->peak_live = atomic_load(&p->lf_peak);
   } else {
-    out->live = p->pub.live;
+    out->live = serial_live(p);
+    if (out->live > p->peak_live) p->peak_live = out->live;
     out->peak_live = p->peak_live;
   }
   pthread_mutex_lock(&p->mu);
