@@ -9,8 +9,10 @@ allocator. Tables whose unit is "x" (ratios) get a line at 1. Throughput
 tables use a log scale. Conventions on the table id: "vsT_..." tables
 (rows: thread counts such as "4 (oversubscribed)") are drawn as line charts,
 x = the number at the start of the row label, one line per column (the seed
-000 comparison graphs); "pt_..." tables (per-thread detail) and tables
-without a unit are not drawn. Needs matplotlib (Debian: python3-matplotlib); when
+000 comparison graphs); "vsN_..." tables (rows: problem sizes such as TOP =
+1000, 5000, ...) are line charts on log-log axes, x = the row label's number;
+"pt_..." tables (per-thread detail), "tab_..." tables (printed only) and
+tables without a unit are not drawn. Needs matplotlib (Debian: python3-matplotlib); when
 it is missing the script says so and exits with status 3, and ak_bench
 carries on without the plot.
 """
@@ -29,7 +31,8 @@ def leading_number(label):
     return float(digits) if digits else math.nan
 
 
-def line_chart(ax, tid, t, title, colors):
+def line_chart(ax, tid, t, title, colors, xlabel="threads (above the machine's core count: oversubscribed)",
+               logx=False):
     """One line per column against the number that starts each row label."""
     rows = list(t["rows"].keys())
     xs = [leading_number(r) for r in rows]
@@ -38,9 +41,11 @@ def line_chart(ax, tid, t, title, colors):
         pts = [(x, y) for x, y in pts if not math.isnan(y)]  # a column measured at some rows only
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, linewidth=1.2, label=a,
                 color=colors[i % len(colors)])
-    ax.set_xlabel("threads (above the machine's core count: oversubscribed)")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(t["unit"])
-    if all(not math.isnan(x) for x in xs):
+    if logx:
+        ax.set_xscale("log")
+    elif all(not math.isnan(x) for x in xs):
         ax.set_xticks(xs)
     positive = [v for r in t["rows"].values() for v in r.values() if not math.isnan(v) and v > 0]
     if positive and max(positive) / min(positive) > 50:
@@ -74,7 +79,7 @@ def main(argv):
                 t["allocs"].append(rec["allocator"])
             v = float(rec["value"]) if rec["value"] else math.nan
             t["rows"].setdefault(rec["row"], {})[rec["allocator"]] = v
-    tables = OrderedDict((k, t) for k, t in tables.items() if not k.startswith("pt_") and t["unit"])
+    tables = OrderedDict((k, t) for k, t in tables.items() if not k.startswith(("pt_", "tab_")) and t["unit"])
     if not tables:
         print("plot.py: %s has no data" % src, file=sys.stderr)
         return 1
@@ -88,6 +93,9 @@ def main(argv):
     for ax, (tid, t) in zip(axes[:, 0], tables.items()):
         if tid.startswith("vsT_"):
             line_chart(ax, tid, t, title, colors)
+            continue
+        if tid.startswith("vsN_"):
+            line_chart(ax, tid, t, title, colors, xlabel="problem size (log scale)", logx=True)
             continue
         rows = list(t["rows"].keys())
         allocs = t["allocs"]

@@ -11,13 +11,15 @@ extern const akb::Scenario akb_scenario_seed000_mt;
 extern const akb::Scenario akb_scenario_seed002;
 extern const akb::Scenario akb_scenario_seed004;
 extern const akb::Scenario akb_scenario_churn;
+extern const akb::Scenario akb_scenario_collatz;
+extern const akb::Scenario akb_scenario_workloads;
 
 namespace akb {
 
 const std::vector<const Scenario *> &scenarios() {
   static const std::vector<const Scenario *> list = {
-      &akb_scenario_seed001, &akb_scenario_seed000_st, &akb_scenario_seed000_mt,
-      &akb_scenario_seed002, &akb_scenario_seed004,    &akb_scenario_churn,
+      &akb_scenario_seed001, &akb_scenario_seed000_st, &akb_scenario_seed000_mt, &akb_scenario_seed002,
+      &akb_scenario_seed004, &akb_scenario_churn,      &akb_scenario_collatz,    &akb_scenario_workloads,
   };
   return list;
 }

@@ -1,0 +1,323 @@
+// mw_common.h - what the malloc-comparison scenarios (seed003-collatz,
+// malloc-workloads) share: extra allocator columns, one process per
+// measurement, time limits and peak resident memory.
+//
+// The runner starts one child per installed malloc (glibc, tcmalloc,
+// mimalloc, jemalloc). These scenarios add two more columns, run from the
+// glibc child (the one without LD_PRELOAD):
+//   arenakit  LD_PRELOAD of libarenakit-malloc.so (AKB_ARENAKIT_MALLOC, the
+//             CMake target arenakit-malloc, built with ak_bench)
+//   simple    LD_PRELOAD of libak-simple-malloc.so (AKB_SIMPLE_MALLOC,
+//             bench/simple_malloc.c: one mutex, one first-fit free list)
+// Every measurement (one program at one size, one workload) runs in a
+// process of its own ("sub-process": `ak_bench child <scenario> <column>
+// sub=1 ...`), so that its peak resident memory (VmHWM) is its own, and so
+// that it can be killed at a time limit. A child's values come back to the
+// runner as "<column>.<what>" keys.
+#ifndef AK_BENCH_MW_COMMON_H
+#define AK_BENCH_MW_COMMON_H
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench.h"
+
+extern char **environ;
+
+#ifndef AKB_ARENAKIT_MALLOC
+#define AKB_ARENAKIT_MALLOC ""
+#endif
+#ifndef AKB_SIMPLE_MALLOC
+#define AKB_SIMPLE_MALLOC ""
+#endif
+
+namespace akmw {
+
+// Column order of the tables (those that ran).
+inline const std::vector<std::string> &column_order() {
+  static const std::vector<std::string> c = {"arenakit", "glibc",    "simple",
+                                             "jemalloc", "tcmalloc", "mimalloc"};
+  return c;
+}
+
+// ---- child side -----------------------------------------------------------------
+
+struct Column {
+  std::string label;
+  std::string preload;  // "" : inherit this process's environment
+};
+
+// argv[3] of this process (`ak_bench child <scenario> <allocator> ...`).
+inline std::string self_label() {
+  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<std::string> argv;
+  std::size_t s = 0;
+  for (std::size_t i = 0; i < all.size(); i++)
+    if (all[i] == '\0') {
+      argv.push_back(all.substr(s, i - s));
+      s = i + 1;
+    }
+  return argv.size() > 3 ? argv[3] : std::string("?");
+}
+
+// The columns this child measures: its own allocator, plus arenakit and
+// simple in the glibc child.
+inline std::vector<Column> child_columns() {
+  std::vector<Column> cols = {{self_label(), ""}};
+  const char *pre = std::getenv("LD_PRELOAD");
+  if (!pre || !*pre) {
+    if (*AKB_ARENAKIT_MALLOC && access(AKB_ARENAKIT_MALLOC, R_OK) == 0)
+      cols.insert(cols.begin(), Column{"arenakit", AKB_ARENAKIT_MALLOC});
+    else
+      std::fprintf(stderr, "ak_bench: no arenakit column: %s not built\n", AKB_ARENAKIT_MALLOC);
+    if (*AKB_SIMPLE_MALLOC && access(AKB_SIMPLE_MALLOC, R_OK) == 0)
+      cols.push_back(Column{"simple", AKB_SIMPLE_MALLOC});
+    else
+      std::fprintf(stderr, "ak_bench: no simple column: %s not built\n", AKB_SIMPLE_MALLOC);
+  }
+  return cols;
+}
+
+// Lets the child's threads use every online CPU (the runner pins it to one).
+inline void widen_affinity() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  for (long i = 0; i < n && i < CPU_SETSIZE; i++) CPU_SET(static_cast<int>(i), &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("ak_bench: sched_setaffinity");
+}
+
+// A field of /proc/self/status in bytes ("VmHWM", "VmRSS"); NaN if absent.
+inline double proc_status_bytes(const char *field) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  std::string want = std::string(field) + ":";
+  while (std::getline(f, line))
+    if (line.compare(0, want.size(), want) == 0) return std::atof(line.c_str() + want.size()) * 1024.0;
+  return NAN;
+}
+
+struct SubResult {
+  enum Kind { kOk, kOver, kCrash } kind = kOk;
+  int status = 0;  // wait status when it crashed
+  double wall = 0;
+  std::map<std::string, std::string> kv;
+  double num(const std::string &k) const {
+    auto it = kv.find(k);
+    return it == kv.end() ? NAN : std::atof(it->second.c_str());
+  }
+};
+
+inline std::string basename_of(const std::string &p) {
+  std::size_t s = p.rfind('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+// Runs `ak_bench child <scenario> <col.label> sub=1 args...` with the
+// column's LD_PRELOAD, kills it after limit_s seconds. Its stderr is ours.
+inline SubResult run_sub(const Column &col, const std::string &scenario, const std::vector<std::string> &args,
+                         double limit_s) {
+  SubResult r;
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[n > 0 ? n : 0] = '\0';
+  std::vector<std::string> av = {exe, "child", scenario, col.label};
+  av.insert(av.end(), args.begin(), args.end());
+  av.push_back("sub=1");
+  std::vector<char *> argv;
+  for (auto &a : av) argv.push_back(&a[0]);
+  argv.push_back(nullptr);
+  std::vector<std::string> env;
+  for (char **e = environ; *e; e++)
+    if (col.preload.empty() || std::strncmp(*e, "LD_PRELOAD=", 11) != 0) env.push_back(*e);
+  if (!col.preload.empty()) env.push_back("LD_PRELOAD=" + col.preload);
+  std::vector<char *> envp;
+  for (auto &e : env) envp.push_back(&e[0]);
+  envp.push_back(nullptr);
+
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    r.kind = SubResult::kCrash;
+    return r;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+  pid_t pid;
+  double t0 = akb::now_s();
+  int rc = posix_spawn(&pid, exe, &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  if (rc != 0) {
+    std::fprintf(stderr, "ak_bench: cannot start %s: %s\n", exe, std::strerror(rc));
+    close(fds[0]);
+    r.kind = SubResult::kCrash;
+    return r;
+  }
+  std::string out;
+  bool killed = false;
+  for (;;) {
+    double left = limit_s - (akb::now_s() - t0);
+    if (left <= 0) {
+      kill(pid, SIGKILL);
+      killed = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    int k = poll(&p, 1, static_cast<int>(left * 1000) + 1);
+    if (k < 0 && errno == EINTR) continue;
+    if (k == 0) continue;
+    char buf[4096];
+    ssize_t got = read(fds[0], buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    out.append(buf, static_cast<std::size_t>(got));
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  r.wall = akb::now_s() - t0;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::size_t eq = line.find('=');
+    if (eq != std::string::npos && eq > 0) r.kv[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  if (killed) {
+    r.kind = SubResult::kOver;
+    return r;
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    r.kind = SubResult::kCrash;
+    r.status = status;
+    std::fprintf(stderr, "ak_bench: %s/%s sub-process failed (%s %d):", scenario.c_str(), col.label.c_str(),
+                 WIFSIGNALED(status) ? "signal" : "exit status",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    for (const auto &a : args) std::fprintf(stderr, " %s", a.c_str());
+    std::fprintf(stderr, "\n");
+    return r;
+  }
+  // The preload must have taken.
+  std::string want = col.preload.empty() ? std::string() : basename_of(col.preload);
+  if (!want.empty() && r.kv["malloc_from"].find(want) == std::string::npos) {
+    std::fprintf(stderr, "ak_bench: %s: malloc resolves to %s, expected %s - LD_PRELOAD did not take\n",
+                 col.label.c_str(), r.kv["malloc_from"].c_str(), want.c_str());
+    r.kind = SubResult::kCrash;
+  }
+  return r;
+}
+
+// Configurations that ran past their limit in an earlier repetition of the
+// same `ak_bench run` (keyed by the runner's pid and start time) are not
+// run again: "over" is remembered in a file under /tmp.
+class OverMemo {
+ public:
+  explicit OverMemo(const std::string &scenario) {
+    pid_t pp = getppid();
+    std::ifstream st("/proc/" + std::to_string(pp) + "/stat");
+    std::string s((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
+    std::size_t close_paren = s.rfind(')');
+    std::string start = "0";
+    if (close_paren != std::string::npos) {
+      std::istringstream in(s.substr(close_paren + 2));
+      std::string f;
+      for (int i = 3; i <= 22 && in >> f; i++)
+        if (i == 22) start = f;
+    }
+    path_ = "/tmp/akb-" + scenario + "-" + std::to_string(pp) + "-" + start + ".over";
+    std::ifstream f(path_);
+    std::string line;
+    while (std::getline(f, line)) over_[line] = true;
+  }
+  bool over(const std::string &key) const { return over_.count(key) != 0; }
+  void add(const std::string &key) {
+    over_[key] = true;
+    std::ofstream f(path_, std::ios::app);
+    f << key << "\n";
+  }
+
+ private:
+  std::string path_;
+  std::map<std::string, bool> over_;
+};
+
+// ---- parent side --------------------------------------------------------------------
+
+// The child that reported "<col>.<key>" (arenakit and simple come from the
+// glibc child); "" if none.
+inline std::string host_of(const akb::RunData &d, const std::string &col, const std::string &key) {
+  for (const auto &a : d.allocators)
+    if (d.has(a.label, col + "." + key)) return a.label;
+  return "";
+}
+
+inline double median(const akb::RunData &d, const std::string &col, const std::string &key) {
+  std::string h = host_of(d, col, key);
+  return h.empty() ? NAN : d.median(h, col + "." + key);
+}
+
+inline bool has(const akb::RunData &d, const std::string &col, const std::string &key) {
+  return !host_of(d, col, key).empty();
+}
+
+// The columns with any result, in column_order().
+inline std::vector<std::string> columns(const akb::RunData &d, const std::string &probe_key) {
+  std::vector<std::string> out;
+  for (const auto &c : column_order())
+    if (has(d, c, probe_key)) out.push_back(c);
+  return out;
+}
+
+inline std::string fmt(const char *f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+// A Markdown table from string cells.
+inline std::string md_table(const std::vector<std::string> &head,
+                            const std::vector<std::vector<std::string>> &rows) {
+  std::vector<std::size_t> w(head.size(), 3);
+  for (std::size_t c = 0; c < head.size(); c++) {
+    w[c] = std::max(w[c], head[c].size());
+    for (const auto &r : rows) w[c] = std::max(w[c], r[c].size());
+  }
+  auto line = [&](const std::vector<std::string> &cells, bool right) {
+    std::string s = "|";
+    for (std::size_t c = 0; c < cells.size(); c++) {
+      std::string pad(w[c] - cells[c].size(), ' ');
+      s += " " + (right && c ? pad + cells[c] : cells[c] + pad) + " |";
+    }
+    return s + "\n";
+  };
+  std::string s = line(head, false);
+  std::vector<std::string> sep;
+  for (std::size_t c = 0; c < head.size(); c++) sep.push_back(std::string(w[c], '-'));
+  s += line(sep, false);
+  for (const auto &r : rows) s += line(r, true);
+  return s;
+}
+
+}  // namespace akmw
+
+#endif  // AK_BENCH_MW_COMMON_H
