@@ -175,4 +175,5 @@ AK_ALIAS(malloc_usable_size, ak_usable_size)
 void ak_collect(bool force) {
   ak_mheap *h = _ak_tl_heap;
   if (h) _ak_heap_collect(h, force);
+  _ak_segment_cache_trim(force);
 }

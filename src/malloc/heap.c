@@ -38,6 +38,7 @@ ak_segment *_ak_abandoned;
 static atomic_size_t abandoned_count;
 ak_page _ak_empty_page; /* free == NULL: every empty class points here */
 
+static ak_mheap *heap_free_list; /* heaps of exited threads, under _ak_heaps_mu */
 static pthread_key_t heap_key;
 static pthread_once_t heap_once = PTHREAD_ONCE_INIT;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
@@ -92,8 +93,17 @@ _Noreturn void _ak_malloc_fatal(const char *call, const void *p, const char *why
 
 static ak_mheap *heap_new(void) {
   _ak_malloc_tables_init();
-  ak_mheap *h = _ak_os_alloc(sizeof(ak_mheap), 1);
-  if (!h) return NULL;
+  /* Heaps of exited threads are reused (threads that come and go). */
+  pthread_mutex_lock(&_ak_heaps_mu);
+  ak_mheap *h = heap_free_list;
+  if (h) heap_free_list = h->gnext;
+  pthread_mutex_unlock(&_ak_heaps_mu);
+  if (h) {
+    memset(h, 0, sizeof *h);
+  } else {
+    h = _ak_os_alloc(sizeof(ak_mheap), 1);
+    if (!h) return NULL;
+  }
   for (unsigned c = 0; c < NCLS; c++) h->pages[c] = &_ak_empty_page;
   h->thread = pthread_self();
   /* Visible before anything below can re-enter malloc. */
@@ -455,6 +465,7 @@ static void heap_exit(void *arg) {
   else
     _ak_heap_list = h->gnext;
   if (h->gnext) h->gnext->gprev = h->gprev;
+  h->gnext = heap_free_list; /* kept for the next thread */
+  heap_free_list = h;
   pthread_mutex_unlock(&_ak_heaps_mu);
-  _ak_os_free(h, sizeof *h);
 }

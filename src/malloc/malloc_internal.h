@@ -100,8 +100,12 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls);
 /** Returns an empty span to its segment; releases the segment when it is
  *  entirely free and `h` keeps another free one. */
 void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg);
-/** Releases a small segment (all pages free) to the OS. */
+/** Releases a small segment (all pages free): into the segment cache, or
+ *  to the OS. */
 void _ak_segment_release(ak_segment *seg);
+/** Gives cached segments older than the purge delay (all with force) back
+ *  to the OS. */
+void _ak_segment_cache_trim(bool force);
 /** Decommits free pages older than the purge delay (all with force). */
 void _ak_segment_purge(ak_segment *seg, bool force, uint64_t now_ms);
 /** Large blocks: own mapping, header segment. */

@@ -58,17 +58,65 @@ static void registry_remove(ak_segment *seg) {
   pthread_mutex_unlock(&_ak_seg_mu);
 }
 
+/* A few empty segments are cached, pages still committed, so that
+ * threads that come and go do not map, fault in and unmap a segment each;
+ * one cached longer than the purge delay (or on ak_collect(true)) goes back
+ * to the OS. Under cache_mu. */
+#define SEG_CACHE 4
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static ak_segment *seg_cache[SEG_CACHE];
+static uint64_t seg_cache_since[SEG_CACHE];
+static int seg_cached;
+
+static void segment_unmap(ak_segment *seg) {
+  committed_sub(SEG_SIZE - (size_t)__builtin_popcountll(seg->decommit_mask) * PAGE_SIZE_AK);
+  seg->magic = 0;
+  _ak_os_free(seg, SEG_SIZE);
+}
+
+/* Releases cached segments older than the purge delay (all with force). */
+void _ak_segment_cache_trim(bool force) {
+  ak_segment *out[SEG_CACHE];
+  int nout = 0;
+  long delay = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
+  uint64_t now = _ak_now_ms();
+  pthread_mutex_lock(&cache_mu);
+  for (int i = 0; i < seg_cached;) {
+    if (force || delay < 0 || now - seg_cache_since[i] >= (uint64_t)delay) {
+      out[nout++] = seg_cache[i];
+      seg_cache[i] = seg_cache[--seg_cached];
+      seg_cache_since[i] = seg_cache_since[seg_cached];
+    } else {
+      i++;
+    }
+  }
+  pthread_mutex_unlock(&cache_mu);
+  for (int i = 0; i < nout; i++) segment_unmap(out[i]);
+}
+
 static ak_segment *segment_new(ak_mheap *h) {
-  ak_segment *seg = _ak_os_alloc(SEG_SIZE, SEG_SIZE);
-  if (!seg) return NULL;
-  /* Fresh mmap memory is zero: only set what is not. */
+  ak_segment *seg = NULL;
+  pthread_mutex_lock(&cache_mu);
+  if (seg_cached) seg = seg_cache[--seg_cached];
+  pthread_mutex_unlock(&cache_mu);
+  if (seg) {
+    /* Reused: clear the header, keep the decommit record for accounting;
+     * the other free pages are committed (dirty, purgeable). */
+    uint64_t decommitted = seg->decommit_mask;
+    memset(seg, 0, sizeof *seg);
+    seg->decommit_mask = decommitted;
+    seg->dirty_mask = ALL_PAGES & ~decommitted;
+    seg->dirty_since = _ak_now_ms();
+  } else {
+    seg = _ak_os_alloc(SEG_SIZE, SEG_SIZE);
+    if (!seg) return NULL;
+    committed_add(SEG_SIZE); /* fresh mmap memory is zero: only set what is not */
+  }
   seg->magic = SEG_MAGIC;
   seg->kind = SEG_SMALL;
   atomic_store_explicit(&seg->owner, (uintptr_t)h, memory_order_relaxed);
   seg->free_mask = ALL_PAGES;
   seg->first_page_start = (sizeof(ak_segment) + 4095) & ~(size_t)4095;
-  for (size_t i = 0; i < NPAGES; i++) seg->pages[i].head_off = 0;
-  committed_add(SEG_SIZE);
   registry_add(seg);
   _ak_peak_sample(); /* the high-water mark can only have grown here */
   seg->next = h->segs;
@@ -79,9 +127,16 @@ static ak_segment *segment_new(ak_mheap *h) {
 
 void _ak_segment_release(ak_segment *seg) {
   registry_remove(seg);
-  committed_sub(SEG_SIZE - (size_t)__builtin_popcountll(seg->decommit_mask) * PAGE_SIZE_AK);
   seg->magic = 0;
-  _ak_os_free(seg, SEG_SIZE);
+  _ak_segment_cache_trim(false);
+  pthread_mutex_lock(&cache_mu);
+  if (seg_cached < SEG_CACHE) {
+    seg_cache_since[seg_cached] = _ak_now_ms();
+    seg_cache[seg_cached++] = seg;
+    seg = NULL;
+  }
+  pthread_mutex_unlock(&cache_mu);
+  if (seg) segment_unmap(seg);
 }
 
 /* The lowest run of `k` free pages (page 0 only for one-page spans). */
