@@ -31,8 +31,11 @@
 
 #include "arenakit/pool.h"
 #include "bench.h"
+#include "bench_util.h"
 
 namespace {
+
+using akb::fmt;
 
 constexpr std::uint64_t kN = 2000000;
 constexpr std::uint64_t kQuickN = 500000;
@@ -164,12 +167,6 @@ int child(const akb::Params &params) {
   Malloc m;
   if (!churn(m, "malloc", ptr, order, n)) return 1;
   return 0;
-}
-
-std::string fmt(const char *f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
 }
 
 akb::Report report(const akb::RunData &d, const akb::Params &params) {

@@ -50,8 +50,15 @@
 
 #include "arenakit/arenakit.hpp"
 #include "bench.h"
+#include "bench_util.h"
+#include "seed000_object.h"
 
 namespace {
+
+using akb::data_t;
+using akb::fmt;
+using akb::parse_list;
+using akb::widen_affinity;
 
 constexpr std::uint64_t kObjects = 1000000;  // objects per round, over all threads
 constexpr int kRounds = 50;
@@ -63,22 +70,6 @@ constexpr int kCores = 2;  // the development machine (reported: actual count)
 // Acceptance bounds (issue).
 constexpr double kMinT2Percent = 170;  // T=2 throughput >= 1.7x T=1
 constexpr double kMaxCollapse = 3;     // spinlock/lock-free time(T) <= 3x time(T=1)
-
-struct data_t {
-  std::uint64_t id;
-  double value;
-  std::uint32_t flags;
-  std::uint32_t refs;
-  char tag[24];
-  explicit data_t(std::uint64_t i) noexcept
-      : id(i), value(static_cast<double>(i) * 0.5), flags(1), refs(1), tag{'d', 'a', 't', 'a', 0} {}
-  ~data_t() {
-    flags = 0;
-    refs = 0;
-    akb::clobber();
-  }
-};
-static_assert(sizeof(data_t) == 48, "data_t must be the seed's 48 bytes");
 
 // The seed's core::arena_allocator with std::mutex (zero overhead per slot).
 class MutexFreeList {
@@ -206,26 +197,6 @@ RunResult run(A &a, int threads, std::uint64_t objects, int rounds) {
   return res;
 }
 
-std::vector<int> parse_list(const std::string &s) {
-  std::vector<int> v;
-  std::stringstream ss(s);
-  std::string x;
-  while (std::getline(ss, x, ',')) v.push_back(std::atoi(x.c_str()));
-  return v;
-}
-
-void widen_affinity() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  for (long i = 0; i < n && i < CPU_SETSIZE; i++) CPU_SET(static_cast<int>(i), &set);
-  if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("ak_bench: sched_setaffinity");
-  cpu_set_t got;
-  CPU_ZERO(&got);
-  sched_getaffinity(0, sizeof got, &got);
-  akb::emit("cpus", CPU_COUNT(&got));
-}
-
 akb::Params prepare(const akb::Options &opts) {
   akb::Params p;
   p["objects"] = std::to_string(opts.n ? opts.n : (opts.quick ? kQuickObjects : kObjects));
@@ -306,13 +277,7 @@ int child(const akb::Params &params) {
 
 // ---- report -------------------------------------------------------------------
 
-std::string t_label(int t) { return std::to_string(t) + (t > kCores ? " (oversubscribed)" : ""); }
-
-std::string fmt(const char *f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
+std::string t_label(int t) { return akb::thread_label(t, kCores); }
 
 akb::Report report(const akb::RunData &d, const akb::Params &params) {
   akb::Report rep;

@@ -28,8 +28,13 @@
 
 #include "arenakit/arenakit.hpp"
 #include "bench.h"
+#include "bench_util.h"
+#include "seed000_object.h"
 
 namespace {
+
+using akb::data_t;
+using akb::fmt;
 
 constexpr std::uint64_t kN = 10000000;  // iterations per row and round
 constexpr std::uint64_t kQuickN = 1000000;
@@ -40,22 +45,6 @@ constexpr std::uint64_t kBatch = 1000;
 // Acceptance (bounds from the issue).
 constexpr double kMinVsGlibc = 4;    // AK_SYNC_NONE at most 0.25x glibc new/delete
 constexpr double kMinVsFastest = 2;  // ... and at most 0.5x the fastest malloc
-
-struct data_t {
-  std::uint64_t id;
-  double value;
-  std::uint32_t flags;
-  std::uint32_t refs;
-  char tag[24];
-  explicit data_t(std::uint64_t i) noexcept
-      : id(i), value(static_cast<double>(i) * 0.5), flags(1), refs(1), tag{'d', 'a', 't', 'a', 0} {}
-  ~data_t() {
-    flags = 0;
-    refs = 0;
-    akb::clobber();
-  }
-};
-static_assert(sizeof(data_t) == 48, "data_t must be the seed's 48 bytes");
 
 struct Row {
   const char *key;    // emitted key
@@ -207,12 +196,6 @@ int child(const akb::Params &params) {
     akb::emit(std::string("batch_ns.") + kRows[k].key, bbest[k] * 1e9 / static_cast<double>(n));
   }
   return 0;
-}
-
-std::string fmt(const char *f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
 }
 
 akb::Report report(const akb::RunData &d, const akb::Params &params) {

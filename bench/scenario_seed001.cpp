@@ -36,8 +36,11 @@
 
 #include "arenakit/arena.h"
 #include "bench.h"
+#include "bench_util.h"
 
 namespace {
+
+using akb::fmt;
 
 constexpr double kCalibrateTarget = 0.5;          // seconds n malloc(8) must exceed
 constexpr double kCalibrateAim = 0.65;            // what the calibration aims at
@@ -258,12 +261,6 @@ int child(const akb::Params &params) {
 // ---- the report -------------------------------------------------------------
 
 double per_us(double n, double seconds) { return n / (seconds * 1e6); }
-
-std::string fmt(const char *f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
 
 akb::Report report(const akb::RunData &d, const akb::Params &params) {
   akb::Report rep;

@@ -27,8 +27,11 @@
 
 #include "arenakit/arenakit.hpp"
 #include "bench.h"
+#include "bench_util.h"
 
 namespace {
+
+using akb::fmt;
 
 constexpr std::uint64_t kOps = 10000000;  // the lecture's 10 million
 constexpr std::uint64_t kQuickOps = 1000000;
@@ -246,12 +249,6 @@ int child(const akb::Params &params) {
   akb::emit("check", static_cast<double>(check));
   for (std::size_t k = 0; k < kNumStages; k++) akb::emit(std::string("s.") + kStages[k].key, best[k]);
   return 0;
-}
-
-std::string fmt(const char *f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
 }
 
 akb::Report report(const akb::RunData &d, const akb::Params &params) {

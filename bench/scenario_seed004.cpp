@@ -33,8 +33,13 @@
 
 #include "arenakit/pool.h"
 #include "bench.h"
+#include "bench_util.h"
 
 namespace {
+
+using akb::fmt;
+using akb::parse_list;
+using akb::widen_affinity;
 
 constexpr std::size_t kElements = 10000;
 constexpr std::size_t kElemSize = 20;
@@ -52,18 +57,6 @@ double rss_bytes() {
   int n = std::fscanf(f, "%ld %ld", &pages, &resident);
   std::fclose(f);
   return n == 2 ? static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) : NAN;
-}
-
-void widen_affinity() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  for (long i = 0; i < n && i < CPU_SETSIZE; i++) CPU_SET(static_cast<int>(i), &set);
-  if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("ak_bench: sched_setaffinity");
-  cpu_set_t got;
-  CPU_ZERO(&got);
-  sched_getaffinity(0, sizeof got, &got);
-  akb::emit("cpus", CPU_COUNT(&got));
 }
 
 struct Malloc {
@@ -134,14 +127,6 @@ Result run(A &a, int threads, double seconds) {
   return r;
 }
 
-std::vector<int> parse_list(const std::string &s) {
-  std::vector<int> v;
-  std::stringstream ss(s);
-  std::string x;
-  while (std::getline(ss, x, ',')) v.push_back(std::atoi(x.c_str()));
-  return v;
-}
-
 akb::Params prepare(const akb::Options &opts) {
   akb::Params p;
   double s = opts.quick ? kQuickSeconds : kSeconds;
@@ -206,13 +191,7 @@ int child(const akb::Params &params) {
   return 0;
 }
 
-std::string t_label(int t) { return std::to_string(t) + (t > kCores ? " (oversubscribed)" : ""); }
-
-std::string fmt(const char *f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
+std::string t_label(int t) { return akb::thread_label(t, kCores); }
 
 akb::Report report(const akb::RunData &d, const akb::Params &params) {
   akb::Report rep;

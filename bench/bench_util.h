@@ -1,0 +1,56 @@
+// bench_util.h - small helpers shared by the scenarios (formatting, thread
+// lists, CPU affinity). Header-only; include after bench.h.
+#ifndef AK_BENCH_UTIL_H
+#define AK_BENCH_UTIL_H
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench.h"
+
+namespace akb {
+
+// printf-style formatting of one number.
+inline std::string fmt(const char *f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+// "1,2,4" -> {1, 2, 4}.
+inline std::vector<int> parse_list(const std::string &s) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  std::string x;
+  while (std::getline(ss, x, ',')) v.push_back(std::atoi(x.c_str()));
+  return v;
+}
+
+// A thread-count row label; counts above `cores` are oversubscribed.
+inline std::string thread_label(int t, int cores) {
+  return std::to_string(t) + (t > cores ? " (oversubscribed)" : "");
+}
+
+// The runner pins children to one CPU; multi-threaded scenarios widen the
+// affinity back to every online CPU and emit how many they got.
+inline void widen_affinity() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  for (long i = 0; i < n && i < CPU_SETSIZE; i++) CPU_SET(static_cast<int>(i), &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("ak_bench: sched_setaffinity");
+  cpu_set_t got;
+  CPU_ZERO(&got);
+  sched_getaffinity(0, sizeof got, &got);
+  emit("cpus", CPU_COUNT(&got));
+}
+
+}  // namespace akb
+
+#endif  // AK_BENCH_UTIL_H
