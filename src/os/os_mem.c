@@ -154,6 +154,10 @@ void *_ak_os_remap(void *p, size_t old_size, size_t new_size, size_t align) {
 
 int _ak_os_decommit(void *p, size_t size) { return hooks.decommit(p, _ak_os_round_page(size), hooks.ctx); }
 
+int _ak_os_guard(void *p, size_t size, bool on) {
+  return mprotect(p, _ak_os_round_page(size), on ? PROT_NONE : PROT_READ | PROT_WRITE);
+}
+
 size_t _ak_os_resident(const void *p, size_t size) {
   size_t ps = _ak_os_page_size();
   size_t pages = _ak_os_round_page(size) / ps;

@@ -73,6 +73,11 @@ void *_ak_os_remap(void *p, size_t old_size, size_t new_size, size_t align);
  *  mapped and reads as zero afterwards. `p` page-aligned. 0 or -1 + errno. */
 int _ak_os_decommit(void *p, size_t size);
 
+/** Makes [p, p + size) inaccessible (guard pages: any access faults) or,
+ *  with `on` false, read-write again. `p` and `size` page-aligned. 0 or
+ *  -1 + errno (mprotect's). */
+int _ak_os_guard(void *p, size_t size, bool on);
+
 /** Rounds `n` up to a multiple of the page size; 0 if that overflows. */
 size_t _ak_os_round_page(size_t n);
 
