@@ -96,7 +96,7 @@ typedef struct ak_malloc_stats {
 AK_API void ak_malloc_stats_get(ak_malloc_stats *out);
 
 /** Prints the stats (totals, then one line per size class in use) to `f`.
- *  0, or -1 with errno from stdio. */
+ *  0, or -1 with errno from stdio (EINVAL if `f` is NULL). */
 AK_API int ak_malloc_stats_print(FILE *f);
 
 /** Run-time options. Each has an environment variable named after it,

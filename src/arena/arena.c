@@ -468,12 +468,20 @@ int ak_arena_defer(ak_arena *a, void (*fn)(void *), void *arg) {
 }
 
 void *ak_arena_zalloc(ak_arena *a, size_t size, size_t align) {
+  if (!a) {
+    _ak_error(EINVAL, "ak_arena_zalloc: arena is NULL");
+    return NULL;
+  }
   void *p = ak_arena_alloc(a, size, align);
   if (p) memset(p, 0, size);
   return p;
 }
 
 void *ak_arena_alloc_array(ak_arena *a, size_t count, size_t size, size_t align, int zero) {
+  if (!a) {
+    _ak_error(EINVAL, "ak_arena_alloc_array: arena is NULL");
+    return NULL;
+  }
   if (size && count > SIZE_MAX / size) {
     _ak_error(ENOMEM, "ak_arena_alloc_array: %zu * %zu bytes overflows", count, size);
     return NULL;
@@ -484,8 +492,8 @@ void *ak_arena_alloc_array(ak_arena *a, size_t count, size_t size, size_t align,
 }
 
 char *ak_arena_strndup(ak_arena *a, const char *s, size_t n) {
-  if (!s) {
-    _ak_error(EINVAL, "ak_arena_strndup: string is NULL");
+  if (!a || !s) {
+    _ak_error(EINVAL, "ak_arena_strndup: %s is NULL", a ? "string" : "arena");
     return NULL;
   }
   size_t len = strnlen(s, n);
@@ -497,17 +505,21 @@ char *ak_arena_strndup(ak_arena *a, const char *s, size_t n) {
 }
 
 char *ak_arena_strdup(ak_arena *a, const char *s) {
-  if (!s) {
-    _ak_error(EINVAL, "ak_arena_strdup: string is NULL");
+  if (!a || !s) {
+    _ak_error(EINVAL, "ak_arena_strdup: %s is NULL", a ? "string" : "arena");
     return NULL;
   }
   return ak_arena_strndup(a, s, SIZE_MAX);
 }
 
 void *ak_arena_realloc(ak_arena *a, void *p, size_t old_size, size_t new_size, size_t align) {
+  if (!a) {
+    _ak_error(EINVAL, "ak_arena_realloc: arena is NULL");
+    return NULL;
+  }
   if (!p) return ak_arena_alloc(a, new_size, align);
-  if (!a || align == 0 || (align & (align - 1)) != 0) {
-    _ak_error(EINVAL, "ak_arena_realloc: %s", a ? "alignment is not a power of two" : "arena is NULL");
+  if (align == 0 || (align & (align - 1)) != 0) {
+    _ak_error(EINVAL, "ak_arena_realloc: alignment %zu is not a power of two", align);
     return NULL;
   }
   uintptr_t up = (uintptr_t)p;

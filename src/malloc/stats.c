@@ -129,6 +129,10 @@ void ak_malloc_stats_get(ak_malloc_stats *out) {
 }
 
 int ak_malloc_stats_print(FILE *f) {
+  if (!f) {
+    errno = EINVAL;
+    return -1;
+  }
   static ak_malloc_stats s; /* big: not on the stack of an exiting thread */
   ak_malloc_stats_get(&s);
   int rc = fprintf(f,

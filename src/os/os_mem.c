@@ -34,6 +34,45 @@ static _ak_os_hooks hooks = {sys_map, sys_unmap, sys_decommit, NULL};
 /* Counters: relaxed atomics; they are statistics, not synchronisation. */
 static atomic_size_t c_mapped_bytes, c_mappings, c_map_calls, c_failed_calls;
 
+/* Fault injection (see os_mem.h): per kind, a countdown to the failing
+ * call (0 = off), its errno, the calls seen since arming, the total fired. */
+static struct {
+  atomic_size_t countdown, calls, fired;
+  atomic_int err;
+} faults[_AK_OS_FAULT_KINDS_];
+
+void _ak_os_fail_nth(_ak_os_fault kind, size_t n, int err) {
+  if ((unsigned)kind >= _AK_OS_FAULT_KINDS_) return;
+  atomic_store(&faults[kind].err, err ? err : ENOMEM);
+  atomic_store(&faults[kind].calls, 0);
+  atomic_store(&faults[kind].countdown, n);
+}
+
+size_t _ak_os_fault_calls(_ak_os_fault kind) {
+  return (unsigned)kind < _AK_OS_FAULT_KINDS_ ? atomic_load(&faults[kind].calls) : 0;
+}
+
+size_t _ak_os_faults_fired(_ak_os_fault kind) {
+  return (unsigned)kind < _AK_OS_FAULT_KINDS_ ? atomic_load(&faults[kind].fired) : 0;
+}
+
+/* Counts one call of `kind`; true (errno set) when the injected failure
+ * fires on it. One relaxed load when nothing is armed. */
+static bool fault_fires(_ak_os_fault kind) {
+  size_t n = atomic_load_explicit(&faults[kind].countdown, memory_order_relaxed);
+  if (AK_LIKELY(n == 0)) return false;
+  atomic_fetch_add(&faults[kind].calls, 1);
+  while (n > 0) {
+    if (atomic_compare_exchange_weak(&faults[kind].countdown, &n, n - 1)) {
+      if (n != 1) return false;
+      atomic_fetch_add(&faults[kind].fired, 1);
+      errno = atomic_load(&faults[kind].err);
+      return true;
+    }
+  }
+  return false;
+}
+
 _ak_os_hooks _ak_os_set_hooks(const _ak_os_hooks *h) {
   _ak_os_hooks old = hooks;
   hooks = h ? *h : default_hooks;
@@ -78,6 +117,10 @@ void *_ak_os_alloc(size_t size, size_t align) {
   if (size == 0 || align == 0 || (align & (align - 1)) != 0 || len == 0) {
     atomic_fetch_add_explicit(&c_failed_calls, 1, memory_order_relaxed);
     errno = (size != 0 && len == 0) ? ENOMEM : EINVAL;
+    return NULL;
+  }
+  if (fault_fires(_AK_OS_FAULT_RESERVE)) {
+    atomic_fetch_add_explicit(&c_failed_calls, 1, memory_order_relaxed);
     return NULL;
   }
   void *p;
@@ -128,6 +171,7 @@ void *_ak_os_remap(void *p, size_t old_size, size_t new_size, size_t align) {
     return NULL;
   }
   if (new_len == old_len) return p;
+  if (new_len > old_len && fault_fires(_AK_OS_FAULT_COMMIT)) return NULL;
   void *q = mremap(p, old_len, new_len, 0); /* in place, or fail */
   if (q == MAP_FAILED) {
     /* Move: reserve an aligned range, then move the pages over it. */
@@ -155,6 +199,7 @@ void *_ak_os_remap(void *p, size_t old_size, size_t new_size, size_t align) {
 int _ak_os_decommit(void *p, size_t size) { return hooks.decommit(p, _ak_os_round_page(size), hooks.ctx); }
 
 int _ak_os_guard(void *p, size_t size, bool on) {
+  if (!on && fault_fires(_AK_OS_FAULT_COMMIT)) return -1;
   return mprotect(p, _ak_os_round_page(size), on ? PROT_NONE : PROT_READ | PROT_WRITE);
 }
 
@@ -178,7 +223,7 @@ void *_ak_os_heap_alloc(size_t size, size_t align) {
     return NULL;
   }
   size_t len = (size + align - 1) & ~(align - 1); /* aligned_alloc wants a multiple */
-  void *p = aligned_alloc(align, len);
+  void *p = fault_fires(_AK_OS_FAULT_RESERVE) ? NULL : aligned_alloc(align, len);
   if (!p) {
     atomic_fetch_add_explicit(&c_failed_calls, 1, memory_order_relaxed);
     if (errno == 0) errno = ENOMEM;
@@ -198,32 +243,14 @@ void _ak_os_heap_free(void *p, size_t size) {
   atomic_fetch_sub_explicit(&c_mappings, 1, memory_order_relaxed);
 }
 
-static atomic_int file_fail_nth, file_fail_err;
-
 void _ak_os_fail_file_op(int nth, int err) {
-  atomic_store(&file_fail_err, err);
-  atomic_store(&file_fail_nth, nth);
-}
-
-/* True when the injected file failure fires now (errno set). */
-static bool file_op_fails(void) {
-  int n = atomic_load(&file_fail_nth);
-  while (n > 0) {
-    if (atomic_compare_exchange_weak(&file_fail_nth, &n, n - 1)) {
-      if (n == 1) {
-        errno = atomic_load(&file_fail_err);
-        return true;
-      }
-      return false;
-    }
-  }
-  return false;
+  _ak_os_fail_nth(_AK_OS_FAULT_FILE, nth > 0 ? (size_t)nth : 0, err);
 }
 
 int _ak_os_file_open(const char *path) { return open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600); }
 
 int _ak_os_file_resize(int fd, size_t size) {
-  if (file_op_fails()) return -1;
+  if (fault_fires(_AK_OS_FAULT_FILE)) return -1;
   if ((off_t)size < 0) {
     errno = EFBIG;
     return -1;
@@ -232,7 +259,7 @@ int _ak_os_file_resize(int fd, size_t size) {
 }
 
 void *_ak_os_file_map(int fd, size_t offset, size_t size, size_t align) {
-  if (file_op_fails()) return NULL;
+  if (fault_fires(_AK_OS_FAULT_FILE)) return NULL;
   size_t len = _ak_os_round_page(size);
   /* Reserve an aligned window of anonymous memory, then map the file over
    * it with MAP_FIXED: the window guarantees the alignment. */

@@ -115,8 +115,45 @@ void _ak_os_file_unmap(int fd, void *p, size_t offset, size_t size);
 /** Closes the descriptor. */
 void _ak_os_file_close(int fd);
 
-/** Test hook: when > 0, the Nth following file resize or file map fails
- *  with the given errno (counts down; 0 = off). */
+/* ---- fault injection (tests only) ------------------------------------------
+ * The layer can be told to fail the Nth call of one kind, once, with a given
+ * errno, before the system is asked (nothing is mapped, resized or changed).
+ * What counts as which kind:
+ *   _AK_OS_FAULT_RESERVE  every new reservation: _ak_os_alloc (also the
+ *                         aligned window that _ak_os_file_map reserves and
+ *                         the destination a moving _ak_os_remap reserves)
+ *                         and _ak_os_heap_alloc (C-heap backing). Argument
+ *                         errors (size 0, bad alignment, overflow) are
+ *                         reported before the count and do not count.
+ *   _AK_OS_FAULT_COMMIT   making memory of an existing mapping usable:
+ *                         _ak_os_remap when it grows a mapping, and
+ *                         _ak_os_guard(p, n, false) (guard pages made
+ *                         read-write again). Shrinking remaps, decommits
+ *                         and guard(on) do not count.
+ *   _AK_OS_FAULT_FILE     _ak_os_file_resize (any size) and _ak_os_file_map.
+ * Each kind has its own countdown; kinds are independent. Counters are
+ * atomics, but arming is meant for one test thread at a time. */
+typedef enum _ak_os_fault {
+  _AK_OS_FAULT_RESERVE = 0,
+  _AK_OS_FAULT_COMMIT = 1,
+  _AK_OS_FAULT_FILE = 2,
+  _AK_OS_FAULT_KINDS_ = 3
+} _ak_os_fault;
+
+/** Arms (n > 0) or disarms (n == 0) fault injection for `kind`: the Nth
+ *  call of that kind from now on fails once with errno `err` (0 = ENOMEM),
+ *  then calls succeed again. Resets the kind's call count. */
+void _ak_os_fail_nth(_ak_os_fault kind, size_t n, int err);
+
+/** Calls of `kind` seen since it was last armed or disarmed. */
+size_t _ak_os_fault_calls(_ak_os_fault kind);
+
+/** Injected failures of `kind` since the process started. */
+size_t _ak_os_faults_fired(_ak_os_fault kind);
+
+/** Older spelling of _ak_os_fail_nth(_AK_OS_FAULT_FILE, nth, err): when
+ *  > 0, the Nth following file resize or file map fails with `err`
+ *  (0 = off). */
 void _ak_os_fail_file_op(int nth, int err);
 
 #ifdef __cplusplus
