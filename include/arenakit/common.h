@@ -59,6 +59,12 @@ AK_API int ak_version(void);
  *  Thread-safe; never fails. */
 AK_API const char *ak_last_error(void);
 
+/** Returns the hardening mitigations the library was built with, as a
+ *  comma-separated list of "links", "guards", "shuffle", "double-free"
+ *  (docs/hardening.md), or "none" for a normal build. The string is static.
+ *  Thread-safe; never fails. */
+AK_API const char *ak_hardening(void);
+
 #ifdef __cplusplus
 }
 #endif

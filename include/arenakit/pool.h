@@ -29,6 +29,19 @@
 
 #include "arenakit/common.h"
 
+#if defined(__has_include)
+#if __has_include("arenakit/config.h")
+#include "arenakit/config.h"
+#endif
+#endif
+#ifndef AK_CONFIG_HARDENED
+#define AK_CONFIG_HARDENED 0
+#endif
+/** 1 when these headers belong to a hardened library whose free-list links
+ *  are encoded (the links or double-free mitigation): the inline paths
+ *  below then decode, check and encode as the library does. */
+#define AK_POOL_INLINE_ENCODE ((AK_CONFIG_HARDENED & 9) != 0)
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -122,8 +135,10 @@ typedef struct ak_pool_slab_head {
 typedef struct ak_pool {
   void *hot;           /**< next free slot of the current slab */
   size_t hot_used;     /**< live objects in the current slab */
-  uintptr_t hot_slab;  /**< address of the current slab (0: none) */
+  uintptr_t hot_slab;  /**< address of the current slab (1: none, so that
+                            NULL never matches it) */
   uintptr_t slab_mask; /**< ~(slab_size - 1), 0 when the inline paths are off */
+  uintptr_t hot_key;   /**< hardened: links on `hot` are stored as next ^ hot_key */
 } ak_pool;
 
 /** Creates a pool. Returns NULL with EINVAL if object_size is 0, align is
@@ -133,6 +148,16 @@ typedef struct ak_pool {
  *  with the errno of open/ftruncate if the file cannot be created (message
  *  naming the path); ENOMEM if memory runs out. Thread-safe. */
 AK_API ak_pool *ak_pool_create(const ak_pool_options *opts);
+
+/** ak_pool_create for code compiled with headers whose inline paths encode
+ *  links (`inline_encode` = AK_POOL_INLINE_ENCODE). The library turns a
+ *  pool's inline paths on only when they match its own build, so code
+ *  compiled against the other kind of headers stays correct (every call
+ *  then goes to the library). Hardened headers route ak_pool_create here. */
+AK_API ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode);
+#if AK_POOL_INLINE_ENCODE
+#define ak_pool_create(opts) ak_pool_create_inline((opts), 1)
+#endif
 
 /** Destroys `p` and gives every slab back, live objects included (the
  *  checked build reports how many were still live). `p` must not be in use
@@ -146,19 +171,35 @@ AK_API void ak_pool_free_slow(ak_pool *p, void *obj);
 /** Allocates one object: aligned to the pool's alignment, contents
  *  unspecified. The object belongs to the caller until ak_pool_free(); it
  *  stays valid until then or ak_pool_destroy(). Returns NULL with ENOMEM
- *  when max_objects live objects exist or memory runs out (EINVAL if `p` is
- *  NULL). Thread-safety: as the pool's sync mode.
+ *  when max_objects live objects exist or memory runs out. `p` must not be
+ *  NULL: the inline path reads it first (ak_pool_alloc_slow(NULL) returns
+ *  NULL with EINVAL). Thread-safety: as the pool's sync mode.
  *
  *  Fast path (AK_SYNC_NONE; 5 instructions): pop the current slab's free
  *  list; the invariant that every slot on `hot` lies in `hot_slab` means no
  *  slab lookup is needed. */
 AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
   void *o = p->hot;
+#if AK_POOL_INLINE_ENCODE
+  /* Hardened: the link is decoded and must stay in the current slab (the
+   * library reports a corrupted one); the handed-out slot holds no stale
+   * link, so freeing it untouched does not look like a double free. */
+  if (AK_LIKELY(o != NULL)) {
+    uintptr_t next = *(uintptr_t *)o ^ p->hot_key;
+    if (AK_LIKELY(next == 0 || (next & p->slab_mask) == p->hot_slab)) {
+      p->hot = (void *)next;
+      p->hot_used++;
+      *(uintptr_t *)o = 0;
+      return o;
+    }
+  }
+#else
   if (AK_LIKELY(o != NULL)) {
     p->hot = *(void **)o;
     p->hot_used++;
     return o;
   }
+#endif
   return ak_pool_alloc_slow(p);
 }
 
@@ -174,6 +215,21 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
  *  ordered and releases empty ones. */
 AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
   uintptr_t sb = (uintptr_t)obj & p->slab_mask;
+#if AK_POOL_INLINE_ENCODE
+  /* Hardened: only the current slab inline, and only if the object's first
+   * word does not decode like a free link (else the library searches the
+   * lists for a double free). */
+  if (AK_LIKELY(sb == p->hot_slab)) {
+    uintptr_t w = *(uintptr_t *)obj ^ p->hot_key;
+    if (AK_LIKELY(w != 0 && (w & p->slab_mask) != sb)) {
+      *(uintptr_t *)obj = (uintptr_t)p->hot ^ p->hot_key;
+      p->hot = obj;
+      p->hot_used--;
+      return;
+    }
+  }
+  ak_pool_free_slow(p, obj);
+#else
   if (AK_LIKELY(sb == p->hot_slab)) { /* the current slab: its list is `hot` */
     *(void **)obj = p->hot;
     p->hot = obj;
@@ -190,6 +246,7 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
     return;
   }
   ak_pool_free_slow(p, obj);
+#endif
 }
 
 /** Makes sure `n` more objects can be allocated without asking the backing
@@ -221,7 +278,7 @@ AK_API void ak_pool_set_defragment(ak_pool *p, bool on);
 AK_API void ak_pool_stats_get(const ak_pool *p, ak_pool_stats *out);
 
 /** Prints the stats of `p` in one readable block to `f`. Returns 0 or -1
- *  with errno from stdio. */
+ *  with errno from stdio (EINVAL if `f` is NULL). */
 AK_API int ak_pool_stats_print(const ak_pool *p, FILE *f);
 
 /** The pool's name (as given, or "pool"). */

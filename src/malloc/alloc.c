@@ -29,7 +29,7 @@ static inline void *alloc_fast(size_t n) {
   ak_page *pg = h->pages[_ak_cls_small[(n + 7) >> 3]]; /* table: no arithmetic on the class */
   void *b = pg->free;
   if (AK_UNLIKELY(b == NULL)) return _ak_malloc_slow(n);
-  pg->free = *(void **)b;
+  _ak_blk_pop(pg, b, "malloc"); /* pg->free = link of b (checked when hardened) */
   _ak_used_set(pg, _ak_used(pg) + 1);
   if (ak_malloc_checked) check_unchanged(pg, b);
   return b;
@@ -50,11 +50,13 @@ void ak_free(void *p) {
   }
   ak_page *pg = seg->pages[((uintptr_t)p & SEG_MASK) >> PAGE_SHIFT].head;
   uint32_t used = _ak_used(pg);
-  if (AK_UNLIKELY(pg->flags != 0 || used <= 1)) {
+  /* Hardened: a block whose first word decodes like a free link may be a
+   * double free; the slow path searches the lists. */
+  if (AK_UNLIKELY(pg->flags != 0 || used <= 1 || (ak_harden_double_free && _ak_blk_looks_free(pg, p)))) {
     _ak_free_slow(p, seg);
     return;
   }
-  *(void **)p = pg->free;
+  _ak_blk_set_next(pg, p, pg->free);
   pg->free = p;
   _ak_used_set(pg, used - 1);
 }
@@ -114,6 +116,9 @@ void *ak_aligned_alloc(size_t align, size_t n) {
     return NULL;
   }
   if (align <= 16) return alloc_fast(n < align ? align : n);
+  /* The class table is read below before any heap exists when this is a
+   * thread's first call: it must be filled (a data race otherwise). */
+  _ak_malloc_tables_init();
   size_t m = n < align ? align : n;
   if (m <= MEDIUM_MAX && align <= 4096 && _ak_cls_size[_ak_size_class(m)] % align == 0) {
     return alloc_fast(m); /* every block of this class is aligned: spans start page-aligned */
@@ -125,7 +130,8 @@ void *ak_aligned_alloc(size_t align, size_t n) {
   uintptr_t p = ((uintptr_t)b + align - 1) & ~(uintptr_t)(align - 1);
   if (p != (uintptr_t)b) {
     ak_segment *seg = _ak_seg_of(b);
-    if (seg->kind == SEG_SMALL) _ak_page_of(seg, b)->flags |= PG_ALIGNED; /* free() will normalise */
+    if (seg->kind == SEG_SMALL) /* free() will normalise; atomic: remote frees read flags */
+      __atomic_fetch_or(&_ak_page_of(seg, b)->flags, PG_ALIGNED, __ATOMIC_RELAXED);
   }
   return (void *)p;
 }

@@ -150,7 +150,7 @@ static void full_push(ak_mheap *h, ak_page *pg) {
   if (pg->next) pg->next->prev = pg;
   h->full[pg->cls] = pg;
   pg->in_queue = 2;
-  pg->flags |= PG_FULL;
+  __atomic_fetch_or(&pg->flags, PG_FULL, __ATOMIC_RELAXED); /* atomic: remote frees read flags */
 }
 
 static void full_remove(ak_mheap *h, ak_page *pg) {
@@ -161,7 +161,7 @@ static void full_remove(ak_mheap *h, ak_page *pg) {
   if (pg->next) pg->next->prev = pg->prev;
   pg->next = pg->prev = NULL;
   pg->in_queue = 0;
-  pg->flags &= (uint8_t)~PG_FULL;
+  __atomic_fetch_and(&pg->flags, (uint8_t)~PG_FULL, __ATOMIC_RELAXED); /* atomic: remote frees read flags */
 }
 
 /* Moves the remote list onto the free list; returns how many. */
@@ -170,12 +170,15 @@ static uint32_t collect_remote(ak_page *pg) {
   void *list = atomic_exchange_explicit(&pg->remote, NULL, memory_order_acquire);
   uint32_t n = 0;
   void *tail = NULL;
-  for (void *b = list; b; b = *(void **)b) {
+  for (void *b = list; b; b = _ak_blk_next(pg, b)) {
+    if (ak_harden_links && AK_UNLIKELY(!_ak_blk_in(pg, b)))
+      _ak_malloc_fatal("malloc", tail, "corrupted remote free list (a write after free or a forged link)",
+                       pg->cls);
     tail = b;
     n++;
   }
   if (tail) {
-    *(void **)tail = pg->free;
+    _ak_blk_set_next(pg, tail, pg->free);
     pg->free = list;
   }
   _ak_used_set(pg, _ak_used(pg) - n);
@@ -190,16 +193,12 @@ static bool carve(ak_page *pg) {
   if (stop > pg->end) stop = pg->end;
   size_t n = (stop - pg->bump) / pg->block_size;
   uintptr_t b = pg->bump;
-  void *head = pg->free;
-  /* Link in address order: the list pops low addresses first. */
-  for (size_t i = n; i-- > 0;) {
-    void *blk = (void *)(b + i * pg->block_size);
-    *(void **)blk = head;
-    head = blk;
-    if (ak_malloc_checked && pg->block_size > sizeof(void *))
-      memset((char *)blk + sizeof(void *), 0xdf, pg->block_size - sizeof(void *));
-  }
-  pg->free = head;
+  if (ak_malloc_checked && pg->block_size > sizeof(void *))
+    for (size_t i = 0; i < n; i++)
+      memset((char *)(b + i * pg->block_size) + sizeof(void *), 0xdf, pg->block_size - sizeof(void *));
+  /* Address order (the list pops low addresses first), or random order
+   * with the shuffle mitigation. */
+  pg->free = _ak_chain_blocks(b, pg->block_size, n, pg->free, pg->key, ak_harden_shuffle);
   pg->bump = b + n * pg->block_size;
   return true;
 }
@@ -243,7 +242,7 @@ static bool adopt(ak_mheap *h) {
     ak_page *pg = &seg->pages[i];
     if (pg->head_off || !pg->block_size) continue;
     collect_remote(pg);
-    pg->flags &= (uint8_t)~PG_FULL;
+    __atomic_fetch_and(&pg->flags, (uint8_t)~PG_FULL, __ATOMIC_RELAXED); /* remote frees read flags */
     pg->in_queue = 0;
     if (_ak_used(pg) == 0) {
       _ak_span_free(h, seg, pg);
@@ -310,7 +309,7 @@ void *_ak_malloc_slow(size_t n) {
     return NULL;
   }
   void *b = pg->free;
-  pg->free = *(void **)b;
+  _ak_blk_pop(pg, b, "malloc");
   _ak_used_set(pg, _ak_used(pg) + 1);
   return b;
 }
@@ -321,7 +320,7 @@ static void remote_free(ak_segment *seg, ak_page *pg, void *b) {
     /* Abandoned: nobody collects; free it here under the lock. */
     pthread_mutex_lock(&_ak_abandoned_mu);
     if (atomic_load_explicit(&seg->owner, memory_order_relaxed) == OWNER_NONE) {
-      *(void **)b = pg->free;
+      _ak_blk_set_next(pg, b, pg->free);
       pg->free = b;
       _ak_used_set(pg, _ak_used(pg) - 1);
       collect_remote(pg);
@@ -341,9 +340,28 @@ static void remote_free(ak_segment *seg, ak_page *pg, void *b) {
   }
   void *head = atomic_load_explicit(&pg->remote, memory_order_relaxed);
   do {
-    *(void **)b = head;
+    _ak_blk_set_next(pg, b, head);
   } while (!atomic_compare_exchange_weak_explicit(&pg->remote, &head, b, memory_order_release,
                                                   memory_order_relaxed));
+}
+
+/* Walks a free list from `head` for at most the page's capacity; ends at
+ * a link that leaves the page (a remote list may change under a walker
+ * that does not own it: that only ends the search). */
+static bool list_has(const ak_page *pg, const void *head, const void *p) {
+  size_t limit = (size_t)pg->capacity + 1;
+  for (const void *b = head; b && limit--; b = _ak_blk_next(pg, b)) {
+    if (b == p) return true;
+    if (!_ak_blk_in(pg, b)) return false;
+  }
+  return false;
+}
+
+/* Hardened double-free check: `p` on the remote list, or on the local one
+ * when this thread owns the page (only the owner may walk that). */
+static bool on_free_list(const ak_page *pg, const void *p, bool mine) {
+  return (mine && list_has(pg, pg->free, p)) ||
+         list_has(pg, atomic_load_explicit(&((ak_page *)(uintptr_t)pg)->remote, memory_order_acquire), p);
 }
 
 void _ak_free_slow(void *p, ak_segment *seg) {
@@ -366,7 +384,8 @@ void _ak_free_slow(void *p, ak_segment *seg) {
   if (AK_UNLIKELY(!pg->block_size)) _ak_malloc_fatal("free", p, "invalid pointer (page not in use)", NCLS);
   uintptr_t off = (uintptr_t)p - pg->start;
   if (off % pg->block_size) {
-    if (!(pg->flags & PG_ALIGNED))
+    /* Atomic: the owner thread may be updating PG_FULL in the same byte. */
+    if (!(__atomic_load_n(&pg->flags, __ATOMIC_RELAXED) & PG_ALIGNED))
       _ak_malloc_fatal("free", p, "invalid pointer (not the start of a block)", pg->cls);
     p = (void *)(pg->start + off - off % pg->block_size); /* aligned interior pointer */
   }
@@ -377,16 +396,18 @@ void _ak_free_slow(void *p, ak_segment *seg) {
      * owner may walk that list); freed blocks are filled with 0xdf after
      * the link, and malloc verifies the fill to catch writes after free. */
     if (mine)
-      for (void *b = pg->free; b; b = *(void **)b)
+      for (void *b = pg->free; b; b = _ak_blk_next(pg, b))
         if (b == p) _ak_malloc_fatal("free", p, "double free", pg->cls);
     if (pg->block_size > sizeof(void *))
       memset((char *)p + sizeof(void *), 0xdf, pg->block_size - sizeof(void *));
   }
+  if (ak_harden_double_free && _ak_blk_looks_free(pg, p) && on_free_list(pg, p, mine))
+    _ak_malloc_fatal("free", p, "double free", pg->cls);
   if (!mine) {
     remote_free(seg, pg, p);
     return;
   }
-  *(void **)p = pg->free;
+  _ak_blk_set_next(pg, p, pg->free);
   pg->free = p;
   _ak_used_set(pg, _ak_used(pg) - 1);
   _ak_page_retire(h, pg);

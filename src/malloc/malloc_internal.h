@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "arenakit/malloc.h"
+#include "common/harden.h"
 #include "malloc/size_class.h"
 
 #ifndef AK_CHECKED
@@ -37,7 +38,8 @@ static const bool ak_malloc_checked = AK_CHECKED;
 
 enum { SEG_SMALL = 1, SEG_LARGE = 2 };
 #define OWNER_NONE ((uintptr_t)1)
-enum { PG_FULL = 1u, PG_ALIGNED = 2u }; /* page flags seen by the free fast path */
+/* Page flags seen by the free fast path (any flag sends frees slow). */
+enum { PG_FULL = 1u, PG_ALIGNED = 2u, PG_NO_GUARD = 4u /* hardened: guard not set */ };
 
 typedef struct ak_mheap ak_mheap;
 
@@ -59,7 +61,8 @@ typedef struct ak_page {
   _Atomic(void *) remote;      /* frees by other threads */
   struct ak_page *next, *prev; /* class queue or full list of the owner */
   struct ak_page *head;        /* the span's head descriptor (itself if head) */
-  char pad_[40];               /* 128 bytes: page_of() indexes with a shift */
+  uintptr_t key;               /* hardened: links stored as next ^ key (0 otherwise) */
+  char pad_[32];               /* 128 bytes: page_of() indexes with a shift */
 } ak_page;
 _Static_assert(sizeof(ak_page) == 128, "ak_page must stay 128 bytes");
 
@@ -77,6 +80,7 @@ typedef struct ak_segment {
   uint64_t free_mask;               /* pages not in any span */
   uint64_t dirty_mask;              /* free pages not yet decommitted */
   uint64_t decommit_mask;           /* free pages given back with madvise */
+  uint64_t guard_mask;              /* hardened: free pages whose last 4 KiB is still PROT_NONE */
   uint64_t dirty_since;             /* ms when dirty_mask became non-zero */
   size_t first_page_start;          /* offset of page 0's block area */
   ak_page pages[NPAGES];
@@ -153,6 +157,45 @@ static inline void _ak_seg_unlink(ak_segment **head, ak_segment *s) {
     *head = s->next;
   if (s->next) s->next->prev = s->prev;
   s->next = s->prev = NULL;
+}
+
+/* ---- free-list links -----------------------------------------------------------
+ * Every link in a free block (local and remote lists) goes through these.
+ * Hardened (harden.h): stored as next ^ key with a random key per span. */
+
+/** The link stored in free block `b` of `pg`, decoded. */
+static inline void *_ak_blk_next(const ak_page *pg, const void *b) {
+  uintptr_t w = *(const uintptr_t *)b;
+  return (void *)(ak_harden_encode ? w ^ pg->key : w);
+}
+
+/** Stores `next` as the link of free block `b` of `pg`. */
+static inline void _ak_blk_set_next(const ak_page *pg, void *b, const void *next) {
+  *(uintptr_t *)b = ak_harden_encode ? (uintptr_t)next ^ pg->key : (uintptr_t)next;
+}
+
+/** True if `x` lies in the block area of `pg`. */
+static inline bool _ak_blk_in(const ak_page *pg, const void *x) {
+  return (uintptr_t)x - pg->start < pg->end - pg->start;
+}
+
+/** Pops the head `b` of `pg`'s free list. With the links mitigation a link
+ *  that leaves the span aborts naming `call`. */
+static inline void _ak_blk_pop(ak_page *pg, void *b, const char *call) {
+  void *next = _ak_blk_next(pg, b);
+  if (ak_harden_links && AK_UNLIKELY(next != NULL && !_ak_blk_in(pg, next)))
+    _ak_malloc_fatal(call, b, "corrupted free list (a write after free or a forged link)", pg->cls);
+  pg->free = next;
+  /* Hardened: no stale link in a handed-out block, so that freeing it
+   * untouched does not look like a double free (and search the lists). */
+  if (ak_harden_double_free) *(uintptr_t *)b = 0;
+}
+
+/** Hardened double-free check, cheap part: true if the first word of `b`
+ *  decodes to NULL or a block address of `pg`, as a free block's link does. */
+static inline bool _ak_blk_looks_free(const ak_page *pg, const void *b) {
+  void *next = _ak_blk_next(pg, b);
+  return next == NULL || _ak_blk_in(pg, next);
 }
 
 static inline ak_segment *_ak_seg_of(const void *p) { return (ak_segment *)((uintptr_t)p & ~SEG_MASK); }

@@ -15,6 +15,7 @@ ak_segment *_ak_seg_list;
 atomic_size_t _ak_large_count, _ak_large_bytes, _ak_committed, _ak_peak_committed;
 
 #define ALL_PAGES UINT64_MAX
+#define GUARD ((size_t)4096) /* hardened: guard page at the end of each span */
 
 uint64_t _ak_now_ms(void) {
   struct timespec ts;
@@ -102,9 +103,10 @@ static ak_segment *segment_new(ak_mheap *h) {
   if (seg) {
     /* Reused: clear the header, keep the decommit record for accounting;
      * the other free pages are committed (dirty, purgeable). */
-    uint64_t decommitted = seg->decommit_mask;
+    uint64_t decommitted = seg->decommit_mask, guarded = seg->guard_mask;
     memset(seg, 0, sizeof *seg);
     seg->decommit_mask = decommitted;
+    seg->guard_mask = guarded;
     seg->dirty_mask = ALL_PAGES & ~decommitted;
     seg->dirty_since = _ak_now_ms();
   } else {
@@ -164,6 +166,19 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
     at = find_run(seg->free_mask, k);
   }
   uint64_t bits = ((k == 64 ? ALL_PAGES : ((UINT64_C(1) << k) - 1)) << at);
+  /* Hardened: free pages whose guard is still inaccessible (a failed
+   * unprotect) inside the new span are opened now; the span's own last
+   * page is guarded anyway. */
+  for (uint64_t stale = seg->guard_mask & bits & ~(UINT64_C(1) << (at + k - 1)); stale; stale &= stale - 1) {
+    unsigned i = (unsigned)__builtin_ctzll(stale);
+    void *g = (char *)seg + (size_t)(i + 1) * PAGE_SIZE_AK - GUARD;
+    if (_ak_os_guard(g, GUARD, false) != 0) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    seg->guard_mask &= ~(UINT64_C(1) << i);
+  }
+  seg->guard_mask &= ~bits;
   /* Pages that were decommitted come back on first touch: count them. */
   committed_add((size_t)__builtin_popcountll(bits & seg->decommit_mask) * PAGE_SIZE_AK);
   seg->free_mask &= ~bits;
@@ -188,6 +203,18 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
   uintptr_t base = (uintptr_t)seg + (uintptr_t)at * PAGE_SIZE_AK;
   pg->start = at == 0 ? (uintptr_t)seg + seg->first_page_start : base;
   pg->end = base + k * PAGE_SIZE_AK;
+  pg->key = ak_harden_encode ? _ak_random_key() : 0;
+  if (ak_harden_guards) {
+    /* Hardened: the span's last 4 KiB is a guard page; blocks end before it. */
+    pg->end -= GUARD;
+    if (_ak_os_guard((void *)pg->end, GUARD, true) != 0) {
+      pg->span = (uint8_t)k;
+      pg->flags = PG_NO_GUARD;
+      _ak_span_free(h, seg, pg);
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
   pg->capacity = (uint32_t)((pg->end - pg->start) / pg->block_size);
   pg->end = pg->start + (uintptr_t)pg->capacity * pg->block_size;
   pg->bump = pg->start;
@@ -199,6 +226,12 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
 void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg) {
   unsigned at = (unsigned)(pg - seg->pages), k = pg->span;
   uint64_t bits = ((k == 64 ? ALL_PAGES : ((UINT64_C(1) << k) - 1)) << at);
+  if (ak_harden_guards && !(pg->flags & PG_NO_GUARD)) {
+    uintptr_t guard = (uintptr_t)seg + (uintptr_t)(at + k) * PAGE_SIZE_AK - GUARD;
+    /* The pages may serve any class next. A guard that cannot be made
+     * accessible now is recorded and retried when a span covers it. */
+    if (_ak_os_guard((void *)guard, GUARD, false) != 0) seg->guard_mask |= UINT64_C(1) << (at + k - 1);
+  }
   __atomic_store_n(&pg->block_size, 0u, __ATOMIC_RELAXED);
   pg->free = NULL;
   if (!seg->dirty_mask) seg->dirty_since = _ak_now_ms();

@@ -321,36 +321,61 @@ static void *backing_get(_ak_pool_impl *p, size_t *offset) {
   }
 }
 
+/* Gives slab memory back to the backing (the guard page made accessible
+ * again first where the memory is reused by others: the C heap). */
+static void backing_put(_ak_pool_impl *p, void *m, size_t off) {
+  switch (p->backing) {
+    case AK_BACKING_HEAP:
+      /* A guard that cannot be made writable again must not go back to
+       * the C heap (it would fault there): the slab is leaked instead. */
+      if (p->guard && _ak_os_guard((char *)m + p->slab_size - p->guard, p->guard, false) != 0) break;
+      _ak_os_heap_free(m, p->slab_size);
+      break;
+    case AK_BACKING_FILE: _ak_os_file_unmap(p->fd, m, off, p->slab_size); break;
+    default: _ak_os_free(m, p->slab_size); break;
+  }
+}
+
+/* A new slab from the backing, registered and counted. NULL + errno +
+ * message naming `call` on failure. */
+static _ak_slab *slab_new(_ak_pool_impl *p, const char *call) {
+  size_t off = 0;
+  void *m = backing_get(p, &off);
+  if (!m) {
+    if (p->backing != AK_BACKING_FILE) _ak_pool_error(p, errno ? errno : ENOMEM, call, "out of memory");
+    return NULL;
+  }
+  /* Hardened: the slab's last page is a guard (the slots end before it). */
+  if (p->guard && _ak_os_guard((char *)m + p->slab_size - p->guard, p->guard, true) != 0) {
+    int e = errno;
+    backing_put(p, m, off);
+    _ak_pool_error(p, e, call, "cannot protect the slab's guard page");
+    return NULL;
+  }
+  if (table_add(p, (uintptr_t)m) != 0) {
+    backing_put(p, m, off);
+    _ak_pool_error(p, ENOMEM, call, "out of memory for the slab table");
+    return NULL;
+  }
+  _ak_slab *s = _ak_slab_init(m, p, p->name, p->slab_size - p->guard, p->slot, p->align, ak_config_checked);
+  s->file_offset = off;
+  if (p->tracked) {
+    s->flags |= AK_SLAB_F_TRACKED;
+    AK_TRACK_RELEASE((void *)s->start, s->end - s->start);
+  }
+  p->slabs++;
+  p->slab_allocs++;
+  if (p->slabs > p->peak_slabs) p->peak_slabs = p->slabs;
+  return s;
+}
+
 _ak_slab *_ak_pool_slab_get(_ak_pool_impl *p) {
   if (p->spare.head) {
     _ak_slab *s = p->spare.head;
     _ak_list_remove(&p->spare, s);
     return s;
   }
-  size_t off = 0;
-  void *m = backing_get(p, &off);
-  if (!m) {
-    if (p->backing != AK_BACKING_FILE)
-      _ak_pool_error(p, errno ? errno : ENOMEM, "ak_pool_alloc", "out of memory");
-    return NULL;
-  }
-  if (table_add(p, (uintptr_t)m) != 0) {
-    if (p->backing == AK_BACKING_HEAP)
-      _ak_os_heap_free(m, p->slab_size);
-    else if (p->backing == AK_BACKING_FILE)
-      _ak_os_file_unmap(p->fd, m, off, p->slab_size);
-    else
-      _ak_os_free(m, p->slab_size);
-    _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "out of memory for the slab table");
-    return NULL;
-  }
-  _ak_slab *s = _ak_slab_init(m, p, p->slab_size, p->slot, p->align, ak_config_checked);
-  s->file_offset = off;
-  if (p->tracked) AK_TRACK_RELEASE((void *)s->start, s->end - s->start);
-  p->slabs++;
-  p->slab_allocs++;
-  if (p->slabs > p->peak_slabs) p->peak_slabs = p->slabs;
-  return s;
+  return slab_new(p, "ak_pool_alloc");
 }
 
 /* Drops free windows at the end of the file and truncates it there, so
@@ -380,16 +405,11 @@ void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s) {
   p->slab_releases++;
   if (p->tracked) AK_TRACK_INTERNAL((void *)s, p->slab_size);
   s->magic = 0;
-  switch (p->backing) {
-    case AK_BACKING_HEAP: _ak_os_heap_free(s, p->slab_size); break;
-    case AK_BACKING_FILE: {
-      size_t off = s->file_offset;
-      _ak_os_file_unmap(p->fd, s, off, p->slab_size);
-      if (p->nfree_offsets < p->cap_free_offsets) p->free_offsets[p->nfree_offsets++] = off;
-      file_shrink_tail(p);
-      break;
-    }
-    default: _ak_os_free(s, p->slab_size); break;
+  size_t off = s->file_offset;
+  backing_put(p, s, off);
+  if (p->backing == AK_BACKING_FILE) {
+    if (p->nfree_offsets < p->cap_free_offsets) p->free_offsets[p->nfree_offsets++] = off;
+    file_shrink_tail(p);
   }
 }
 
@@ -411,8 +431,11 @@ void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s) {
  * defragmenter (which must see every free to keep its order) needs the
  * slow path. */
 static bool mirrored(const _ak_pool_impl *p) {
-  return p->sync == AK_SYNC_NONE && !ak_config_checked && !p->tracked && p->max_objects == 0 &&
-         !atomic_load_explicit(&p->defragment, memory_order_relaxed);
+  /* inline_ok: the caller's headers encode links exactly when this build
+   * does (ak_pool_create_inline); otherwise their inline paths would
+   * corrupt or misread the lists. */
+  return p->sync == AK_SYNC_NONE && p->inline_ok && !ak_config_checked && !p->tracked &&
+         p->max_objects == 0 && !atomic_load_explicit(&p->defragment, memory_order_relaxed);
 }
 
 /* Live objects of a serial-mode pool. With the inline paths on, calls do
@@ -429,10 +452,14 @@ static size_t serial_live(const _ak_pool_impl *p) {
 
 /* The inline paths' state when they are off: every call goes slow. */
 static void inline_off(_ak_pool_impl *p) {
-  p->pub.hot = NULL;
-  p->pub.hot_used = 0;
-  p->pub.hot_slab = 1; /* no slab lives at address 1 */
-  p->pub.slab_mask = 0;
+  /* In the concurrent modes other threads read these in the inline paths
+   * without the lock, and they never change: store only what differs, so
+   * a trim does not race with those reads. */
+  if (p->pub.hot != NULL) p->pub.hot = NULL;
+  if (p->pub.hot_used != 0) p->pub.hot_used = 0;
+  if (p->pub.hot_slab != 1) p->pub.hot_slab = 1; /* no slab lives at address 1 */
+  if (p->pub.slab_mask != 0) p->pub.slab_mask = 0;
+  if (p->pub.hot_key != 0) p->pub.hot_key = 0;
 }
 
 /* Checks the current slab back in. If the inline free emptied it while
@@ -462,10 +489,13 @@ static void mirror_out(_ak_pool_impl *p) {
     p->pub.hot = s->free;
     p->pub.hot_used = s->used;
     p->pub.hot_slab = (uintptr_t)s;
+    p->pub.hot_key = s->key; /* the links of `hot` are encoded with it */
   } else {
+    /* No current slab: 1, not 0, so that the inline free of NULL
+     * (NULL & slab_mask == 0) never takes the current-slab branch. */
     p->pub.hot = NULL;
     p->pub.hot_used = 0;
-    p->pub.hot_slab = 0;
+    p->pub.hot_slab = 1;
   }
 }
 
@@ -513,7 +543,8 @@ static void serial_free(_ak_pool_impl *p, void *o) {
     _ak_pool_mark_free(p, s, o, "ak_pool_free");
     _ak_pool_track_free(p, o);
   }
-  if (AK_UNLIKELY(o == s->free)) die("ak_pool_free(%p): double free in pool '%s'", o, p->name);
+  if (AK_UNLIKELY(o == s->free) || (ak_harden_double_free && _ak_slab_is_free(s, o, true)))
+    die("ak_pool_free(%p): double free in pool '%s'", o, p->name);
   bool was_full = s->list == AK_SLAB_FULL;
   _ak_slab_push(s, o);
   p->live--;
@@ -597,12 +628,23 @@ void ak_pool_free_slow(ak_pool *pub, void *o) {
   }
 }
 
+/* Hardened (guards): the last page of a slab of at least four pages is a
+ * guard page; smaller slabs have none (it would take a quarter or more). */
+static size_t guard_size(size_t slab) {
+  size_t ps = _ak_os_page_size();
+  return ak_harden_guards && slab >= 4 * ps ? ps : 0;
+}
+
 static size_t natural_align(size_t size) {
   size_t a = size & (~size + 1); /* lowest set bit */
   return a > 16 ? 16 : a;
 }
 
-ak_pool *ak_pool_create(const ak_pool_options *opts) {
+/* Hardened headers define ak_pool_create as a macro; the parentheses keep
+ * it from expanding here. */
+ak_pool *(ak_pool_create)(const ak_pool_options *opts) { return ak_pool_create_inline(opts, 0); }
+
+ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
   static const char *const call = "ak_pool_create";
   if (!opts) {
     _ak_error(EINVAL, "%s: options are NULL (object_size is required)", call);
@@ -636,10 +678,12 @@ ak_pool *ak_pool_create(const ak_pool_options *opts) {
   size_t slab = o.slab_size;
   if (!slab) {
     slab = DEFAULT_SLAB < ps ? ps : DEFAULT_SLAB;
-    while (slab < (SIZE_MAX >> 2) && _ak_slab_capacity(slab, slot, ialign, ak_config_checked) < MIN_SLOTS)
+    while (slab < (SIZE_MAX >> 2) &&
+           _ak_slab_capacity(slab - guard_size(slab), slot, ialign, ak_config_checked) < MIN_SLOTS)
       slab *= 2;
   }
-  if (ialign > slab / 2 || _ak_slab_capacity(slab, slot, ialign, ak_config_checked) == 0) {
+  size_t guard = guard_size(slab);
+  if (ialign > slab / 2 || _ak_slab_capacity(slab - guard, slot, ialign, ak_config_checked) == 0) {
     _ak_error(EINVAL, "%s: pool '%s': an object of %zu bytes aligned to %zu does not fit a %zu-byte slab",
               call, o.name ? o.name : "pool", o.object_size, align, slab);
     return NULL;
@@ -658,7 +702,9 @@ ak_pool *ak_pool_create(const ak_pool_options *opts) {
   p->align = ialign;
   p->slot = slot;
   p->slab_size = slab;
-  p->capacity = _ak_slab_capacity(slab, slot, ialign, ak_config_checked);
+  p->guard = guard;
+  p->inline_ok = (inline_encode != 0) == ak_harden_encode;
+  p->capacity = _ak_slab_capacity(slab - guard, slot, ialign, ak_config_checked);
   p->max_objects = o.max_objects;
   p->spare_limit = o.spare_slabs;
   p->backing = o.backing;
@@ -749,14 +795,37 @@ void ak_pool_destroy(ak_pool *pub) {
   free((pool_block *)p);
 }
 
+/* A failed reserve reports itself as ak_pool_reserve, keeping the reason
+ * the slab or backing code gave (which names ak_pool_alloc). */
+static int reserve_result(_ak_pool_impl *p, int rc) {
+  if (rc == 0) return 0;
+  const char *m = ak_last_error();
+  if (strncmp(m, "ak_pool_reserve:", 16) != 0) {
+    const char *why = strstr(m, "': ");
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", why ? why + 3 : strerror(rc));
+    _ak_pool_error(p, rc, "ak_pool_reserve", buf);
+  }
+  errno = rc;
+  return rc;
+}
+
 int ak_pool_reserve(ak_pool *pub, size_t n) {
   if (!pub) {
     _ak_error(EINVAL, "ak_pool_reserve: pool is NULL");
     return EINVAL;
   }
   _ak_pool_impl *p = _ak_impl(pub);
-  if (p->sync == AK_SYNC_THREADS) return _ak_threads_reserve(p, n);
-  if (p->sync == AK_SYNC_LOCKFREE) return _ak_lockfree_reserve(p, n);
+  /* Room that can never be used, or whose slabs would not fit the address
+   * space: refused up front, instead of mapping slabs until the OS says no. */
+  if ((p->max_objects && n > p->max_objects) || n / p->capacity >= SIZE_MAX / p->slab_size) {
+    _ak_pool_error(p, ENOMEM, "ak_pool_reserve",
+                   p->max_objects && n > p->max_objects ? "more objects than max_objects"
+                                                        : "that many objects do not fit the address space");
+    return ENOMEM;
+  }
+  if (p->sync == AK_SYNC_THREADS) return reserve_result(p, _ak_threads_reserve(p, n));
+  if (p->sync == AK_SYNC_LOCKFREE) return reserve_result(p, _ak_lockfree_reserve(p, n));
   if (p->sync == AK_SYNC_SPINLOCK) spin_lock(p);
   mirror_in(p);
   size_t room = 0;
@@ -764,26 +833,17 @@ int ak_pool_reserve(ak_pool *pub, size_t n) {
   room += p->spare.n * p->capacity;
   int rc = 0;
   while (room < n) {
-    size_t off = 0;
-    void *m = backing_get(p, &off);
-    if (!m || table_add(p, (uintptr_t)m) != 0) {
+    _ak_slab *s = slab_new(p, "ak_pool_reserve");
+    if (!s) {
       rc = errno ? errno : ENOMEM;
-      if (m) _ak_os_free(m, p->slab_size);
-      _ak_pool_error(p, rc, "ak_pool_reserve", "out of memory");
       break;
     }
-    _ak_slab *s = _ak_slab_init(m, p, p->slab_size, p->slot, p->align, ak_config_checked);
-    s->file_offset = off;
-    if (p->tracked) AK_TRACK_RELEASE((void *)s->start, s->end - s->start);
-    p->slabs++;
-    p->slab_allocs++;
-    if (p->slabs > p->peak_slabs) p->peak_slabs = p->slabs;
     _ak_list_push_back(&p->avail, s, AK_SLAB_AVAIL);
     room += p->capacity;
   }
   mirror_out(p);
   if (p->sync == AK_SYNC_SPINLOCK) spin_unlock(p);
-  return rc;
+  return reserve_result(p, rc);
 }
 
 bool ak_pool_owns(const ak_pool *pub, const void *ptr) {
@@ -823,6 +883,9 @@ void ak_pool_set_defragment(ak_pool *pub, bool on) {
   _ak_pool_impl *p = _ak_impl(pub);
   if (p->sync == AK_SYNC_NONE) {
     mirror_in(p);
+    /* The inline paths keep no count: recount before they may switch off
+     * (with them off, stats and frees use p->live). */
+    p->live = serial_live(p);
     atomic_store(&p->defragment, on);
     mirror_out(p);
   } else {
@@ -857,9 +920,13 @@ void ak_pool_stats_get(const ak_pool *pub, ak_pool_stats *out) {
     out->live = atomic_load(&p->lf_live);
     out->peak_live = atomic_load(&p->lf_peak);
   } else {
+    /* SPINLOCK: the counters belong to the lock holder (a data race
+     * with serial_alloc/serial_free otherwise). */
+    if (p->sync == AK_SYNC_SPINLOCK) spin_lock(p);
     out->live = serial_live(p);
     if (out->live > p->peak_live) p->peak_live = out->live;
     out->peak_live = p->peak_live;
+    if (p->sync == AK_SYNC_SPINLOCK) spin_unlock(p);
   }
   pthread_mutex_lock(&p->mu);
   out->slabs = p->slabs;
@@ -872,6 +939,10 @@ void ak_pool_stats_get(const ak_pool *pub, ak_pool_stats *out) {
 }
 
 int ak_pool_stats_print(const ak_pool *pub, FILE *f) {
+  if (!f) {
+    _ak_error(EINVAL, "ak_pool_stats_print: the stream is NULL");
+    return -1;
+  }
   ak_pool_stats s;
   ak_pool_stats_get(pub, &s);
   static const char *const modes[] = {"threads", "none", "spinlock", "lockfree"};

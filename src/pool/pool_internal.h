@@ -31,6 +31,8 @@ typedef struct _ak_pool_impl {
   ak_pool pub;
   ak_sync sync;
   size_t object_size, align, slot, slab_size, capacity;
+  size_t guard;   /* hardened: bytes of guard page at the end of each slab (0: none) */
+  bool inline_ok; /* the creator's headers match this build's link encoding */
   size_t max_objects, spare_limit;
   ak_backing backing;
   int fd;               /* file backing */
@@ -55,6 +57,8 @@ typedef struct _ak_pool_impl {
   /* Backing bookkeeping (under `mu` in concurrent modes). */
   pthread_mutex_t mu;
   size_t slabs, peak_slabs, slab_allocs, slab_releases;
+  atomic_uintptr_t lf_lo, lf_hi; /* LOCKFREE, hardened: address range of the slabs */
+  size_t lf_hdr;                 /* LOCKFREE: offset of the first slot in a slab */
 
   /* Contended words each on a cache line of their own (the block is
    * allocated 64-aligned): no false sharing between them. */

@@ -15,6 +15,7 @@
  * slab into a chain and pushes the whole chain with one CAS. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "common/error.h"
@@ -34,10 +35,40 @@
 
 static inline uint64_t pack(uint64_t old, void *p) { return ((old & ~PTR_MASK) + TAG_ONE) | (uintptr_t)p; }
 
+/* The slab of slot `o`: its header holds the key of the links stored in
+ * its slots (links cross slabs here, each encoded with its slot's key). */
+static inline _ak_slab *slab_of(const _ak_pool_impl *p, const void *o) {
+  return (_ak_slab *)((uintptr_t)o & ~(uintptr_t)(p->slab_size - 1));
+}
+
+static inline void *decode(const _ak_pool_impl *p, const void *o, uintptr_t w) {
+  return (void *)(ak_harden_encode ? w ^ slab_of(p, o)->key : w);
+}
+
+static inline uintptr_t encode(const _ak_pool_impl *p, const void *o, const void *next) {
+  return ak_harden_encode ? (uintptr_t)next ^ slab_of(p, o)->key : (uintptr_t)next;
+}
+
+/* Hardened: could `next` be a slot of this pool? Within the address range
+ * of its slabs and on the slot grid of a slab (no memory is read: a wild
+ * value must not fault here). */
+static bool plausible(const _ak_pool_impl *p, uintptr_t next) {
+  if (next == 0) return true;
+  if (next < atomic_load_explicit(&p->lf_lo, memory_order_relaxed) ||
+      next >= atomic_load_explicit(&p->lf_hi, memory_order_relaxed))
+    return false;
+  size_t off = next & (p->slab_size - 1);
+  return off >= p->lf_hdr && (off - p->lf_hdr) % p->slot == 0 && off - p->lf_hdr < p->capacity * p->slot;
+}
+
+static _Noreturn AK_COLD void corrupt(_ak_pool_impl *p, void *o, void *next) {
+  _ak_slab_corrupt(slab_of(p, o), o, next, "ak_pool_alloc");
+}
+
 /* The benign race of a Treiber stack: the link of the head slot may be
  * written by the thread that just popped it. Read it atomically; TSan is
  * told to ignore this one function. */
-static AK_NO_TSAN void *read_link(void *slot) { return *(void *volatile *)slot; }
+static AK_NO_TSAN uintptr_t read_link(void *slot) { return *(uintptr_t volatile *)slot; }
 
 /* Under p->mu: carves a spare or new slab into one chain and pushes the
  * chain with one CAS. 0 or an errno. */
@@ -50,6 +81,10 @@ static int push_slab(_ak_pool_impl *p) {
     return ENOMEM;
   }
   _ak_list_push_back(&p->full, s, AK_SLAB_FULL); /* listed for trim/destroy */
+  p->lf_hdr = s->start - (uintptr_t)s;
+  if (!atomic_load(&p->lf_lo) || (uintptr_t)s < atomic_load(&p->lf_lo)) atomic_store(&p->lf_lo, (uintptr_t)s);
+  if ((uintptr_t)s + p->slab_size > atomic_load(&p->lf_hi))
+    atomic_store(&p->lf_hi, (uintptr_t)s + p->slab_size);
   s->free = NULL;
   s->bump = s->start;
   if (p->tracked) AK_TRACK_INTERNAL((void *)s->start, s->end - s->start);
@@ -58,12 +93,13 @@ static int push_slab(_ak_pool_impl *p) {
     for (uintptr_t o = s->start; o < s->end; o += p->slot)
       AK_TRACK_RELEASE((void *)(o + sizeof(void *)), p->slot - sizeof(void *));
   void *first = s->free, *last = first;
-  while (*(void **)last) last = *(void **)last;
+  while (_ak_slab_link(s, last)) last = _ak_slab_link(s, last);
   s->free = NULL;
   s->used = s->capacity; /* the slots now belong to the stack */
   uint64_t old = atomic_load_explicit(&p->lf_head, memory_order_relaxed);
   do {
-    __atomic_store_n((void **)last, (void *)(uintptr_t)(old & PTR_MASK), __ATOMIC_RELAXED);
+    __atomic_store_n((uintptr_t *)last, encode(p, last, (void *)(uintptr_t)(old & PTR_MASK)),
+                     __ATOMIC_RELAXED);
   } while (!atomic_compare_exchange_weak_explicit(&p->lf_head, &old, pack(old, first), memory_order_release,
                                                   memory_order_relaxed));
   return 0;
@@ -100,9 +136,15 @@ void *_ak_lockfree_alloc(_ak_pool_impl *p) {
       old = atomic_load_explicit(&p->lf_head, memory_order_acquire);
       continue;
     }
-    void *next = read_link(top);
+    void *next = decode(p, top, read_link(top));
     if (atomic_compare_exchange_weak_explicit(&p->lf_head, &old, pack(old, next), memory_order_acquire,
                                               memory_order_acquire)) {
+      /* The CAS proves `top` was the head throughout: `next` is its real
+       * link, so a bad one is corruption, not a race. */
+      if (ak_harden_links && AK_UNLIKELY(!plausible(p, (uintptr_t)next))) corrupt(p, top, next);
+      /* No stale link in a handed-out slot: freeing it untouched must not
+       * look like a double free. */
+      if (ak_harden_double_free) __atomic_store_n((uintptr_t *)top, 0, __ATOMIC_RELAXED);
       if (ak_config_checked || p->tracked) {
         _ak_slab *s = (_ak_slab *)((uintptr_t)top & ~(uintptr_t)(p->slab_size - 1));
         _ak_pool_mark_live(p, s, top);
@@ -113,15 +155,37 @@ void *_ak_lockfree_alloc(_ak_pool_impl *p) {
   }
 }
 
+/* Hardened double-free check: if the first word of `o` decodes to a
+ * plausible link, search the stack (bounded; a link changed under the
+ * walk by a concurrent pop ends it). */
+static bool on_stack(_ak_pool_impl *p, void *o) {
+  if (!plausible(p, (uintptr_t)decode(p, o, *(uintptr_t *)o))) return false;
+  size_t limit = (atomic_load_explicit(&p->lf_hi, memory_order_relaxed) -
+                  atomic_load_explicit(&p->lf_lo, memory_order_relaxed)) /
+                     p->slot +
+                 1;
+  for (void *b = (void *)(uintptr_t)(atomic_load(&p->lf_head) & PTR_MASK); b && limit--;) {
+    if (b == o) return true;
+    void *next = decode(p, b, read_link(b));
+    if (!plausible(p, (uintptr_t)next)) return false;
+    b = next;
+  }
+  return false;
+}
+
 void _ak_lockfree_free(_ak_pool_impl *p, void *o) {
   _ak_slab *s = _ak_pool_slab_fast(p, o, "ak_pool_free");
   if (AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_free(p, s, o, "ak_pool_free");
     _ak_pool_track_free(p, o);
   }
+  if (ak_harden_double_free && AK_UNLIKELY(on_stack(p, o))) {
+    fprintf(stderr, "arenakit: ak_pool_free(%p): double free in pool '%s'\n", o, p->name);
+    abort();
+  }
   uint64_t old = atomic_load_explicit(&p->lf_head, memory_order_relaxed);
   do {
-    __atomic_store_n((void **)o, (void *)(uintptr_t)(old & PTR_MASK), __ATOMIC_RELAXED);
+    __atomic_store_n((uintptr_t *)o, encode(p, o, (void *)(uintptr_t)(old & PTR_MASK)), __ATOMIC_RELAXED);
   } while (!atomic_compare_exchange_weak_explicit(&p->lf_head, &old, pack(old, o), memory_order_release,
                                                   memory_order_relaxed));
   atomic_fetch_sub_explicit(&p->lf_live, 1, memory_order_relaxed);

@@ -20,6 +20,7 @@
  * taken before a pool's `mu` (slab get/put, abandoned list, heap list). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,9 +46,13 @@ typedef struct tl_entry {
   _ak_pool_heap *h;
 } tl_entry;
 
-static _Thread_local tl_entry tl_cache[8];
-static _Thread_local tl_entry *tl_all;
-static _Thread_local size_t tl_n, tl_cap;
+/* Initial-exec TLS: the fast paths reach it with one %fs-relative access,
+ * no __tls_get_addr call (the library is loaded at start-up, or dlopen'ed
+ * into glibc's static TLS reserve). */
+#define TL static __attribute__((tls_model("initial-exec"))) _Thread_local
+TL tl_entry tl_cache[8];
+TL tl_entry *tl_all;
+TL size_t tl_n, tl_cap;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static _ak_pool_impl *g_threads_pools; /* live THREADS pools (under g_mu) */
@@ -352,11 +357,22 @@ void *_ak_threads_alloc(_ak_pool_impl *p) {
   return o;
 }
 
+static _Noreturn AK_COLD void double_free(_ak_pool_impl *p, void *o) {
+  fprintf(stderr, "arenakit: ak_pool_free(%p): double free in pool '%s'\n", o, p->name);
+  abort();
+}
+
+/* Hardened: aborts if `o` is already free (see _ak_slab_is_free). */
+static inline void check_double_free(_ak_pool_impl *p, _ak_slab *s, void *o, bool local) {
+  if (ak_harden_double_free && AK_UNLIKELY(_ak_slab_is_free(s, o, local))) double_free(p, o);
+}
+
 static void remote_free(_ak_pool_impl *p, _ak_slab *s, void *o) {
   if (atomic_load_explicit(&s->owner, memory_order_acquire) == 0) {
     /* Abandoned: nobody owns the local list; work on it under the mutex. */
     pthread_mutex_lock(&p->mu);
     if (atomic_load(&s->owner) == 0) {
+      check_double_free(p, s, o, true);
       _ak_slab_push(s, o);
       (void)_ak_slab_collect(s);
       if (s->used == 0) {
@@ -368,10 +384,11 @@ static void remote_free(_ak_pool_impl *p, _ak_slab *s, void *o) {
     }
     pthread_mutex_unlock(&p->mu);
   }
+  check_double_free(p, s, o, false);
   /* One CAS: push on the slab's remote list; the owner collects it. */
   void *head = atomic_load_explicit(&s->remote, memory_order_relaxed);
   do {
-    *(void **)o = head;
+    _ak_slab_set_link(s, o, head);
   } while (!atomic_compare_exchange_weak_explicit(&s->remote, &head, o, memory_order_release,
                                                   memory_order_relaxed));
 }
@@ -388,10 +405,8 @@ void _ak_threads_free(_ak_pool_impl *p, void *o) {
     remote_free(p, s, o);
     return;
   }
-  if (AK_UNLIKELY(o == s->free)) {
-    _ak_error(EINVAL, "ak_pool_free: double free");
-    abort();
-  }
+  if (AK_UNLIKELY(o == s->free)) double_free(p, o);
+  check_double_free(p, s, o, true);
   bool was_full = s->list == AK_SLAB_FULL;
   _ak_slab_push(s, o);
   relaxed_add(&h->frees, 1);

@@ -1,6 +1,9 @@
-/* slab.c - slab headers, slot carving and remote collection (slab layer). */
+/* slab.c - slab headers, slot carving, remote collection and the hardened
+ * checks of free lists (slab layer). */
 #include "slab/slab.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 size_t _ak_slab_header_size(size_t capacity, size_t align, bool checked) {
@@ -14,13 +17,16 @@ size_t _ak_slab_capacity(size_t slab_size, size_t slot, size_t align, bool check
   return cap;
 }
 
-_ak_slab *_ak_slab_init(void *mem, void *pool, size_t slab_size, size_t slot, size_t align, bool checked) {
+_ak_slab *_ak_slab_init(void *mem, void *pool, const char *name, size_t slab_size, size_t slot, size_t align,
+                        bool checked) {
   _ak_slab *s = mem;
   size_t cap = _ak_slab_capacity(slab_size, slot, align, checked);
   size_t hdr = _ak_slab_header_size(cap, align, checked);
   memset(s, 0, hdr);
   s->magic = AK_SLAB_MAGIC ^ (uintptr_t)pool;
   s->pool = pool;
+  s->name = name;
+  s->key = ak_harden_encode ? _ak_random_key() : 0;
   s->start = (uintptr_t)mem + hdr;
   s->bump = s->start;
   s->end = s->start + cap * slot;
@@ -34,29 +40,50 @@ _ak_slab *_ak_slab_init(void *mem, void *pool, size_t slab_size, size_t slot, si
 void _ak_slab_carve(_ak_slab *s, size_t bytes) {
   size_t n = bytes / s->slot;
   if (n == 0) n = 1;
-  /* Carve in address order: the list pops from low to high addresses. */
-  void *head = s->free;
-  uintptr_t stop = s->bump + n * s->slot;
-  if (stop > s->end || stop < s->bump) stop = s->end;
-  for (uintptr_t p = stop; p > s->bump;) {
-    p -= s->slot;
-    *(void **)p = head;
-    head = (void *)p;
-  }
-  s->free = head;
-  s->bump = stop;
+  size_t left = (size_t)(s->end - s->bump) / s->slot;
+  if (n > left) n = left;
+  s->free = _ak_chain_blocks(s->bump, s->slot, n, s->free, s->key, ak_harden_shuffle);
+  s->bump += n * s->slot;
 }
 
 uint32_t _ak_slab_collect(_ak_slab *s) {
   void *list = atomic_exchange_explicit(&s->remote, NULL, memory_order_acquire);
   uint32_t n = 0;
   while (list) {
-    void *next = *(void **)list;
-    *(void **)list = s->free;
+    void *next = _ak_slab_link(s, list);
+    if (ak_harden_links && AK_UNLIKELY(next && !_ak_slab_in(s, (uintptr_t)next)))
+      _ak_slab_corrupt(s, list, next, "ak_pool_alloc");
+    _ak_slab_set_link(s, list, s->free);
     s->free = list;
     list = next;
     n++;
   }
   s->used -= n;
   return n;
+}
+
+void _ak_slab_corrupt(const _ak_slab *s, const void *o, const void *next, const char *call) {
+  fprintf(stderr,
+          "arenakit: %s: pool '%s': corrupted free list in slab %p: the free slot %p links to %p, "
+          "outside the slab (write after free or a forged link)\n",
+          call, s->name ? s->name : "?", (const void *)s, o, next);
+  abort();
+}
+
+/* Walks a list from `head` for at most `limit` steps; stops at a link that
+ * leaves the slab (another thread may be changing a remote list). */
+static bool list_has(const _ak_slab *s, const void *head, const void *o, size_t limit) {
+  for (const void *b = head; b && limit--; b = _ak_slab_link(s, b)) {
+    if (b == o) return true;
+    if (!_ak_slab_in(s, (uintptr_t)b)) return false;
+  }
+  return false;
+}
+
+bool _ak_slab_is_free(const _ak_slab *s, const void *o, bool local) {
+  if (!_ak_slab_looks_free(s, o)) return false;
+  size_t limit = (size_t)s->capacity + 1;
+  return (local && list_has(s, s->free, o, limit)) ||
+         list_has(s, atomic_load_explicit(&((_ak_slab *)(uintptr_t)s)->remote, memory_order_acquire), o,
+                  limit);
 }

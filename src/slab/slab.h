@@ -18,9 +18,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arenakit/common.h"
+#include "common/harden.h"
+
 #define AK_SLAB_MAGIC UINT64_C(0x616b2d736c616221) /* "ak-slab!" */
 
 typedef struct _ak_slab _ak_slab;
+
+/** Slab flags. TRACKED: the slots are annotated for ASan/Valgrind (fresh
+ *  slots are inaccessible until handed out, so they are carved one by one,
+ *  never chained ahead; the tool, not the shuffle, checks that pool). */
+enum { AK_SLAB_F_TRACKED = 1u };
 
 /** Which list of its pool a slab is on. */
 enum { AK_SLAB_AVAIL = 1, AK_SLAB_FULL = 2, AK_SLAB_SPARE = 3, AK_SLAB_ABANDONED = 4 };
@@ -40,11 +48,13 @@ struct _ak_slab {
   uintptr_t end;            /* start + capacity * slot */
   size_t slot;              /* slot size in bytes */
   uint32_t capacity;        /* slots in this slab */
-  uint32_t flags;           /* backing details (AK_SLAB_F_*) */
+  uint32_t flags;           /* AK_SLAB_F_* */
   size_t file_offset;       /* file backing: where this slab lives in the file */
   _Atomic(void *) remote;   /* frees by other threads (AK_SYNC_THREADS) */
   _Atomic(uintptr_t) owner; /* owning thread heap, 0 = abandoned (THREADS) */
   void *heap;               /* owning heap (owner's copy, THREADS) */
+  uintptr_t key;            /* hardened: links are stored as next ^ key (0 otherwise) */
+  const char *name;         /* the owning pool's name, for messages */
   uint64_t bitmap[];        /* checked build: 1 bit per live slot */
 };
 
@@ -55,31 +65,84 @@ size_t _ak_slab_header_size(size_t capacity, size_t align, bool checked);
  *  aligned to `align`. */
 size_t _ak_slab_capacity(size_t slab_size, size_t slot, size_t align, bool checked);
 
-/** Initialises the header of fresh slab memory `mem`. */
-_ak_slab *_ak_slab_init(void *mem, void *pool, size_t slab_size, size_t slot, size_t align, bool checked);
+/** Initialises the header of fresh slab memory `mem` (`slab_size` bytes
+ *  usable; a guard page, if any, lies beyond). `name` is the pool's. */
+_ak_slab *_ak_slab_init(void *mem, void *pool, const char *name, size_t slab_size, size_t slot, size_t align,
+                        bool checked);
 
-/** Pops one slot: the free list first, then carving. NULL if full. */
+/* ---- free-list links ---------------------------------------------------------
+ * Every link stored in a free slot (local and remote lists) goes through
+ * these two. In the hardened build a link is stored as next ^ key, with a
+ * random key per slab (NULL becomes the key itself); otherwise key is 0. */
+
+/** The link stored in free slot `o` of `s`, decoded. */
+static inline void *_ak_slab_link(const _ak_slab *s, const void *o) {
+  uintptr_t w = *(const uintptr_t *)o;
+  return (void *)(ak_harden_encode ? w ^ s->key : w);
+}
+
+/** Stores `next` as the link of free slot `o` of `s`. */
+static inline void _ak_slab_set_link(const _ak_slab *s, void *o, const void *next) {
+  *(uintptr_t *)o = ak_harden_encode ? (uintptr_t)next ^ s->key : (uintptr_t)next;
+}
+
+/** True if `p` lies in the slot area of `s` (no grid test). */
+static inline bool _ak_slab_in(const _ak_slab *s, uintptr_t p) { return p - s->start < s->end - s->start; }
+
+/** Hardened: aborts because the link in free slot `o` of `s` (decoded:
+ *  `next`) leaves the slab: the free list was corrupted or forged. */
+_Noreturn void _ak_slab_corrupt(const _ak_slab *s, const void *o, const void *next, const char *call);
+
+/** The hardened double-free check: true if `o` is on the remote free list
+ *  of `s` or, with `local` (the caller owns the slab), on its local list.
+ *  The lists are searched only when the first word of `o` decodes to a
+ *  plausible link, so a live object costs one load and a compare. */
+bool _ak_slab_is_free(const _ak_slab *s, const void *o, bool local);
+
+/** True if the first word of `o` decodes to NULL or a slot address of
+ *  `s`, as the link of a free slot does (hardened double-free check). */
+static inline bool _ak_slab_looks_free(const _ak_slab *s, const void *o) {
+  uintptr_t next = (uintptr_t)_ak_slab_link(s, o);
+  return next == 0 || _ak_slab_in(s, next);
+}
+
+/** Carves up to `bytes` worth of never-used slots onto the free list (so
+ *  inline fast paths can pop them); in random order with the shuffle
+ *  mitigation. */
+void _ak_slab_carve(_ak_slab *s, size_t bytes);
+
+/** Pops one slot: the free list first, then carving. NULL if full. With
+ *  the links mitigation a link that leaves the slab aborts. */
 static inline void *_ak_slab_pop(_ak_slab *s) {
   void *o = s->free;
   if (o) {
-    s->free = *(void **)o;
+    void *next = _ak_slab_link(s, o);
+    if (ak_harden_links && AK_UNLIKELY(next && !_ak_slab_in(s, (uintptr_t)next)))
+      _ak_slab_corrupt(s, o, next, "ak_pool_alloc");
+    s->free = next;
   } else if (s->bump < s->end) {
-    o = (void *)s->bump;
-    s->bump += s->slot;
+    if (ak_harden_shuffle && !(s->flags & AK_SLAB_F_TRACKED)) {
+      /* Fresh slots in random order: carve a shuffled batch. */
+      _ak_slab_carve(s, 4096);
+      o = s->free;
+      s->free = _ak_slab_link(s, o);
+    } else {
+      o = (void *)s->bump;
+      s->bump += s->slot;
+    }
   } else {
     return NULL;
   }
+  /* Hardened: a handed-out slot holds no stale link, so that freeing it
+   * untouched does not look like a double free (and search the lists). */
+  if (ak_harden_double_free && !(s->flags & AK_SLAB_F_TRACKED)) *(uintptr_t *)o = 0;
   s->used++;
   return o;
 }
 
-/** Carves up to `bytes` worth of never-used slots onto the free list (so
- *  inline fast paths can pop them). */
-void _ak_slab_carve(_ak_slab *s, size_t bytes);
-
 /** Pushes `o` back on the local free list. */
 static inline void _ak_slab_push(_ak_slab *s, void *o) {
-  *(void **)o = s->free;
+  _ak_slab_set_link(s, o, s->free);
   s->free = o;
   s->used--;
 }

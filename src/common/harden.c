@@ -1,0 +1,88 @@
+/* harden.c - random numbers and free-list chaining for the hardened
+ * build's mitigations (see harden.h). */
+#define _GNU_SOURCE
+#include "common/harden.h"
+
+#include "arenakit/common.h"
+
+#include <sys/random.h>
+#include <time.h>
+
+/* xorshift64* per thread; initial-exec TLS: one %fs access, no call. */
+static __attribute__((tls_model("initial-exec"))) _Thread_local uint64_t rng_state;
+
+static uint64_t seed(void) {
+  uint64_t s = 0;
+  if (getrandom(&s, sizeof s, GRND_NONBLOCK) != (ssize_t)sizeof s || s == 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    s = (uint64_t)(uintptr_t)&ts ^ ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^
+        (uint64_t)(uintptr_t)&rng_state;
+  }
+  return s ? s : UINT64_C(0x9e3779b97f4a7c15);
+}
+
+uint64_t _ak_random(void) {
+  uint64_t x = rng_state;
+  if (x == 0) x = seed();
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  rng_state = x;
+  return x * UINT64_C(0x2545f4914f6cdd1d);
+}
+
+void *_ak_chain_blocks(uintptr_t base, size_t stride, size_t n, void *tail, uintptr_t key, bool shuffle) {
+  void *head = tail;
+  if (!shuffle || n < 2) {
+    /* Address order: the chain pops from low to high addresses. */
+    for (size_t i = n; i-- > 0;) {
+      void *b = (void *)(base + i * stride);
+      *(uintptr_t *)b = (uintptr_t)head ^ key;
+      head = b;
+    }
+    return head;
+  }
+  /* Random order without a side array: a Fisher-Yates shuffle of indices
+   * in batches of up to 256 (a fresh slab is carved a few KiB at a time). */
+  for (size_t done = 0; done < n;) {
+    uint16_t idx[256];
+    size_t m = n - done < 256 ? n - done : 256;
+    for (size_t i = 0; i < m; i++) idx[i] = (uint16_t)i;
+    for (size_t i = m - 1; i > 0; i--) {
+      size_t j = (size_t)(((_ak_random() >> 32) * (uint64_t)(i + 1)) >> 32); /* uniform in [0, i] */
+      uint16_t t = idx[i];
+      idx[i] = idx[j];
+      idx[j] = t;
+    }
+    for (size_t i = 0; i < m; i++) {
+      void *b = (void *)(base + (done + idx[i]) * stride);
+      *(uintptr_t *)b = (uintptr_t)head ^ key;
+      head = b;
+    }
+    done += m;
+  }
+  return head;
+}
+
+const char *ak_hardening(void) {
+  static const char *const names[16] = {
+      "none",
+      "links",
+      "guards",
+      "links,guards",
+      "shuffle",
+      "links,shuffle",
+      "guards,shuffle",
+      "links,guards,shuffle",
+      "double-free",
+      "links,double-free",
+      "guards,double-free",
+      "links,guards,double-free",
+      "shuffle,double-free",
+      "links,shuffle,double-free",
+      "guards,shuffle,double-free",
+      "links,guards,shuffle,double-free",
+  };
+  return names[AK_HARDENED & 15];
+}
