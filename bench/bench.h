@@ -12,6 +12,14 @@
 // Adding a scenario: write bench/scenario_<name>.cpp defining a
 // `const akb::Scenario akb_scenario_<name>` and add one line to the registry
 // in bench/scenarios.cpp.
+//
+// Hardened-build cost (`ak_bench run ... --hardened-exe PATH`): the runner
+// runs each scenario's glibc child (the unpreloaded process) with this
+// ak_bench and with one built with -DAK_HARDENED=ON, interleaved, and
+// compares the keys that the scenario lists in Scenario::metrics (arenakit's
+// own measurements). Those children get the parameter akb_arenakit_only=1
+// (akb::arenakit_only): a scenario may then skip everything that does not
+// measure arenakit.
 #ifndef AK_BENCH_BENCH_H
 #define AK_BENCH_BENCH_H
 
@@ -41,6 +49,14 @@ inline void clobber() { asm volatile("" : : : "memory"); }
 // Scenario parameters, "key=value" strings passed from parent to children.
 using Params = std::map<std::string, std::string>;
 std::uint64_t param_u64(const Params &p, const std::string &key, std::uint64_t def);
+
+// Set (to "1") by the runner for the children of the hardened-cost
+// comparison: only arenakit's metrics are wanted, the rest may be skipped.
+constexpr const char *kArenakitOnly = "akb_arenakit_only";
+inline bool arenakit_only(const Params &p) {
+  auto it = p.find(kArenakitOnly);
+  return it != p.end() && it->second == "1";
+}
 
 // ---- parent side ----------------------------------------------------------
 
@@ -107,6 +123,17 @@ struct Report {
   std::string details_md;  // extra Markdown (e.g. per-allocator output)
 };
 
+// One of arenakit's metrics among a scenario's emitted keys, for the
+// hardened-build cost: which way is better decides how the slowdown is
+// computed (lower, a time: hardened / normal; higher, a throughput:
+// normal / hardened).
+enum class Better { lower, higher };
+struct Metric {
+  const char *key;  // an emitted key of the glibc child; '*' matches any characters ("wall.threads.T*")
+  Better better;
+  const char *unit;  // for the report: "s", "ns", "M op/s", ...
+};
+
 struct Scenario {
   const char *name;
   const char *description;
@@ -118,6 +145,9 @@ struct Scenario {
   Report (*report)(const RunData &data, const Params &params);
   int default_reps;
   int quick_reps;
+  // arenakit's metrics (optional: a scenario without any is left out of the
+  // hardened-build cost). Keys the glibc child does not emit are skipped.
+  std::vector<Metric> metrics = {};
 };
 
 // The registry (bench/scenarios.cpp).

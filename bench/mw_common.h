@@ -80,10 +80,20 @@ inline std::string self_label() {
 }
 
 // The columns this child measures: its own allocator, plus arenakit and
-// simple in the glibc child.
-inline std::vector<Column> child_columns() {
+// simple in the glibc child; only arenakit with `arenakit_only` (the
+// hardened-build cost: the path is this ak_bench's build's
+// libarenakit-malloc.so, so a hardened ak_bench measures the hardened one).
+inline std::vector<Column> child_columns(bool arenakit_only = false) {
   std::vector<Column> cols = {{self_label(), ""}};
   const char *pre = std::getenv("LD_PRELOAD");
+  if (arenakit_only && (!pre || !*pre)) {
+    cols.clear();
+    if (*AKB_ARENAKIT_MALLOC && access(AKB_ARENAKIT_MALLOC, R_OK) == 0)
+      cols.push_back(Column{"arenakit", AKB_ARENAKIT_MALLOC});
+    else
+      std::fprintf(stderr, "ak_bench: no arenakit column: %s not built\n", AKB_ARENAKIT_MALLOC);
+    return cols;
+  }
   if (!pre || !*pre) {
     if (*AKB_ARENAKIT_MALLOC && access(AKB_ARENAKIT_MALLOC, R_OK) == 0)
       cols.insert(cols.begin(), Column{"arenakit", AKB_ARENAKIT_MALLOC});

@@ -79,7 +79,7 @@ int child(const akb::Params &p) {
   if (p.count("sub")) return sub(p);
   akmw::widen_affinity();
   std::vector<std::string> tops = split(p.at("tops"));
-  std::vector<akmw::Column> cols = akmw::child_columns();
+  std::vector<akmw::Column> cols = akmw::child_columns(akb::arenakit_only(p));
   akmw::OverMemo memo(kName);
   for (const std::string &top : tops) {
     for (const char *prog : kProgs) {
@@ -274,4 +274,7 @@ const akb::Scenario akb_scenario_collatz = {
     report,
     3,
     1,
+    {
+        {"arenakit.*.time", akb::Better::lower, "s"},
+    },
 };

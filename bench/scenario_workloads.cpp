@@ -338,7 +338,7 @@ int sub(const akb::Params &p) {
 int child(const akb::Params &p) {
   if (p.count("sub")) return sub(p);
   akmw::widen_affinity();
-  std::vector<akmw::Column> cols = akmw::child_columns();
+  std::vector<akmw::Column> cols = akmw::child_columns(akb::arenakit_only(p));
   akmw::OverMemo memo(kName);
   for (const char *wl : kWorkloads) {
     for (const akmw::Column &col : cols) {
@@ -492,4 +492,7 @@ const akb::Scenario akb_scenario_workloads = {
     report,
     3,
     1,
+    {
+        {"arenakit.*.time", akb::Better::lower, "s"},
+    },
 };

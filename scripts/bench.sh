@@ -8,11 +8,25 @@
 #   scripts/bench.sh --reps 5        options go to `ak_bench run` (--reps N,
 #                                    --rounds N, --n N, --out DIR,
 #                                    --allocators a,b, --cpu N|none,
-#                                    --no-plot, --strict)
+#                                    --no-plot, --strict, --hardened-reps N)
+#
+# Hardened build cost (docs/benchmarks.md): every run also builds ak_bench
+# with -DAK_HARDENED=ON in build-bench-hardened/ and reports, per scenario,
+# arenakit's metrics normal against hardened (results/hardened-cost.md|csv,
+# check: geometric-mean slowdown <= 1.10x).
+#   --hardened LIST                  only these mitigations (comma-separated:
+#                                    links, guards, shuffle, double-free; "all"
+#                                    is the default), built in
+#                                    build-bench-hardened-<a+b>/, reported in
+#                                    results/hardened-cost-<a+b>.md|csv
+#   --hardened-only                  only the hardened-cost report, not the
+#                                    scenarios' own tables
+#   --no-hardened                    no hardened build, no report
 #
 # Installs the missing Debian packages (scripts/deps.sh bench: jemalloc,
 # tcmalloc, mimalloc, matplotlib), builds ak_bench in build-bench/ (Release)
-# and runs it. Environment: BUILD_DIR (default build-bench), JOBS (default 2).
+# and runs it. Environment: BUILD_DIR (default build-bench), HARDENED_BUILD_DIR
+# (default <BUILD_DIR>-hardened[-<a+b>]), JOBS (default 2).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
@@ -21,12 +35,18 @@ jobs=${JOBS:-2}
 quick=()
 names=()
 extra=()
+hardened=all  # mitigations of the hardened build ("" : none, no report)
+hardened_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=(--quick) ;;
     --) shift; extra+=("$@"); break ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
-    --reps|--rounds|--n|--out|--allocators|--cpu) extra+=("$1" "${2:?$1 needs a value}"); shift ;;
+    -h|--help) sed -n '2,${/^#/!q;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    --hardened) hardened=${2:?$1 needs a value}; shift ;;
+    --hardened=*) hardened=${1#--hardened=} ;;
+    --no-hardened) hardened= ;;
+    --hardened-only) hardened_only=1 ;;
+    --reps|--rounds|--n|--out|--allocators|--cpu|--hardened-reps) extra+=("$1" "${2:?$1 needs a value}"); shift ;;
     -*) extra+=("$1") ;;
     *) names+=("$1") ;;
   esac
@@ -34,17 +54,56 @@ while [ $# -gt 0 ]; do
 done
 [ ${#names[@]} -eq 0 ] && names=(all)
 
+# The hardened tree: all mitigations (AK_HARDEN's default) or the named ones.
+hardened_cmake=()
+hardened_args=()
+hbuild=
+if [ -n "$hardened" ]; then
+  if [ "$hardened" = all ]; then
+    hbuild=${HARDENED_BUILD_DIR:-$build-hardened}
+    hardened_cmake=(-UAK_HARDEN)
+  else
+    tag=
+    IFS=, read -r -a mitigations <<<"$hardened"
+    for m in "${mitigations[@]}"; do
+      case "$m" in
+        links|guards|shuffle|double-free) ;;
+        *) echo "bench.sh: --hardened: unknown mitigation '$m' (links, guards, shuffle, double-free, or all)" >&2; exit 2 ;;
+      esac
+      tag+=${tag:++}$m
+    done
+    [ -n "$tag" ] || { echo "bench.sh: --hardened needs a list of mitigations" >&2; exit 2; }
+    hbuild=${HARDENED_BUILD_DIR:-$build-hardened-$tag}
+    hardened_cmake=("-DAK_HARDEN=${tag//+/;}")
+    hardened_args=(--hardened-tag "$tag")
+  fi
+  hardened_args+=(--hardened-exe "$hbuild/bench/ak_bench")
+  [ $hardened_only -eq 1 ] && hardened_args+=(--hardened-only)
+elif [ $hardened_only -eq 1 ]; then
+  echo "bench.sh: --hardened-only and --no-hardened exclude each other" >&2
+  exit 2
+fi
+
 "$root/scripts/deps.sh" bench || echo "bench.sh: scripts/deps.sh bench failed; running with what is installed" >&2
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DAK_BUILD_TESTS=OFF -DAK_BUILD_BENCH=ON >/dev/null
 cmake --build "$build" --target ak_bench -j "$jobs"
+if [ -n "$hbuild" ]; then
+  # Only what ak_bench needs: arenakit_static, arenakit-malloc (the drop-in
+  # its malloc scenarios preload), ak_simple_malloc and ak_bench itself.
+  echo "bench.sh: hardened build ($hardened) in $hbuild"
+  cmake -S "$root" -B "$hbuild" -DCMAKE_BUILD_TYPE=Release -DAK_BUILD_TESTS=OFF -DAK_BUILD_BENCH=ON \
+    -DAK_HARDENED=ON "${hardened_cmake[@]}" >/dev/null
+  cmake --build "$hbuild" --target ak_bench -j "$jobs" ||
+    { echo "bench.sh: the hardened build failed (--no-hardened skips it)" >&2; exit 1; }
+fi
 
 out=()
 if [ ${#quick[@]} -eq 0 ]; then
   out=(--out "$root/results")
 fi
 status=0
-"$build/bench/ak_bench" run "${names[@]}" "${quick[@]}" "${out[@]}" "${extra[@]}" || status=$?
+"$build/bench/ak_bench" run "${names[@]}" "${quick[@]}" "${out[@]}" "${hardened_args[@]}" "${extra[@]}" || status=$?
 
 # A full run refreshes the README's "Latest benchmark" section from
 # results/README-table.md (between the bench-table markers).
