@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -49,6 +50,31 @@ inline void widen_affinity() {
   CPU_ZERO(&got);
   sched_getaffinity(0, sizeof got, &got);
   emit("cpus", CPU_COUNT(&got));
+}
+
+// A Markdown table from string cells (first column left-aligned, the others right-aligned).
+inline std::string md_table(const std::vector<std::string> &head,
+                            const std::vector<std::vector<std::string>> &rows) {
+  std::vector<std::size_t> w(head.size(), 3);
+  for (std::size_t c = 0; c < head.size(); c++) {
+    w[c] = std::max(w[c], head[c].size());
+    for (const auto &r : rows) w[c] = std::max(w[c], r[c].size());
+  }
+  auto line = [&](const std::vector<std::string> &cells, bool right) {
+    std::string s = "|";
+    for (std::size_t c = 0; c < cells.size(); c++) {
+      std::string pad(w[c] - cells[c].size(), ' ');
+      s += " " + (right && c ? pad + cells[c] : cells[c] + pad) + " |";
+    }
+    return s + "\n";
+  };
+  std::string s = line(head, false);
+  std::string sep = "|";
+  for (std::size_t c = 0; c < head.size(); c++)
+    sep += (c ? " " + std::string(w[c] - 1, '-') + ": |" : " " + std::string(w[c], '-') + " |");
+  s += sep + "\n";
+  for (const auto &r : rows) s += line(r, true);
+  return s;
 }
 
 }  // namespace akb

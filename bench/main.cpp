@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "bench_util.h"
 
 extern char **environ;
 
@@ -756,31 +757,6 @@ double geomean(const std::vector<double> &v) {
   return std::exp(s / static_cast<double>(v.size()));
 }
 
-// A Markdown table from string cells (first column left-aligned, the others right-aligned).
-std::string text_table(const std::vector<std::string> &head,
-                       const std::vector<std::vector<std::string>> &rows) {
-  std::vector<std::size_t> w(head.size(), 3);
-  for (std::size_t c = 0; c < head.size(); c++) {
-    w[c] = std::max(w[c], head[c].size());
-    for (const auto &r : rows) w[c] = std::max(w[c], r[c].size());
-  }
-  auto line = [&](const std::vector<std::string> &cells, bool right) {
-    std::string s = "|";
-    for (std::size_t c = 0; c < cells.size(); c++) {
-      std::string pad(w[c] - cells[c].size(), ' ');
-      s += " " + (right && c ? pad + cells[c] : cells[c] + pad) + " |";
-    }
-    return s + "\n";
-  };
-  std::string s = line(head, false);
-  std::string sep = "|";
-  for (std::size_t c = 0; c < head.size(); c++)
-    sep += (c ? " " + std::string(w[c] - 1, '-') + ": |" : " " + std::string(w[c], '-') + " |");
-  s += sep + "\n";
-  for (const auto &r : rows) s += line(r, true);
-  return s;
-}
-
 struct CostRow {
   std::string key, unit;
   akb::Better better = akb::Better::lower;
@@ -894,7 +870,7 @@ std::string cost_table(const ScenarioCost &c) {
     rows.push_back({r.key, r.unit, r.better == akb::Better::lower ? "lower" : "higher", fmt_g(r.normal),
                     fmt_g(r.hardened), fmt_g(r.slowdown, "%.3fx")});
   rows.push_back({"geometric mean", "", "", "", "", fmt_g(geomean(c.ratios), "%.3fx")});
-  return text_table({"metric", "unit", "better", "normal", "hardened", "slowdown"}, rows);
+  return akb::md_table({"metric", "unit", "better", "normal", "hardened", "slowdown"}, rows);
 }
 
 int hardened_cost(const std::vector<const Scenario *> &todo,
@@ -980,7 +956,7 @@ int hardened_cost(const std::vector<const Scenario *> &todo,
                      all.empty() ? "n/a" : fmt_g(*std::min_element(all.begin(), all.end()), "%.3fx"),
                      all.empty() ? "n/a" : fmt_g(*std::max_element(all.begin(), all.end()), "%.3fx")});
   std::string summary_md =
-      text_table({"scenario", "metrics", "slowdown (geometric mean)", "lowest", "highest"}, summary);
+      akb::md_table({"scenario", "metrics", "slowdown (geometric mean)", "lowest", "highest"}, summary);
 
   akb::Check check;
   check.name = "hardened build geometric-mean slowdown <= " + fmt_g(kMaxHardenedSlowdown, "%.2f") + "x (" +

@@ -304,30 +304,6 @@ inline std::string fmt(const char *f, double v) {
   return b;
 }
 
-// A Markdown table from string cells.
-inline std::string md_table(const std::vector<std::string> &head,
-                            const std::vector<std::vector<std::string>> &rows) {
-  std::vector<std::size_t> w(head.size(), 3);
-  for (std::size_t c = 0; c < head.size(); c++) {
-    w[c] = std::max(w[c], head[c].size());
-    for (const auto &r : rows) w[c] = std::max(w[c], r[c].size());
-  }
-  auto line = [&](const std::vector<std::string> &cells, bool right) {
-    std::string s = "|";
-    for (std::size_t c = 0; c < cells.size(); c++) {
-      std::string pad(w[c] - cells[c].size(), ' ');
-      s += " " + (right && c ? pad + cells[c] : cells[c] + pad) + " |";
-    }
-    return s + "\n";
-  };
-  std::string s = line(head, false);
-  std::vector<std::string> sep;
-  for (std::size_t c = 0; c < head.size(); c++) sep.push_back(std::string(w[c], '-'));
-  s += line(sep, false);
-  for (const auto &r : rows) s += line(r, true);
-  return s;
-}
-
 }  // namespace akmw
 
 #endif  // AK_BENCH_MW_COMMON_H

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "bench_util.h"
 #include "collatz.h"
 #include "mw_common.h"
 
@@ -226,7 +227,7 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
 
   // The seed's table with "20s+" cells, printed now (the runner's tables
   // cannot hold text) and in the detail.
-  std::string seed_md = akmw::md_table(shead, srows);
+  std::string seed_md = akb::md_table(shead, srows);
   std::printf("\nThe seed's table (seconds; %ss+ = killed at the limit):\n\n%s", limit.c_str(),
               seed_md.c_str());
   rep.details_md = "## The seed's table\n\nSeconds, " + std::to_string(kThreads) + " threads; \"" + limit +
