@@ -2,7 +2,8 @@
 # The README's test command: builds arenakit and runs every test suite.
 #
 #   scripts/test.sh            all stages
-#   scripts/test.sh STAGE...   some of: release asan tsan valgrind format
+#   scripts/test.sh STAGE...   some of: release asan tsan valgrind hardened
+#                              fuzz soak realprog format
 #
 # Stages:
 #   release   release-with-assertions build (-O2 -g, assert on, -Werror),
@@ -14,11 +15,20 @@
 #   tsan      ThreadSanitizer build with clang, every unit test (the
 #             concurrent pool modes under many threads)
 #   valgrind  memcheck over the single-threaded suites of the release build
-#             (the arena registers as a Valgrind mempool)
+#             (the arena and pools register as Valgrind mempools), and the
+#             proof that memcheck reports a use-after-free inside an arena
+#             and a pool (tests/uaf/memcheck.sh)
+#   hardened  the hardened build (AK_HARDENED=ON, docs/hardening.md): every
+#             ctest suite, including the attacks of tests/hardened_test.cpp
+#   fuzz      the libFuzzer targets (clang, ASan+UBSan), AK_FUZZ_SECONDS
+#             each (default 40), from the committed corpora
+#             (tests/fuzz/run.sh; a crash input is kept as a regression test)
+#   soak      the soak program for AK_SOAK_SECONDS (default 60) under the
+#             release and the hardened build (tests/soak/run.sh)
+#   realprog  python test modules, git, sqlite3, gcc and sort with
+#             LD_PRELOAD=libarenakit-malloc.so, output compared with a run
+#             without it (tests/realprog/run.sh)
 #   format    clang-format check of every source file
-#   realprog  (not in the default set yet) python test modules, git, sqlite3,
-#             gcc and sort with LD_PRELOAD=libarenakit-malloc.so, output
-#             compared with a run without it (tests/realprog/run.sh)
 # Installs missing Debian packages first (scripts/deps.sh test).
 # Ends with one line "tests: N passed, N failed".
 set -uo pipefail
@@ -26,7 +36,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 jobs=${AK_JOBS:-$(nproc)}
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(release asan tsan valgrind format)
+[ ${#stages[@]} -eq 0 ] && stages=(release asan tsan valgrind hardened fuzz soak realprog format)
 
 scripts/deps.sh test || { echo "test.sh: could not install dependencies" >&2; exit 1; }
 
@@ -111,6 +121,23 @@ for stage in "${stages[@]}"; do
         step "valgrind $(basename "$t")" valgrind --error-exitcode=99 --leak-check=full -q "$t" --gtest_brief=1 \
           --gtest_filter="$single_threaded"
       done
+      ;;
+    hardened)
+      echo "==== hardened build (AK_HARDENED=ON: links, guards, shuffle, double-free)"
+      if configure_build build-hardened -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_HARDENED=ON \
+        -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g"; then
+        run_ctest build-hardened hardened -LE consumer
+      else
+        failed=$((failed + 1)); failures+=("hardened build")
+      fi
+      ;;
+    fuzz)
+      echo "==== libFuzzer targets, ${AK_FUZZ_SECONDS:-40} s each"
+      step "fuzz" bash tests/fuzz/run.sh "${AK_FUZZ_SECONDS:-40}"
+      ;;
+    soak)
+      echo "==== soak, ${AK_SOAK_SECONDS:-60} s under the release and the hardened build"
+      step "soak" bash tests/soak/run.sh "${AK_SOAK_SECONDS:-60}"
       ;;
     realprog)
       echo "==== real programs under LD_PRELOAD of libarenakit-malloc.so"
