@@ -207,6 +207,9 @@ AK_API ak_arena_mark ak_arena_save(const ak_arena *a);
 /** Frees everything allocated after `m` was saved: runs the cleanups
  *  registered after it (newest first) and returns the dedicated chunks
  *  taken after it; regular chunks stay for reuse. The bump part is O(1).
+ *  A block allocated before `m` and grown in place by ak_arena_realloc
+ *  after it goes back to its size at `m` (the bytes it grew into are
+ *  freed; its first bytes up to that size are kept).
  *  `m` must come from this arena, after its last clear, and must not be
  *  older than a mark already restored past. Not thread-safe for `a`. */
 AK_API void ak_arena_restore(ak_arena *a, ak_arena_mark m);
