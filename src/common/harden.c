@@ -43,26 +43,36 @@ void *_ak_chain_blocks(uintptr_t base, size_t stride, size_t n, void *tail, uint
     }
     return head;
   }
-  /* Random order without a side array: a Fisher-Yates shuffle of indices
-   * in batches of up to 256 (a fresh slab is carved a few KiB at a time). */
-  for (size_t done = 0; done < n;) {
-    uint16_t idx[256];
-    size_t m = n - done < 256 ? n - done : 256;
-    for (size_t i = 0; i < m; i++) idx[i] = (uint16_t)i;
-    for (size_t i = m - 1; i > 0; i--) {
-      size_t j = (size_t)(((_ak_random() >> 32) * (uint64_t)(i + 1)) >> 32); /* uniform in [0, i] */
-      uint16_t t = idx[i];
-      idx[i] = idx[j];
-      idx[j] = t;
-    }
-    for (size_t i = 0; i < m; i++) {
-      void *b = (void *)(base + (done + idx[i]) * stride);
-      *(uintptr_t *)b = (uintptr_t)head ^ key;
-      head = b;
-    }
-    done += m;
+  /* Random order that keeps locality (as mimalloc's secure mode does): the
+   * blocks are cut into up to 8 slices of consecutive blocks and the chain
+   * takes the next block of a randomly chosen slice each time. Which block
+   * comes next cannot be predicted, yet memory is visited in at most 8
+   * ascending streams that the hardware prefetcher follows. */
+  enum { SLICES = 8 };
+  uintptr_t cur[SLICES], end[SLICES];
+  size_t ns = n < SLICES ? n : SLICES, per = n / ns, live = ns;
+  for (size_t i = 0; i < ns; i++) {
+    cur[i] = base + i * per * stride;
+    end[i] = i + 1 == ns ? base + n * stride : cur[i] + per * stride;
   }
-  return head;
+  uintptr_t first = 0, prev = 0;
+  while (live) {
+    size_t i = (size_t)(((_ak_random() >> 32) * (uint64_t)live) >> 32); /* uniform in [0, live) */
+    uintptr_t b = cur[i];
+    cur[i] += stride;
+    if (cur[i] == end[i]) { /* slice used up: the last live one takes its place */
+      live--;
+      cur[i] = cur[live];
+      end[i] = end[live];
+    }
+    if (prev)
+      *(uintptr_t *)prev = b ^ key;
+    else
+      first = b;
+    prev = b;
+  }
+  *(uintptr_t *)prev = (uintptr_t)head ^ key;
+  return (void *)first;
 }
 
 const char *ak_hardening(void) {

@@ -39,7 +39,7 @@ static const bool ak_malloc_checked = AK_CHECKED;
 enum { SEG_SMALL = 1, SEG_LARGE = 2 };
 #define OWNER_NONE ((uintptr_t)1)
 /* Page flags seen by the free fast path (any flag sends frees slow). */
-enum { PG_FULL = 1u, PG_ALIGNED = 2u, PG_NO_GUARD = 4u /* hardened: guard not set */ };
+enum { PG_FULL = 1u, PG_ALIGNED = 2u };
 
 typedef struct ak_mheap ak_mheap;
 
@@ -80,7 +80,8 @@ typedef struct ak_segment {
   uint64_t free_mask;               /* pages not in any span */
   uint64_t dirty_mask;              /* free pages not yet decommitted */
   uint64_t decommit_mask;           /* free pages given back with madvise */
-  uint64_t guard_mask;              /* hardened: free pages whose last 4 KiB is still PROT_NONE */
+  uint64_t guard_mask;              /* hardened: pages whose last 4 KiB is PROT_NONE (kept
+                                       when their span is freed, opened when a span covers them) */
   uint64_t dirty_since;             /* ms when dirty_mask became non-zero */
   size_t first_page_start;          /* offset of page 0's block area */
   ak_page pages[NPAGES];

@@ -166,11 +166,13 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
     at = find_run(seg->free_mask, k);
   }
   uint64_t bits = ((k == 64 ? ALL_PAGES : ((UINT64_C(1) << k) - 1)) << at);
-  /* Hardened: free pages whose guard is still inaccessible (a failed
-   * unprotect) inside the new span are opened now; the span's own last
-   * page is guarded anyway. */
-  for (uint64_t stale = seg->guard_mask & bits & ~(UINT64_C(1) << (at + k - 1)); stale; stale &= stale - 1) {
-    unsigned i = (unsigned)__builtin_ctzll(stale);
+  /* Hardened: guard_mask holds the pages whose last 4 KiB is PROT_NONE. A
+   * freed span keeps its guard (no system call on every free and reuse of
+   * a span); guards inside the new span are opened now, and its last page
+   * keeps or gets one below. */
+  uint64_t last = UINT64_C(1) << (at + k - 1);
+  for (uint64_t inner = seg->guard_mask & bits & ~last; inner; inner &= inner - 1) {
+    unsigned i = (unsigned)__builtin_ctzll(inner);
     void *g = (char *)seg + (size_t)(i + 1) * PAGE_SIZE_AK - GUARD;
     if (_ak_os_guard(g, GUARD, false) != 0) {
       errno = ENOMEM;
@@ -178,7 +180,6 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
     }
     seg->guard_mask &= ~(UINT64_C(1) << i);
   }
-  seg->guard_mask &= ~bits;
   /* Pages that were decommitted come back on first touch: count them. */
   committed_add((size_t)__builtin_popcountll(bits & seg->decommit_mask) * PAGE_SIZE_AK);
   seg->free_mask &= ~bits;
@@ -207,12 +208,13 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
   if (ak_harden_guards) {
     /* Hardened: the span's last 4 KiB is a guard page; blocks end before it. */
     pg->end -= GUARD;
-    if (_ak_os_guard((void *)pg->end, GUARD, true) != 0) {
-      pg->span = (uint8_t)k;
-      pg->flags = PG_NO_GUARD;
-      _ak_span_free(h, seg, pg);
-      errno = ENOMEM;
-      return NULL;
+    if (!(seg->guard_mask & last)) {
+      if (_ak_os_guard((void *)pg->end, GUARD, true) != 0) {
+        _ak_span_free(h, seg, pg);
+        errno = ENOMEM;
+        return NULL;
+      }
+      seg->guard_mask |= last;
     }
   }
   pg->capacity = (uint32_t)((pg->end - pg->start) / pg->block_size);
@@ -226,12 +228,6 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
 void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg) {
   unsigned at = (unsigned)(pg - seg->pages), k = pg->span;
   uint64_t bits = ((k == 64 ? ALL_PAGES : ((UINT64_C(1) << k) - 1)) << at);
-  if (ak_harden_guards && !(pg->flags & PG_NO_GUARD)) {
-    uintptr_t guard = (uintptr_t)seg + (uintptr_t)(at + k) * PAGE_SIZE_AK - GUARD;
-    /* The pages may serve any class next. A guard that cannot be made
-     * accessible now is recorded and retried when a span covers it. */
-    if (_ak_os_guard((void *)guard, GUARD, false) != 0) seg->guard_mask |= UINT64_C(1) << (at + k - 1);
-  }
   __atomic_store_n(&pg->block_size, 0u, __ATOMIC_RELAXED);
   pg->free = NULL;
   if (!seg->dirty_mask) seg->dirty_since = _ak_now_ms();
