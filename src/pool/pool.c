@@ -420,6 +420,7 @@ void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s) {
     s->free = NULL;
     s->bump = s->start;
     s->used = 0;
+    s->flags |= AK_SLAB_F_REUSED;
     _ak_list_push_front(&p->spare, s, AK_SLAB_SPARE);
   } else {
     _ak_pool_slab_release(p, s);

@@ -42,7 +42,7 @@ void _ak_slab_carve(_ak_slab *s, size_t bytes) {
   if (n == 0) n = 1;
   size_t left = (size_t)(s->end - s->bump) / s->slot;
   if (n > left) n = left;
-  s->free = _ak_chain_blocks(s->bump, s->slot, n, s->free, s->key, ak_harden_shuffle);
+  s->free = _ak_chain_blocks(s->bump, s->slot, n, s->free, s->key, _ak_slab_shuffled(s));
   s->bump += n * s->slot;
 }
 

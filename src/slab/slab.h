@@ -27,8 +27,12 @@ typedef struct _ak_slab _ak_slab;
 
 /** Slab flags. TRACKED: the slots are annotated for ASan/Valgrind (fresh
  *  slots are inaccessible until handed out, so they are carved one by one,
- *  never chained ahead; the tool, not the shuffle, checks that pool). */
-enum { AK_SLAB_F_TRACKED = 1u };
+ *  never chained ahead; the tool, not the shuffle, checks that pool).
+ *  REUSED: a spare slab taken again; the shuffle mitigation randomises a
+ *  slab once, when it comes from the backing, and a reused one is carved
+ *  in address order (docs/hardening.md: the cost of re-randomising would
+ *  undo the caching that spares are for). */
+enum { AK_SLAB_F_TRACKED = 1u, AK_SLAB_F_REUSED = 2u };
 
 /** Which list of its pool a slab is on. */
 enum { AK_SLAB_AVAIL = 1, AK_SLAB_FULL = 2, AK_SLAB_SPARE = 3, AK_SLAB_ABANDONED = 4 };
@@ -57,6 +61,11 @@ struct _ak_slab {
   const char *name;         /* the owning pool's name, for messages */
   uint64_t bitmap[];        /* checked build: 1 bit per live slot */
 };
+
+/** True if fresh slots of `s` are handed out in random order. */
+static inline bool _ak_slab_shuffled(const _ak_slab *s) {
+  return ak_harden_shuffle && !(s->flags & (AK_SLAB_F_TRACKED | AK_SLAB_F_REUSED));
+}
 
 /** Size of the header for `capacity` slots, rounded to `align`. */
 size_t _ak_slab_header_size(size_t capacity, size_t align, bool checked);
@@ -121,7 +130,7 @@ static inline void *_ak_slab_pop(_ak_slab *s) {
       _ak_slab_corrupt(s, o, next, "ak_pool_alloc");
     s->free = next;
   } else if (s->bump < s->end) {
-    if (ak_harden_shuffle && !(s->flags & AK_SLAB_F_TRACKED)) {
+    if (_ak_slab_shuffled(s)) {
       /* Fresh slots in random order: carve a shuffled batch. */
       _ak_slab_carve(s, 4096);
       o = s->free;
