@@ -4,16 +4,16 @@
 #include "common/harden.h"
 
 #include "arenakit/common.h"
+#include "os/os_mem.h"
 
-#include <sys/random.h>
 #include <time.h>
 
 /* xorshift64* per thread; initial-exec TLS: one %fs access, no call. */
 static __attribute__((tls_model("initial-exec"))) _Thread_local uint64_t rng_state;
 
 static uint64_t seed(void) {
-  uint64_t s = 0;
-  if (getrandom(&s, sizeof s, GRND_NONBLOCK) != (ssize_t)sizeof s || s == 0) {
+  uint64_t s = _ak_os_entropy();
+  if (s == 0) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     s = (uint64_t)(uintptr_t)&ts ^ ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^

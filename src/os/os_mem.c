@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 static void *sys_map(size_t size, void *ctx) {
@@ -197,6 +198,12 @@ void *_ak_os_remap(void *p, size_t old_size, size_t new_size, size_t align) {
 }
 
 int _ak_os_decommit(void *p, size_t size) { return hooks.decommit(p, _ak_os_round_page(size), hooks.ctx); }
+
+uint64_t _ak_os_entropy(void) {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v) return 0;
+  return v;
+}
 
 int _ak_os_guard(void *p, size_t size, bool on) {
   if (!on && fault_fires(_AK_OS_FAULT_COMMIT)) return -1;

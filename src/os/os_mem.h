@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "arenakit/common.h"
 
@@ -77,6 +78,10 @@ int _ak_os_decommit(void *p, size_t size);
  *  with `on` false, read-write again. `p` and `size` page-aligned. 0 or
  *  -1 + errno (mprotect's). */
 int _ak_os_guard(void *p, size_t size, bool on);
+
+/** 64 bits from the kernel's random source (getrandom, non-blocking);
+ *  0 if it has none to give. Seeds the hardened build's generator. */
+uint64_t _ak_os_entropy(void);
 
 /** Rounds `n` up to a multiple of the page size; 0 if that overflows. */
 size_t _ak_os_round_page(size_t n);
