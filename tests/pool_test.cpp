@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -17,7 +18,9 @@
 #include <thread>
 #include <vector>
 
+extern "C" {
 #include "common/track.h"
+}
 #include "os/os_mem.h"
 
 namespace {
@@ -243,10 +246,17 @@ TEST(PoolLockfree, TrimDecommitsWhenEmpty) {
   for (int i = 0; i < 1000; i++) ASSERT_NE(ak_pool_alloc(t.p), nullptr);
 }
 
-TEST(PoolPolicy, AllocationPacksTheFullestSlab) {
+// The page policies hold in AK_SYNC_NONE and (per thread heap) in
+// AK_SYNC_THREADS, whose inline paths free into slabs other than the
+// current one as AK_SYNC_NONE's do.
+class PoolPolicy : public ::testing::TestWithParam<ak_sync> {};
+INSTANTIATE_TEST_SUITE_P(Modes, PoolPolicy, ::testing::Values(AK_SYNC_NONE, AK_SYNC_THREADS),
+                         [](const auto &pi) { return mode_name(pi.param); });
+
+TEST_P(PoolPolicy, AllocationPacksTheFullestSlab) {
   ak_pool_options o{};
   o.object_size = 64;
-  o.sync = AK_SYNC_NONE;
+  o.sync = GetParam();
   o.slab_size = 4096;  // 63 slots minus the header
   Pool t(o);
   size_t per = 0;
@@ -264,10 +274,10 @@ TEST(PoolPolicy, AllocationPacksTheFullestSlab) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(n) & mask, reinterpret_cast<uintptr_t>(s1[0]) & mask);
 }
 
-TEST(PoolPolicy, DefragmentKeepsStrictOrder) {
+TEST_P(PoolPolicy, DefragmentKeepsStrictOrder) {
   ak_pool_options o{};
   o.object_size = 64;
-  o.sync = AK_SYNC_NONE;
+  o.sync = GetParam();
   o.slab_size = 4096;
   Pool t(o);
   ak_pool_set_defragment(t.p, true);
@@ -287,10 +297,10 @@ TEST(PoolPolicy, DefragmentKeepsStrictOrder) {
   EXPECT_EQ(order[6], reinterpret_cast<uintptr_t>(v[2 * per]) & mask);
 }
 
-TEST(PoolPolicy, SpareSlabsAreKept) {
+TEST_P(PoolPolicy, SpareSlabsAreKept) {
   ak_pool_options o{};
   o.object_size = 64;
-  o.sync = AK_SYNC_NONE;
+  o.sync = GetParam();
   o.spare_slabs = 3;
   Pool t(o);
   std::vector<void *> v;
@@ -636,6 +646,135 @@ TEST(PoolThreads, ManyShortLivedThreads) {
   }
   EXPECT_EQ(t.stats().live, 0u);
   EXPECT_LE(t.stats().slabs, 1u);
+}
+
+// ---- AK_SYNC_THREADS inline paths (the thread cache, ak_pool_tcache) -------------
+
+// Whether this build turns the AK_SYNC_THREADS inline paths on (not in the
+// checked build or under a tool, which must see every call).
+bool threads_inline_on(const ak_pool *p) { return p->tkey != 0; }
+
+TEST(PoolThreadsInline, OnByDefaultAndCountsExactly) {
+  Pool t(48, AK_SYNC_THREADS);
+  if (!AK_CHECKED && !_ak_track_mode()) {
+    EXPECT_TRUE(threads_inline_on(t.p)) << "a plain AK_SYNC_THREADS pool has inline paths";
+  }
+  std::vector<void *> v;
+  for (int i = 0; i < 30000; i++) {
+    v.push_back(ak_pool_alloc(t.p));
+    std::memset(v.back(), i & 0xff, 48);
+  }
+  EXPECT_EQ(t.stats().live, v.size());
+  // Free every other one (inline frees into slabs other than the current
+  // one), then check the survivors' contents.
+  for (size_t i = 0; i < v.size(); i += 2) ak_pool_free(t.p, v[i]);
+  EXPECT_EQ(t.stats().live, v.size() / 2);
+  for (size_t i = 1; i < v.size(); i += 2)
+    for (size_t b = 0; b < 48; b++)
+      ASSERT_EQ(static_cast<unsigned char *>(v[i])[b], static_cast<unsigned char>(i & 0xff));
+  for (size_t i = 1; i < v.size(); i += 2) ak_pool_free(t.p, v[i]);
+  EXPECT_EQ(t.stats().live, 0u);
+  EXPECT_LE(t.stats().slabs, 1u) << "slabs emptied by inline frees go back (the current one may stay)";
+  ak_pool_trim(t.p);
+  EXPECT_EQ(t.stats().slabs, 0u);
+}
+
+TEST(PoolThreadsInline, ObjectFreedInlineIsReusedFirst) {
+  Pool t(32, AK_SYNC_THREADS);
+  void *a = ak_pool_alloc(t.p);
+  void *b = ak_pool_alloc(t.p);
+  ak_pool_free(t.p, a);
+  EXPECT_EQ(ak_pool_alloc(t.p), a) << "LIFO within the current slab";
+  ak_pool_free(t.p, a);
+  ak_pool_free(t.p, b);
+  EXPECT_EQ(t.stats().live, 0u);
+}
+
+// More pools than thread-cache entries, used in turn by one thread and
+// destroyed and created again (a new pool may get an old one's address and
+// entry): every object stays in its own pool, contents survive, counts are
+// exact.
+TEST(PoolThreadsInline, CacheCollisionsAndReusedAddresses) {
+  constexpr int kPools = 2 * AK_POOL_TCACHE + 3;
+  std::mt19937 rng(7);
+  std::vector<std::pair<ak_pool *, std::vector<uint64_t *>>> pools;
+  auto make = [](int i) {
+    ak_pool_options o{};
+    o.object_size = 16 + 8 * static_cast<size_t>(i % 5);
+    o.name = "collide";
+    ak_pool *p = ak_pool_create(&o);
+    EXPECT_NE(p, nullptr);
+    return p;
+  };
+  for (int i = 0; i < kPools; i++) pools.push_back({make(i), {}});
+  for (int step = 0; step < 200000; step++) {
+    auto &pp = pools[rng() % pools.size()];
+    if (pp.second.size() < 300 && (rng() & 1)) {
+      auto *o = static_cast<uint64_t *>(ak_pool_alloc(pp.first));
+      ASSERT_NE(o, nullptr);
+      ASSERT_TRUE(ak_pool_owns(pp.first, o));
+      *o = reinterpret_cast<uintptr_t>(pp.first) ^ reinterpret_cast<uintptr_t>(o);
+      pp.second.push_back(o);
+    } else if (!pp.second.empty()) {
+      size_t k = rng() % pp.second.size();
+      uint64_t *o = pp.second[k];
+      ASSERT_EQ(*o, reinterpret_cast<uintptr_t>(pp.first) ^ reinterpret_cast<uintptr_t>(o));
+      pp.second[k] = pp.second.back();
+      pp.second.pop_back();
+      ak_pool_free(pp.first, o);
+    }
+    if (step % 20000 == 19999) { /* destroy one pool with its objects, create another */
+      size_t k = rng() % pools.size();
+      ak_pool_stats st;
+      ak_pool_stats_get(pools[k].first, &st);
+      EXPECT_EQ(st.live, pools[k].second.size());
+      ak_pool_destroy(pools[k].first);
+      pools[k] = {make(step), {}};
+    }
+  }
+  for (auto &pp : pools) {
+    ak_pool_stats st;
+    ak_pool_stats_get(pp.first, &st);
+    EXPECT_EQ(st.live, pp.second.size());
+    for (uint64_t *o : pp.second) ak_pool_free(pp.first, o);
+    ak_pool_stats_get(pp.first, &st);
+    EXPECT_EQ(st.live, 0u);
+    ak_pool_destroy(pp.first);
+  }
+}
+
+// The defragmenter switched on and off while threads allocate and free
+// (each heap follows the switch at its next slow path): no lost or
+// duplicated object, exact counts at the end (TSan: no race).
+TEST(PoolThreadsInline, DefragmentSwitchUnderLoad) {
+  Pool t(64, AK_SYNC_THREADS);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> th;
+  for (int k = 0; k < 3; k++)
+    th.emplace_back([&, k] {
+      std::mt19937 rng(static_cast<unsigned>(k));
+      std::vector<void *> v;
+      while (!stop.load(std::memory_order_relaxed)) {
+        if (v.size() < 5000 && (rng() % 3)) {
+          v.push_back(ak_pool_alloc(t.p));
+          *static_cast<void **>(v.back()) = v.back();
+        } else if (!v.empty()) {
+          size_t i = rng() % v.size();
+          ASSERT_EQ(*static_cast<void **>(v[i]), v[i]);
+          ak_pool_free(t.p, v[i]);
+          v[i] = v.back();
+          v.pop_back();
+        }
+      }
+      for (void *o : v) ak_pool_free(t.p, o);
+    });
+  for (int i = 0; i < 50; i++) {
+    ak_pool_set_defragment(t.p, i % 2 == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  stop = true;
+  for (auto &x : th) x.join();
+  EXPECT_EQ(t.stats().live, 0u);
 }
 
 // ---- checked build: misuse dies with a message naming call, pointer, pool --

@@ -118,14 +118,51 @@ typedef struct ak_pool_stats {
  *  inline free of AK_SYNC_NONE needs for a slab other than the current one.
  *  Never touch it. */
 typedef struct ak_pool_slab_head {
-  void *free;     /**< the slab's free list */
-  uint32_t used;  /**< live objects in the slab */
-  uint32_t state; /**< 1 while the slab is on the pool's list of slabs
-                       with free slots (others need the slow path) */
+  void *free;      /**< the slab's free list */
+  uint32_t used;   /**< live objects in the slab */
+  uint32_t state;  /**< 1 while the slab is on the pool's (AK_SYNC_THREADS:
+                        its owner heap's) list of slabs with free slots
+                        (others need the slow path) */
+  uintptr_t owner; /**< AK_SYNC_THREADS: the owning heap (0: none); read
+                        atomically, since other threads may change it */
 } ak_pool_slab_head;
 
-/** The public head of a pool: what the inline fast paths of AK_SYNC_NONE
- *  read. Never touch it. Invariants: `hot` is the free list of the slab at
+/** A thread's heap of an AK_SYNC_THREADS pool: the part the inline paths
+ *  use. Never touch it. Only the owning thread writes it. Invariants: `hot`
+ *  is the free list of the heap's current slab at `hot_slab` (1: none), a
+ *  slab this heap owns; `hot_used` is that slab's live count; `live` counts
+ *  the heap's live objects (stats read it from other threads, so it is
+ *  stored atomically); `mask` is ~(slab_size - 1), or 0 while every free
+ *  must reach the library (the defragmenter keeps its order there). */
+typedef struct ak_pool_theap {
+  void *hot;          /**< next free slot of the current slab */
+  size_t hot_used;    /**< live objects in the current slab */
+  uintptr_t hot_slab; /**< address of the current slab (1: none) */
+  uintptr_t mask;     /**< ~(slab_size - 1), 0: frees go to the library */
+  uintptr_t hot_key;  /**< hardened: links on `hot` are stored as next ^ hot_key */
+  size_t live;        /**< live objects of this heap */
+} ak_pool_theap;
+
+/** An entry of the calling thread's cache of heaps: the heap of the pool
+ *  whose `tkey` equals `key` (pool ids are never reused, so an entry of a
+ *  destroyed pool never matches). Never touch it. */
+typedef struct ak_pool_tentry {
+  uint64_t key;        /**< the pool's tkey; 0: empty */
+  ak_pool_theap *heap; /**< this thread's heap of that pool */
+} ak_pool_tentry;
+
+/** Entries of the thread cache (a power of two); a pool uses entry
+ *  `tkey % AK_POOL_TCACHE`. */
+#define AK_POOL_TCACHE 16
+
+/** The calling thread's cache of AK_SYNC_THREADS heaps, read by the inline
+ *  paths (initial-exec TLS: one %fs-relative access, no call). Written only
+ *  by the library, on the thread it belongs to. Never touch it. */
+AK_API extern __thread ak_pool_tentry ak_pool_tcache[AK_POOL_TCACHE]
+    __attribute__((tls_model("initial-exec")));
+
+/** The public head of a pool: what the inline fast paths read (AK_SYNC_NONE
+ *  all of it, AK_SYNC_THREADS `tkey`). Never touch it. Invariants: `hot` is the free list of the slab at
  *  `hot_slab` (every slot on it lies in that slab); `hot_used` is that
  *  slab's live count. The inline paths keep no pool-wide count: a pool
  *  with max_objects runs every call through the library, which counts.
@@ -139,6 +176,8 @@ typedef struct ak_pool {
                             NULL never matches it) */
   uintptr_t slab_mask; /**< ~(slab_size - 1), 0 when the inline paths are off */
   uintptr_t hot_key;   /**< hardened: links on `hot` are stored as next ^ hot_key */
+  uint64_t tkey;       /**< AK_SYNC_THREADS with inline paths: the pool's id,
+                            its key in ak_pool_tcache; 0 otherwise */
 } ak_pool;
 
 /** Creates a pool. Returns NULL with EINVAL if object_size is 0, align is
@@ -168,6 +207,12 @@ AK_API void ak_pool_destroy(ak_pool *p);
 AK_API void *ak_pool_alloc_slow(ak_pool *p);
 AK_API void ak_pool_free_slow(ak_pool *p, void *obj);
 
+/* Relaxed atomic access to fields that other threads may read (or, for a
+ * slab's owner, write) while the inline paths run: plain moves on x86-64,
+ * but race-free for the language and for TSan. */
+#define AK_POOL_LOAD_(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define AK_POOL_STORE_(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+
 /** Allocates one object: aligned to the pool's alignment, contents
  *  unspecified. The object belongs to the caller until ak_pool_free(); it
  *  stays valid until then or ak_pool_destroy(). Returns NULL with ENOMEM
@@ -175,9 +220,12 @@ AK_API void ak_pool_free_slow(ak_pool *p, void *obj);
  *  NULL: the inline path reads it first (ak_pool_alloc_slow(NULL) returns
  *  NULL with EINVAL). Thread-safety: as the pool's sync mode.
  *
- *  Fast path (AK_SYNC_NONE; 5 instructions): pop the current slab's free
+ *  Fast paths: AK_SYNC_NONE (5 instructions) pops the current slab's free
  *  list; the invariant that every slot on `hot` lies in `hot_slab` means no
- *  slab lookup is needed. */
+ *  slab lookup is needed. AK_SYNC_THREADS does the same on the calling
+ *  thread's heap, found in the thread cache (ak_pool_tcache) by the pool's
+ *  key; only that thread touches the heap's current slab, so no atomic
+ *  operation is needed. */
 AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
   void *o = p->hot;
 #if AK_POOL_INLINE_ENCODE
@@ -192,12 +240,38 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
       *(uintptr_t *)o = 0;
       return o;
     }
+  } else if (p->tkey) {
+    ak_pool_tentry *e = &ak_pool_tcache[p->tkey & (AK_POOL_TCACHE - 1)];
+    ak_pool_theap *h = e->heap;
+    if (AK_LIKELY(e->key == p->tkey && (o = h->hot) != NULL)) {
+      uintptr_t next = *(uintptr_t *)o ^ h->hot_key;
+      if (AK_LIKELY(next == 0 || (next & h->mask) == h->hot_slab)) {
+        h->hot = (void *)next;
+        h->hot_used++;
+        AK_POOL_STORE_(h->live, h->live + 1);
+        *(uintptr_t *)o = 0;
+        return o;
+      }
+    }
   }
 #else
   if (AK_LIKELY(o != NULL)) {
     p->hot = *(void **)o;
     p->hot_used++;
     return o;
+  }
+  if (p->tkey) { /* AK_SYNC_THREADS: the thread's heap, if cached */
+    ak_pool_tentry *e = &ak_pool_tcache[p->tkey & (AK_POOL_TCACHE - 1)];
+    if (AK_LIKELY(e->key == p->tkey)) {
+      ak_pool_theap *h = e->heap;
+      o = h->hot;
+      if (AK_LIKELY(o != NULL)) {
+        h->hot = *(void **)o;
+        h->hot_used++;
+        AK_POOL_STORE_(h->live, h->live + 1);
+        return o;
+      }
+    }
   }
 #endif
   return ak_pool_alloc_slow(p);
@@ -208,11 +282,14 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
  *  free to the wrong pool is undefined in release builds (detected where a
  *  cheap check sees it) and aborts with a message in the checked build.
  *
- *  Fast path (AK_SYNC_NONE): an object of the current slab goes back on
- *  `hot`; an object of another slab with free slots that does not become
- *  empty goes on that slab's list; anything else (a full slab gaining a
- *  slot, a slab becoming empty) goes to the slow path, which keeps slabs
- *  ordered and releases empty ones. */
+ *  Fast paths: an object of the current slab goes back on `hot` (in
+ *  AK_SYNC_THREADS: of the calling thread's heap, so the object is the
+ *  thread's own); an object of another slab with free slots that does not
+ *  become empty goes on that slab's list (in AK_SYNC_THREADS only if the
+ *  thread's heap owns the slab); anything else (a full slab gaining a slot,
+ *  a slab becoming empty, a free from another thread) goes to the slow
+ *  path, which keeps slabs ordered, releases empty ones and pushes remote
+ *  frees. */
 AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
   uintptr_t sb = (uintptr_t)obj & p->slab_mask;
 #if AK_POOL_INLINE_ENCODE
@@ -227,6 +304,22 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
       p->hot_used--;
       return;
     }
+  } else if (p->tkey) {
+    ak_pool_tentry *e = &ak_pool_tcache[p->tkey & (AK_POOL_TCACHE - 1)];
+    if (AK_LIKELY(e->key == p->tkey)) {
+      ak_pool_theap *h = e->heap;
+      sb = (uintptr_t)obj & h->mask;
+      if (AK_LIKELY(sb == h->hot_slab)) {
+        uintptr_t w = *(uintptr_t *)obj ^ h->hot_key;
+        if (AK_LIKELY(w != 0 && (w & h->mask) != sb)) {
+          *(uintptr_t *)obj = (uintptr_t)h->hot ^ h->hot_key;
+          h->hot = obj;
+          h->hot_used--;
+          AK_POOL_STORE_(h->live, h->live - 1);
+          return;
+        }
+      }
+    }
   }
   ak_pool_free_slow(p, obj);
 #else
@@ -236,7 +329,34 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
     p->hot_used--;
     return;
   }
-  ak_pool_slab_head *s = (ak_pool_slab_head *)sb;
+  ak_pool_slab_head *s;
+  if (p->tkey) { /* AK_SYNC_THREADS: the thread's heap, if cached */
+    ak_pool_tentry *e = &ak_pool_tcache[p->tkey & (AK_POOL_TCACHE - 1)];
+    if (AK_LIKELY(e->key == p->tkey)) {
+      ak_pool_theap *h = e->heap;
+      sb = (uintptr_t)obj & h->mask;
+      if (AK_LIKELY(sb == h->hot_slab)) { /* the heap's current slab */
+        *(void **)obj = h->hot;
+        h->hot = obj;
+        h->hot_used--;
+        AK_POOL_STORE_(h->live, h->live - 1);
+        return;
+      }
+      /* A slab of this heap with free slots that keeps an object: only
+       * this thread changes its list. sb == 0 (NULL, or mask 0) goes slow. */
+      s = (ak_pool_slab_head *)sb;
+      if (AK_LIKELY(sb != 0 && AK_POOL_LOAD_(s->owner) == (uintptr_t)h && s->state == 1 && s->used > 1)) {
+        *(void **)obj = s->free;
+        s->free = obj;
+        s->used--;
+        AK_POOL_STORE_(h->live, h->live - 1);
+        return;
+      }
+    }
+    ak_pool_free_slow(p, obj);
+    return;
+  }
+  s = (ak_pool_slab_head *)sb;
   /* Another slab with free slots that keeps at least one object: no list
    * changes needed. sb == 0 (NULL, or inline paths off) goes slow. */
   if (AK_LIKELY(sb != 0 && s->state == 1 && s->used > 1)) {
@@ -270,7 +390,9 @@ AK_API bool ak_pool_owns(const ak_pool *p, const void *ptr);
 AK_API void ak_pool_trim(ak_pool *p);
 
 /** Switches the strict fullest-first ordering (ARAL's defragmenter) on or
- *  off at run time. Thread-safe. */
+ *  off at run time. Thread-safe. In AK_SYNC_THREADS each thread (the caller
+ *  too) follows the switch at its next call that reaches the library (its
+ *  inline frees until then keep the order as loosely as without it). */
 AK_API void ak_pool_set_defragment(ak_pool *p, bool on);
 
 /** Fills `out` (exact when no other thread uses the pool; a consistent

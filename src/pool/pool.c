@@ -29,7 +29,6 @@
 
 #define DEFAULT_SLAB ((size_t)64 * 1024)
 #define MIN_SLOTS 8
-#define CARVE_BYTES ((size_t)4096)
 
 /* ---- registry of all pools and their slabs (owns, checks) ---------------- */
 
@@ -487,7 +486,7 @@ static void mirror_out(_ak_pool_impl *p) {
   p->pub.slab_mask = ~(uintptr_t)(p->slab_size - 1);
   _ak_slab *s = p->avail.head;
   if (s) {
-    if (!s->free && s->bump < s->end) _ak_slab_carve(s, CARVE_BYTES);
+    if (!s->free && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
     p->pub.hot = s->free;
     p->pub.hot_used = s->used;
     p->pub.hot_slab = (uintptr_t)s;
@@ -719,6 +718,12 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
   pthread_mutex_init(&p->mu, NULL);
   pthread_mutex_init(&b->slabs_mu, NULL);
   mirror_out(p); /* the inline paths' initial state */
+  /* AK_SYNC_THREADS: the inline paths work on the calling thread's heap,
+   * unless a check, a tool or max_objects (counted on every call) needs the
+   * library; the same conditions as mirrored(), bar the defragmenter, which
+   * each heap follows itself (ak_pool_theap.mask). */
+  if (p->sync == AK_SYNC_THREADS && p->inline_ok && !ak_config_checked && !p->tracked && !p->max_objects)
+    p->pub.tkey = p->id;
   if (p->tracked & AK_TRACK_MODE_VALGRIND) {
     p->vg_pool = _ak_track_new_pool_id();
     AK_VG_CREATE_POOL(p->vg_pool);

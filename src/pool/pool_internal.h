@@ -18,6 +18,10 @@
 /* Build flags as constants, so every mode's code is compiled and checked. */
 static const bool ak_config_checked = AK_CHECKED;
 
+/** Bytes of fresh slots carved onto a free list at a time for the inline
+ *  paths (the rest of a slab stays untouched until needed). */
+#define AK_POOL_CARVE_BYTES ((size_t)4096)
+
 /** A doubly linked list of slabs with its length. */
 typedef struct _ak_slab_list {
   _ak_slab *head, *tail;

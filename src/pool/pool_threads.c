@@ -10,7 +10,16 @@
  * thread that needs a slab adopts them (and a free into an abandoned slab
  * is done under the pool mutex).
  *
+ * The heap's current slab is "checked out" to the inline paths of
+ * arenakit/pool.h: its free list and count live in the heap's public part
+ * (ak_pool_theap: `hot`, `hot_used`) while the thread allocates and frees
+ * inline; heap_in/heap_out move them back and forth around every slow
+ * operation of the owner. The thread finds its heap through the public
+ * thread cache ak_pool_tcache, keyed by the pool's id.
+ *
  * Call tree:
+ *   ak_pool_alloc / ak_pool_free (inline): the heap's current slab, and
+ *     frees into other slabs the heap owns that keep an object
  *   _ak_threads_alloc: heap_get (thread-local cache) -> pop current slab
  *     -> refill: collect remote lists, then full slabs with remote frees,
  *        then adopt an abandoned slab, then a spare or new slab (mutex)
@@ -29,28 +38,36 @@
 #include "pool/pool_internal.h"
 
 struct _ak_pool_heap {
+  ak_pool_theap pub; /* first: what the inline paths use (owner writes) */
   _ak_pool_impl *pool;
-  _ak_slab_list avail;          /* owner only: slabs with free slots, fullest first */
-  _ak_slab_list full;           /* owner only: slabs without local free slots */
-  _Atomic size_t allocs, frees; /* written by the owner, read by stats */
-  atomic_int trim_req;          /* another thread asked for a trim */
-  _ak_pool_heap *prev, *next;   /* the pool's heap list (under mu) */
+  _ak_slab_list avail;        /* owner only: slabs with free slots, fullest first;
+                                 the head is the current slab */
+  _ak_slab_list full;         /* owner only: slabs without local free slots */
+  atomic_int trim_req;        /* another thread asked for a trim */
+  _ak_pool_heap *prev, *next; /* the pool's heap list (under mu) */
 };
 
-/* Thread-local: a direct-mapped cache and the list of this thread's heaps.
- * Entries are (pool, id): ids are unique, so a destroyed pool whose address
- * is reused never matches. */
+/* The inline paths read a slab's `owner` and `list` through
+ * ak_pool_slab_head: the layouts must agree. */
+_Static_assert(offsetof(_ak_slab, free) == offsetof(ak_pool_slab_head, free) &&
+                   offsetof(_ak_slab, used) == offsetof(ak_pool_slab_head, used) &&
+                   offsetof(_ak_slab, list) == offsetof(ak_pool_slab_head, state) &&
+                   offsetof(_ak_slab, owner) == offsetof(ak_pool_slab_head, owner),
+               "_ak_slab must begin with ak_pool_slab_head");
+
+/* Thread-local: the public direct-mapped cache (key = pool id: ids are
+ * unique, so a destroyed pool whose address is reused never matches) and
+ * the list of this thread's heaps. Initial-exec TLS: the fast paths reach
+ * it with one %fs-relative access, no __tls_get_addr call (the library is
+ * loaded at start-up, or dlopen'ed into glibc's static TLS reserve). */
 typedef struct tl_entry {
   _ak_pool_impl *pool;
   uint64_t id;
   _ak_pool_heap *h;
 } tl_entry;
 
-/* Initial-exec TLS: the fast paths reach it with one %fs-relative access,
- * no __tls_get_addr call (the library is loaded at start-up, or dlopen'ed
- * into glibc's static TLS reserve). */
+AK_API __thread ak_pool_tentry ak_pool_tcache[AK_POOL_TCACHE] __attribute__((tls_model("initial-exec")));
 #define TL static __attribute__((tls_model("initial-exec"))) _Thread_local
-TL tl_entry tl_cache[8];
 TL tl_entry *tl_all;
 TL size_t tl_n, tl_cap;
 
@@ -68,10 +85,61 @@ static bool registered(const _ak_pool_impl *p, uint64_t id) {
   return false;
 }
 
-static inline size_t relaxed_get(_Atomic size_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
-/* Owner-only counters: a plain load and store, no read-modify-write. */
-static inline void relaxed_add(_Atomic size_t *v, size_t n) {
-  atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n, memory_order_relaxed);
+/* The heap's live count: written by the owner only (a relaxed load and
+ * store, as the inline paths do), read by stats from any thread. */
+static inline size_t live_get(_ak_pool_heap *h) { return __atomic_load_n(&h->pub.live, __ATOMIC_RELAXED); }
+static inline void live_add(_ak_pool_heap *h, size_t n) {
+  __atomic_store_n(&h->pub.live, h->pub.live + n, __ATOMIC_RELAXED);
+}
+static inline void live_sub(_ak_pool_heap *h, size_t n) {
+  __atomic_store_n(&h->pub.live, h->pub.live - n, __ATOMIC_RELAXED);
+}
+
+/* Checks the current slab back in: its free list and count return from the
+ * inline state to the slab, so the slab layer sees it whole (owner only).
+ * Returns the slab (NULL if none was checked out). */
+static _ak_slab *heap_checkin(_ak_pool_heap *h) {
+  if (h->pub.hot_slab <= 1) return NULL;
+  _ak_slab *s = (_ak_slab *)h->pub.hot_slab;
+  s->free = h->pub.hot;
+  s->used = (uint32_t)h->pub.hot_used;
+  h->pub.hot = NULL;
+  h->pub.hot_used = 0;
+  h->pub.hot_slab = 1;
+  return s;
+}
+
+/* heap_checkin, first thing in every slow operation of the owner. If the
+ * inline frees emptied the current slab and other slabs have free slots,
+ * it goes back now (the ARAL policy), unless it is `keep`, the slab the
+ * caller is about to free into. */
+static void heap_in(_ak_pool_impl *p, _ak_pool_heap *h, const _ak_slab *keep) {
+  _ak_slab *s = heap_checkin(h);
+  if (s && s != keep && s->used == 0 && h->avail.n > 1) {
+    _ak_list_remove(&h->avail, s);
+    atomic_store(&s->owner, 0);
+    pthread_mutex_lock(&p->mu);
+    _ak_pool_slab_put(p, s);
+    pthread_mutex_unlock(&p->mu);
+  }
+}
+
+/* Checks the head of `avail` out as the current slab (last thing in every
+ * slow operation of the owner). With the inline paths off (tkey 0) nothing
+ * is checked out and `mask` stays 0. */
+static void heap_out(_ak_pool_impl *p, _ak_pool_heap *h) {
+  if (!p->pub.tkey) return;
+  _ak_slab *s = h->avail.head;
+  if (s) {
+    if (!s->free && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
+    h->pub.hot = s->free;
+    h->pub.hot_used = s->used;
+    h->pub.hot_slab = (uintptr_t)s;
+    h->pub.hot_key = s->key; /* the links of `hot` are encoded with it */
+  }
+  /* The defragmenter must see every free: frees go to the library. */
+  h->pub.mask =
+      atomic_load_explicit(&p->defragment, memory_order_relaxed) ? 0 : ~(uintptr_t)(p->slab_size - 1);
 }
 
 /* The calling thread's heap for `p`; creates one if `create`. */
@@ -80,17 +148,17 @@ static __attribute__((noinline)) _ak_pool_heap *heap_find(_ak_pool_impl *p, bool
 /* The calling thread's heap for `p`: one direct-mapped cache probe inline,
  * the search and creation out of line. */
 static inline _ak_pool_heap *heap_get(_ak_pool_impl *p, bool create) {
-  tl_entry *e = &tl_cache[p->id & 7];
-  if (AK_LIKELY(e->pool == p && e->id == p->id)) return e->h;
+  ak_pool_tentry *e = &ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)];
+  if (AK_LIKELY(e->key == p->id)) return (_ak_pool_heap *)e->heap;
   return heap_find(p, create);
 }
 
 static _ak_pool_heap *heap_find(_ak_pool_impl *p, bool create) {
-  tl_entry *e = &tl_cache[p->id & 7];
+  ak_pool_tentry *e = &ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)];
   for (size_t i = 0; i < tl_n; i++) {
     if (tl_all[i].pool == p && tl_all[i].id == p->id) {
-      *e = tl_all[i];
-      return e->h;
+      *e = (ak_pool_tentry){p->id, &tl_all[i].h->pub};
+      return tl_all[i].h;
     }
   }
   if (!create) return NULL;
@@ -114,13 +182,14 @@ static _ak_pool_heap *heap_find(_ak_pool_impl *p, bool create) {
   _ak_pool_heap *h = calloc(1, sizeof *h);
   if (!h) return NULL;
   h->pool = p;
+  h->pub.hot_slab = 1; /* no current slab; mask 0 until heap_out */
   pthread_mutex_lock(&p->mu);
   h->next = p->heaps;
   if (p->heaps) p->heaps->prev = h;
   p->heaps = h;
   pthread_mutex_unlock(&p->mu);
   tl_all[tl_n++] = (tl_entry){p, p->id, h};
-  *e = tl_all[tl_n - 1];
+  *e = (ak_pool_tentry){p->id, &h->pub};
   (void)pthread_setspecific(g_key, (void *)1); /* so thread_exit runs */
   return h;
 }
@@ -133,8 +202,9 @@ static void heap_unlink(_ak_pool_impl *p, _ak_pool_heap *h) {
   if (h->next) h->next->prev = h->prev;
 }
 
-/* Under p->mu: hands the slabs of `h` to the pool. */
+/* Under p->mu, on the owner's thread: hands the slabs of `h` to the pool. */
 static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
+  (void)heap_checkin(h);
   _ak_slab_list *lists[2] = {&h->avail, &h->full};
   for (int i = 0; i < 2; i++) {
     while (lists[i]->head) {
@@ -142,7 +212,7 @@ static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
       _ak_list_remove(lists[i], s);
       atomic_store(&s->owner, 0);
       s->heap = NULL;
-      relaxed_add(&h->frees, _ak_slab_collect(s));
+      live_sub(h, _ak_slab_collect(s));
       if (s->used == 0) {
         _ak_pool_slab_put(p, s);
       } else {
@@ -160,6 +230,15 @@ static size_t abandoned_live(_ak_pool_impl *p) {
   return n;
 }
 
+/* Live objects of the pool (under p->mu): the heaps' counts (a heap's
+ * count can be read mid-update by its owner, so a transiently negative sum
+ * is read as 0) plus the abandoned slabs'. */
+static size_t heaps_live(_ak_pool_impl *p) {
+  size_t live = 0;
+  for (_ak_pool_heap *h = p->heaps; h; h = h->next) live += live_get(h);
+  return ((ptrdiff_t)live < 0 ? 0 : live) + abandoned_live(p);
+}
+
 static void thread_exit(void *arg) {
   (void)arg;
   pthread_mutex_lock(&g_mu);
@@ -175,7 +254,7 @@ static void thread_exit(void *arg) {
   free(tl_all);
   tl_all = NULL;
   tl_n = tl_cap = 0;
-  memset(tl_cache, 0, sizeof tl_cache);
+  memset(ak_pool_tcache, 0, sizeof ak_pool_tcache);
 }
 
 int _ak_threads_init(_ak_pool_impl *p) {
@@ -211,18 +290,13 @@ void _ak_threads_destroy(_ak_pool_impl *p) {
   }
   pthread_mutex_unlock(&p->mu);
   pthread_mutex_unlock(&g_mu);
-  for (size_t i = 0; i < 8; i++)
-    if (tl_cache[i].pool == p) memset(&tl_cache[i], 0, sizeof tl_cache[i]);
+  for (size_t i = 0; i < AK_POOL_TCACHE; i++)
+    if (ak_pool_tcache[i].key == p->id) memset(&ak_pool_tcache[i], 0, sizeof ak_pool_tcache[i]);
 }
 
 size_t _ak_threads_live(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
-  size_t allocs = 0, frees = 0;
-  for (_ak_pool_heap *h = p->heaps; h; h = h->next) {
-    allocs += relaxed_get(&h->allocs);
-    frees += relaxed_get(&h->frees);
-  }
-  size_t live = (allocs > frees ? allocs - frees : 0) + abandoned_live(p);
+  size_t live = heaps_live(p);
   pthread_mutex_unlock(&p->mu);
   return live;
 }
@@ -234,18 +308,13 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   if (s) {
     _ak_list_remove(&p->abandoned, s);
     /* Its live objects now count for this heap. */
-    relaxed_add(&h->allocs, s->used);
+    live_add(h, s->used);
   } else {
     s = _ak_pool_slab_get(p);
   }
   if (!p->max_objects) {
     /* Sample the high-water mark whenever a heap needs a slab. */
-    size_t allocs = 0, frees = 0;
-    for (_ak_pool_heap *x = p->heaps; x; x = x->next) {
-      allocs += relaxed_get(&x->allocs);
-      frees += relaxed_get(&x->frees);
-    }
-    size_t live = (allocs > frees ? allocs - frees : 0) + abandoned_live(p);
+    size_t live = heaps_live(p);
     if (live > atomic_load(&p->t_peak)) atomic_store(&p->t_peak, live);
   }
   if (s) {
@@ -253,7 +322,7 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
     atomic_store(&s->owner, (uintptr_t)h);
   }
   pthread_mutex_unlock(&p->mu);
-  if (s) relaxed_add(&h->frees, _ak_slab_collect(s));
+  if (s) live_sub(h, _ak_slab_collect(s));
   return s;
 }
 
@@ -261,14 +330,14 @@ static void heap_trim(_ak_pool_impl *p, _ak_pool_heap *h) {
   for (_ak_slab *s = h->full.head, *next; s; s = next) {
     next = s->next;
     if (atomic_load_explicit(&s->remote, memory_order_relaxed)) {
-      relaxed_add(&h->frees, _ak_slab_collect(s));
+      live_sub(h, _ak_slab_collect(s));
       _ak_list_remove(&h->full, s);
       _ak_list_push_back(&h->avail, s, AK_SLAB_AVAIL);
     }
   }
   for (_ak_slab *s = h->avail.head, *next; s; s = next) {
     next = s->next;
-    relaxed_add(&h->frees, _ak_slab_collect(s));
+    live_sub(h, _ak_slab_collect(s));
     if (s->used == 0) {
       _ak_list_remove(&h->avail, s);
       atomic_store(&s->owner, 0);
@@ -286,7 +355,7 @@ static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
   /* 1. The avail slabs' remote lists. */
   while (h->avail.head) {
     _ak_slab *s = h->avail.head;
-    relaxed_add(&h->frees, _ak_slab_collect(s));
+    live_sub(h, _ak_slab_collect(s));
     void *o = _ak_slab_pop(s);
     if (o) return o;
     _ak_list_remove(&h->avail, s);
@@ -297,7 +366,7 @@ static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
     next = s->next;
     if (!atomic_load_explicit(&s->remote, memory_order_relaxed)) continue;
     uint32_t n = _ak_slab_collect(s);
-    relaxed_add(&h->frees, n);
+    live_sub(h, n);
     if (n) {
       _ak_list_remove(&h->full, s);
       _ak_list_push_front(&h->avail, s, AK_SLAB_AVAIL);
@@ -318,6 +387,27 @@ static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
   }
 }
 
+/* The allocation proper, on a heap whose current slab is checked in. */
+static void *heap_alloc(_ak_pool_impl *p, _ak_pool_heap *h) {
+  _ak_slab *s = h->avail.head;
+  void *o = s ? _ak_slab_pop(s) : NULL;
+  if (AK_UNLIKELY(!o)) {
+    o = refill(p, h);
+    if (!o) return NULL;
+    s = h->avail.head;
+  }
+  live_add(h, 1);
+  if (!s->free && s->bump == s->end) {
+    _ak_list_remove(&h->avail, s);
+    _ak_list_push_back(&h->full, s, AK_SLAB_FULL);
+  }
+  if (AK_UNLIKELY(p->debug)) {
+    _ak_pool_mark_live(p, s, o);
+    _ak_pool_track_alloc(p, o);
+  }
+  return o;
+}
+
 void *_ak_threads_alloc(_ak_pool_impl *p) {
   _ak_pool_heap *h = heap_get(p, true);
   if (AK_UNLIKELY(!h)) {
@@ -335,25 +425,10 @@ void *_ak_threads_alloc(_ak_pool_impl *p) {
     while (n > peak && !atomic_compare_exchange_weak(&p->t_peak, &peak, n)) {
     }
   }
-  _ak_slab *s = h->avail.head;
-  void *o = s ? _ak_slab_pop(s) : NULL;
-  if (AK_UNLIKELY(!o)) {
-    o = refill(p, h);
-    if (!o) {
-      if (p->max_objects) atomic_fetch_sub_explicit(&p->t_live, 1, memory_order_relaxed);
-      return NULL;
-    }
-    s = h->avail.head;
-  }
-  relaxed_add(&h->allocs, 1);
-  if (!s->free && s->bump == s->end) {
-    _ak_list_remove(&h->avail, s);
-    _ak_list_push_back(&h->full, s, AK_SLAB_FULL);
-  }
-  if (AK_UNLIKELY(p->debug)) {
-    _ak_pool_mark_live(p, s, o);
-    _ak_pool_track_alloc(p, o);
-  }
+  heap_in(p, h, NULL);
+  void *o = heap_alloc(p, h);
+  heap_out(p, h);
+  if (!o && p->max_objects) atomic_fetch_sub_explicit(&p->t_live, 1, memory_order_relaxed);
   return o;
 }
 
@@ -405,11 +480,12 @@ void _ak_threads_free(_ak_pool_impl *p, void *o) {
     remote_free(p, s, o);
     return;
   }
+  heap_in(p, h, s);
   if (AK_UNLIKELY(o == s->free)) double_free(p, o);
   check_double_free(p, s, o, true);
   bool was_full = s->list == AK_SLAB_FULL;
   _ak_slab_push(s, o);
-  relaxed_add(&h->frees, 1);
+  live_sub(h, 1);
   if (was_full) {
     _ak_list_remove(&h->full, s);
     _ak_pool_list_place(p, &h->avail, s);
@@ -424,11 +500,16 @@ void _ak_threads_free(_ak_pool_impl *p, void *o) {
     _ak_pool_slab_put(p, s);
     pthread_mutex_unlock(&p->mu);
   }
+  heap_out(p, h);
 }
 
 void _ak_threads_trim(_ak_pool_impl *p) {
   _ak_pool_heap *mine = heap_get(p, false);
-  if (mine) heap_trim(p, mine);
+  if (mine) {
+    heap_in(p, mine, NULL);
+    heap_trim(p, mine);
+    heap_out(p, mine);
+  }
   pthread_mutex_lock(&p->mu);
   for (_ak_slab *s = p->abandoned.head, *next; s; s = next) {
     next = s->next;
@@ -456,17 +537,23 @@ int _ak_threads_reserve(_ak_pool_impl *p, size_t n) {
     _ak_pool_error(p, ENOMEM, "ak_pool_reserve", "out of memory for the thread's heap");
     return ENOMEM;
   }
+  heap_in(p, h, NULL);
   size_t room = 0;
   for (_ak_slab *s = h->avail.head; s; s = s->next) room += s->capacity - s->used;
+  int rc = 0;
   while (room < n) {
     pthread_mutex_lock(&p->mu);
     _ak_slab *s = _ak_pool_slab_get(p);
     pthread_mutex_unlock(&p->mu);
-    if (!s) return errno ? errno : ENOMEM;
+    if (!s) {
+      rc = errno ? errno : ENOMEM;
+      break;
+    }
     s->heap = h;
     atomic_store(&s->owner, (uintptr_t)h);
     _ak_list_push_back(&h->avail, s, AK_SLAB_AVAIL);
     room += s->capacity;
   }
-  return 0;
+  heap_out(p, h);
+  return rc;
 }

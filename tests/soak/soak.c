@@ -926,7 +926,9 @@ static void *worker(void *arg) {
       if (now_s() > end) break;
       drain_inbox(s);
     }
-    if (ops == 2000 && cfg.inject && !strcmp(cfg.inject, "corrupt") && !atomic_exchange(&g_injected, true)) {
+    /* From op 2000 on, until some thread holds a malloc block to corrupt. */
+    if (ops >= 2000 && cfg.inject && !atomic_load_explicit(&g_injected, memory_order_relaxed) &&
+        !strcmp(cfg.inject, "corrupt") && !atomic_exchange(&g_injected, true)) {
       bool done = false;
       for (size_t i = 0; i < s->nmal && !done; i++)
         if (s->mal[i].size) { /* a stray write, as a buggy allocator would make */
