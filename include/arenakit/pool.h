@@ -207,6 +207,14 @@ AK_API void ak_pool_destroy(ak_pool *p);
 AK_API void *ak_pool_alloc_slow(ak_pool *p);
 AK_API void ak_pool_free_slow(ak_pool *p, void *obj);
 
+/* The free link in a free slot's first word. The inline paths reach it
+ * through this struct, not a bare void **, so that the compiler knows a
+ * link never aliases the pool's own fields (`hot` and the counts) and can
+ * keep a free followed by an allocation in registers. */
+typedef struct ak_pool_link {
+  void *next;
+} ak_pool_link;
+
 /* Relaxed atomic access to fields that other threads may read (or, for a
  * slab's owner, write) while the inline paths run: plain moves on x86-64,
  * but race-free for the language and for TSan. */
@@ -256,7 +264,7 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
   }
 #else
   if (AK_LIKELY(o != NULL)) {
-    p->hot = *(void **)o;
+    p->hot = ((ak_pool_link *)o)->next;
     p->hot_used++;
     return o;
   }
@@ -266,7 +274,7 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
       ak_pool_theap *h = e->heap;
       o = h->hot;
       if (AK_LIKELY(o != NULL)) {
-        h->hot = *(void **)o;
+        h->hot = ((ak_pool_link *)o)->next;
         h->hot_used++;
         AK_POOL_STORE_(h->live, h->live + 1);
         return o;
@@ -324,7 +332,7 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
   ak_pool_free_slow(p, obj);
 #else
   if (AK_LIKELY(sb == p->hot_slab)) { /* the current slab: its list is `hot` */
-    *(void **)obj = p->hot;
+    ((ak_pool_link *)obj)->next = p->hot;
     p->hot = obj;
     p->hot_used--;
     return;
@@ -336,7 +344,7 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
       ak_pool_theap *h = e->heap;
       sb = (uintptr_t)obj & h->mask;
       if (AK_LIKELY(sb == h->hot_slab)) { /* the heap's current slab */
-        *(void **)obj = h->hot;
+        ((ak_pool_link *)obj)->next = h->hot;
         h->hot = obj;
         h->hot_used--;
         AK_POOL_STORE_(h->live, h->live - 1);
@@ -346,7 +354,7 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
        * this thread changes its list. sb == 0 (NULL, or mask 0) goes slow. */
       s = (ak_pool_slab_head *)sb;
       if (AK_LIKELY(sb != 0 && AK_POOL_LOAD_(s->owner) == (uintptr_t)h && s->state == 1 && s->used > 1)) {
-        *(void **)obj = s->free;
+        ((ak_pool_link *)obj)->next = s->free;
         s->free = obj;
         s->used--;
         AK_POOL_STORE_(h->live, h->live - 1);
@@ -360,7 +368,7 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
   /* Another slab with free slots that keeps at least one object: no list
    * changes needed. sb == 0 (NULL, or inline paths off) goes slow. */
   if (AK_LIKELY(sb != 0 && s->state == 1 && s->used > 1)) {
-    *(void **)obj = s->free;
+    ((ak_pool_link *)obj)->next = s->free;
     s->free = obj;
     s->used--;
     return;
