@@ -116,6 +116,42 @@ TEST(HardenedDeathTest, PoolDoubleFreeIsDetected) {
   }
 }
 
+// The double free of an object in a slab other than the current one (the
+// inline free pushes onto such a slab's list when the object's first word
+// does not look like a free link).
+TEST(HardenedDeathTest, PoolDoubleFreeInAnotherSlabIsDetected) {
+  REQUIRE_MITIGATION(kDoubleFree, "double-free");
+  for (ak_sync m : kModes)
+    for (int which = 0; which < 2; which++) {
+      SCOPED_TRACE(m);
+      SCOPED_TRACE(which);
+      EXPECT_DEATH(
+          {
+            ak_pool *p = make_pool(m);
+            std::vector<void *> v;
+            ak_pool_stats st;
+            do {  // fill two slabs and start a third
+              v.push_back(ak_pool_alloc(p));
+              ak_pool_stats_get(p, &st);
+            } while (st.slabs < 3);
+            const uintptr_t mask = ~uintptr_t{65535};  // the default slab size
+            size_t j = 1;
+            while ((reinterpret_cast<uintptr_t>(v[j]) & mask) == (reinterpret_cast<uintptr_t>(v[0]) & mask))
+              j++;
+            // Both full slabs gain a free slot: one becomes the current
+            // slab, the other is a slab with free slots that keeps objects.
+            ak_pool_free(p, v[0]);
+            ak_pool_free(p, v[j]);
+            size_t t = (which ? j : 0) + 1;
+            ak_pool_free(p, v[t]);
+            ak_pool_free(p, v[t]);
+            std::fprintf(stderr, "not detected %zu\n", v.size());
+            std::exit(0);
+          },
+          "double free.*pool 'hardened'");
+    }
+}
+
 TEST(HardenedDeathTest, PoolCrossThreadDoubleFreeIsDetected) {
   REQUIRE_MITIGATION(kDoubleFree, "double-free");
   EXPECT_DEATH(

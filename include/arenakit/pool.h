@@ -125,6 +125,7 @@ typedef struct ak_pool_slab_head {
                         (others need the slow path) */
   uintptr_t owner; /**< AK_SYNC_THREADS: the owning heap (0: none); read
                         atomically, since other threads may change it */
+  uintptr_t key;   /**< hardened: links are stored as next ^ key */
 } ak_pool_slab_head;
 
 /** A thread's heap of an AK_SYNC_THREADS pool: the part the inline paths
@@ -215,6 +216,16 @@ typedef struct ak_pool_link {
   void *next;
 } ak_pool_link;
 
+#if AK_POOL_INLINE_ENCODE
+/* Hardened: true if the first word of `obj` (a slot of slab `sb`), decoded
+ * with `key`, does not look like a free link (NULL or a slot of the same
+ * slab), so that pushing it inline cannot hide a double free. */
+AK_FAST_PATH bool ak_pool_not_free_(const void *obj, uintptr_t key, uintptr_t sb, uintptr_t mask) {
+  uintptr_t w = *(const uintptr_t *)obj ^ key;
+  return w != 0 && (w & mask) != sb;
+}
+#endif
+
 /* Relaxed atomic access to fields that other threads may read (or, for a
  * slab's owner, write) while the inline paths run: plain moves on x86-64,
  * but race-free for the language and for TSan. */
@@ -301,12 +312,12 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
 AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
   uintptr_t sb = (uintptr_t)obj & p->slab_mask;
 #if AK_POOL_INLINE_ENCODE
-  /* Hardened: only the current slab inline, and only if the object's first
-   * word does not decode like a free link (else the library searches the
-   * lists for a double free). */
+  /* Hardened: the same cases, but only if the object's first word does not
+   * decode like a free link (else the library searches the lists for a
+   * double free); links are stored encoded with the slab's key. */
+  ak_pool_slab_head *s = (ak_pool_slab_head *)sb;
   if (AK_LIKELY(sb == p->hot_slab)) {
-    uintptr_t w = *(uintptr_t *)obj ^ p->hot_key;
-    if (AK_LIKELY(w != 0 && (w & p->slab_mask) != sb)) {
+    if (AK_LIKELY(ak_pool_not_free_(obj, p->hot_key, sb, p->slab_mask))) {
       *(uintptr_t *)obj = (uintptr_t)p->hot ^ p->hot_key;
       p->hot = obj;
       p->hot_used--;
@@ -317,17 +328,30 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
     if (AK_LIKELY(e->key == p->tkey)) {
       ak_pool_theap *h = e->heap;
       sb = (uintptr_t)obj & h->mask;
+      s = (ak_pool_slab_head *)sb;
       if (AK_LIKELY(sb == h->hot_slab)) {
-        uintptr_t w = *(uintptr_t *)obj ^ h->hot_key;
-        if (AK_LIKELY(w != 0 && (w & h->mask) != sb)) {
+        if (AK_LIKELY(ak_pool_not_free_(obj, h->hot_key, sb, h->mask))) {
           *(uintptr_t *)obj = (uintptr_t)h->hot ^ h->hot_key;
           h->hot = obj;
           h->hot_used--;
           AK_POOL_STORE_(h->live, h->live - 1);
           return;
         }
+      } else if (AK_LIKELY(sb != 0 && AK_POOL_LOAD_(s->owner) == (uintptr_t)h && s->state == 1 &&
+                           s->used > 1 && ak_pool_not_free_(obj, s->key, sb, h->mask))) {
+        *(uintptr_t *)obj = (uintptr_t)s->free ^ s->key;
+        s->free = obj;
+        s->used--;
+        AK_POOL_STORE_(h->live, h->live - 1);
+        return;
       }
     }
+  } else if (AK_LIKELY(sb != 0 && s->state == 1 && s->used > 1 &&
+                       ak_pool_not_free_(obj, s->key, sb, p->slab_mask))) {
+    *(uintptr_t *)obj = (uintptr_t)s->free ^ s->key;
+    s->free = obj;
+    s->used--;
+    return;
   }
   ak_pool_free_slow(p, obj);
 #else

@@ -52,7 +52,8 @@ struct _ak_pool_heap {
 _Static_assert(offsetof(_ak_slab, free) == offsetof(ak_pool_slab_head, free) &&
                    offsetof(_ak_slab, used) == offsetof(ak_pool_slab_head, used) &&
                    offsetof(_ak_slab, list) == offsetof(ak_pool_slab_head, state) &&
-                   offsetof(_ak_slab, owner) == offsetof(ak_pool_slab_head, owner),
+                   offsetof(_ak_slab, owner) == offsetof(ak_pool_slab_head, owner) &&
+                   offsetof(_ak_slab, key) == offsetof(ak_pool_slab_head, key),
                "_ak_slab must begin with ak_pool_slab_head");
 
 /* Thread-local: the public direct-mapped cache (key = pool id: ids are

@@ -38,12 +38,13 @@ enum { AK_SLAB_F_TRACKED = 1u, AK_SLAB_F_REUSED = 2u };
 enum { AK_SLAB_AVAIL = 1, AK_SLAB_FULL = 2, AK_SLAB_SPARE = 3, AK_SLAB_ABANDONED = 4 };
 
 struct _ak_slab {
-  /* The first four fields are ak_pool_slab_head (arenakit/pool.h): the
+  /* The first five fields are ak_pool_slab_head (arenakit/pool.h): the
    * inline frees read them. */
   void *free;               /* local free list (owner only) */
   uint32_t used;            /* live objects counted by the owner */
   uint32_t list;            /* AK_SLAB_* */
   _Atomic(uintptr_t) owner; /* owning thread heap, 0 = abandoned (THREADS) */
+  uintptr_t key;            /* hardened: links are stored as next ^ key (0 otherwise) */
   uint64_t magic;           /* AK_SLAB_MAGIC ^ (uintptr_t)owner pool */
   void *pool;               /* the owning pool (struct _ak_pool_impl *) */
   _ak_slab *prev;           /* neighbours on the list named by `list` */
@@ -57,7 +58,6 @@ struct _ak_slab {
   size_t file_offset;     /* file backing: where this slab lives in the file */
   _Atomic(void *) remote; /* frees by other threads (AK_SYNC_THREADS) */
   void *heap;             /* owning heap (owner's copy, THREADS) */
-  uintptr_t key;          /* hardened: links are stored as next ^ key (0 otherwise) */
   const char *name;       /* the owning pool's name, for messages */
   uint64_t bitmap[];      /* checked build: 1 bit per live slot */
 };
