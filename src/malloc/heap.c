@@ -10,8 +10,11 @@
  *          segment, or a fresh span (_ak_span_alloc)
  *   ak_free (alloc.c) fast: owner pushes on the page's free list
  *     -> _ak_free_slow: large, huge-aligned, aligned interior pointers,
- *          full -> queue, empty pages (_ak_page_retire), remote CAS push,
- *          frees into abandoned segments (under _ak_abandoned_mu)
+ *          full -> queue, empty pages (_ak_page_retire), remote CAS push;
+ *          a free into an abandoned segment adopts it (abandoned_take)
+ *   thread exit (heap_exit): empty pages back, segments abandoned with
+ *          their pages committed; sweep_abandoned (slow path, ak_collect)
+ *          settles what nobody adopts
  *
  * Locks (slow paths only): _ak_heaps_mu (heap registry) and
  * _ak_abandoned_mu, each taken alone or abandoned -> segment registry. */
@@ -239,7 +242,12 @@ static void segment_adopt(ak_mheap *h, ak_segment *seg) {
     __atomic_fetch_and(&pg->flags, (uint8_t)~PG_FULL, __ATOMIC_RELAXED); /* remote frees read flags */
     pg->in_queue = 0;
     if (_ak_used(pg) == 0) {
+      /* Freeing the last span in use may release the segment: stop, since
+       * every page after it is free. */
+      uint64_t bits = (pg->span == 64 ? UINT64_MAX : ((UINT64_C(1) << pg->span) - 1)) << i;
+      bool last = (seg->free_mask | bits) == UINT64_MAX;
       _ak_span_free(h, seg, pg);
+      if (last) return;
     } else if (pg->free || pg->bump < pg->end) {
       queue_push_front(h, pg);
     } else {
@@ -275,6 +283,7 @@ static bool adopt(ak_mheap *h) {
   }
   pthread_mutex_unlock(&_ak_abandoned_mu);
   if (!seg) return false;
+  seg->flags &= ~(uint32_t)SEG_RELEASE_EMPTY; /* taken for its space: kept like any other */
   segment_adopt(h, seg);
   return true;
 }
