@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "malloc/size_class.h"
+#include "os/os_mem.h"
 
 namespace {
 
@@ -278,6 +279,121 @@ TEST(Threads, ExitedThreadsStrandNothing) {
   ak_malloc_stats_get(&s);
   EXPECT_EQ(s.abandoned, 0u) << "abandoned segments are released once empty";
   EXPECT_LE(committed(), before + (size_t{4} << 20));
+}
+
+// Counts the decommits (madvise) of the OS layer while installed.
+std::atomic<size_t> g_decommits{0};
+int counting_decommit(void *p, size_t n, void *ctx) {
+  g_decommits++;
+  return _ak_os_default_hooks().decommit(p, n, ctx);
+}
+
+// The `threads` workload of malloc-workloads in small: two short-lived
+// threads at a time allocate 1,000 blocks of 16-1024 bytes, free 3/4 and
+// leave 1/4 to the main thread, which frees them after the threads exited.
+void short_thread_generation(unsigned g) {
+  std::vector<void *> left[2];
+  std::thread ts[2];
+  for (unsigned t = 0; t < 2; t++) {
+    ts[t] = std::thread([&left, g, t] {
+      std::mt19937 rng(g * 2 + t);
+      std::vector<void *> mine(1000);
+      for (auto &p : mine) {
+        size_t n = 16 + rng() % 1009;
+        p = ak_malloc(n);
+        std::memset(p, 0x5a, n);
+      }
+      for (size_t i = 0; i < mine.size(); i++) {
+        if (i % 4 == 3)
+          left[t].push_back(mine[i]);
+        else
+          ak_free(mine[i]);
+      }
+    });
+  }
+  for (auto &th : ts) th.join();
+  for (auto &v : left)
+    for (void *p : v) ak_free(p);
+}
+
+// Thread exit hands its segments on with their pages committed: threads
+// that come and go reuse them, so the number of mappings, segments and
+// committed bytes stays bounded and nothing is decommitted (no madvise and
+// no page faults per thread) while the purge delay has not passed.
+TEST(Threads, ShortLivedThreadsReuseSegmentsWithoutSystemCalls) {
+  long old_delay = ak_option_get(AK_OPTION_PURGE_DELAY);
+  ak_option_set(AK_OPTION_PURGE_DELAY, 600000);  // no purge by time during the test
+  ak_free(ak_malloc(16));                         // this thread has a heap (it adopts segments)
+  for (unsigned g = 0; g < 10; g++) short_thread_generation(g);
+  _ak_os_counters c0, c1;
+  _ak_os_get_counters(&c0);
+  _ak_os_hooks hooks = _ak_os_default_hooks();
+  hooks.decommit = counting_decommit;
+  _ak_os_hooks saved = _ak_os_set_hooks(&hooks);
+  g_decommits = 0;
+  size_t max_segments = 0, max_committed = 0;
+  for (unsigned g = 10; g < 210; g++) {
+    short_thread_generation(g);
+    ak_malloc_stats s;
+    ak_malloc_stats_get(&s);
+    max_segments = std::max(max_segments, s.segments);
+    max_committed = std::max(max_committed, s.committed);
+  }
+  _ak_os_set_hooks(&saved);
+  _ak_os_get_counters(&c1);
+  ak_option_set(AK_OPTION_PURGE_DELAY, old_delay);
+  EXPECT_EQ(g_decommits.load(), 0u) << "thread exit or adoption decommitted pages";
+  EXPECT_LE(c1.map_calls - c0.map_calls, 4u) << "400 threads mapped new segments";
+  EXPECT_LE(max_segments, 8u);
+  EXPECT_LE(max_committed, size_t{8} * SEG_SIZE);
+  ak_collect(true);
+}
+
+// A thread that frees a block of an exited thread adopts its segment at
+// once (one lock per segment): the segment is no longer abandoned, and the
+// frees that follow are local.
+TEST(Threads, FreeIntoExitedThreadsSegmentAdoptsIt) {
+  ak_collect(true);
+  ak_free(ak_malloc(16));  // this thread has a heap
+  std::vector<void *> blocks(2000);
+  std::thread([&] {
+    for (auto &p : blocks) p = ak_malloc(48);
+  }).join();
+  ak_malloc_stats s;
+  ak_malloc_stats_get(&s);
+  ASSERT_GE(s.abandoned, 1u);
+  ak_free(blocks[0]);
+  ak_malloc_stats_get(&s);
+  EXPECT_EQ(s.abandoned, 0u) << "the free adopted the segment";
+  for (size_t i = 1; i < blocks.size(); i++) ak_free(blocks[i]);
+  // The blocks are this heap's now: allocating them again maps nothing.
+  _ak_os_counters c0, c1;
+  _ak_os_get_counters(&c0);
+  for (auto &p : blocks) p = ak_malloc(48);
+  _ak_os_get_counters(&c1);
+  EXPECT_EQ(c1.map_calls, c0.map_calls);
+  for (void *p : blocks) ak_free(p);
+  ak_collect(true);
+}
+
+// Frees from a thread without a heap go on the remote lists of an
+// abandoned segment; ak_collect (here from that thread) settles them and
+// releases the segment: nothing stays stranded.
+TEST(Threads, RemoteFreesIntoAbandonedSegmentsAreCollected) {
+  ak_collect(true);
+  size_t before = committed();
+  std::vector<void *> blocks(5000);
+  std::thread([&] {
+    for (size_t i = 0; i < blocks.size(); i++) blocks[i] = ak_malloc(16 + i % 700);
+  }).join();
+  ak_malloc_stats s;
+  std::thread([&] {  // never allocates through arenakit: no heap
+    for (void *p : blocks) ak_free(p);
+    ak_collect(true);
+    ak_malloc_stats_get(&s);
+  }).join();
+  EXPECT_EQ(s.abandoned, 0u);
+  EXPECT_LE(committed(), before + SEG_SIZE);
 }
 
 TEST(Threads, AllocationInThreadDestructors) {

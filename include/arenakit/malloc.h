@@ -67,7 +67,9 @@ AK_API size_t ak_usable_size(const void *p);
 
 /** Gives memory back to the OS: decommits empty pages whose purge delay has
  *  passed (all of them with `force`), collects the calling thread's remote
- *  frees and releases empty segments. Thread-safe. */
+ *  frees and releases empty segments; also settles the segments of exited
+ *  threads (their remote frees, their empty pages and segments), from any
+ *  thread, even one that never allocated. Thread-safe. */
 AK_API void ak_collect(bool force);
 
 /** Totals and per-size-class figures (ak_malloc_stats_get). Version 1. */

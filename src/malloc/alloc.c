@@ -179,7 +179,6 @@ AK_ALIAS(malloc_usable_size, ak_usable_size)
 #endif
 
 void ak_collect(bool force) {
-  ak_mheap *h = _ak_tl_heap;
-  if (h) _ak_heap_collect(h, force);
+  _ak_heap_collect(_ak_tl_heap, force); /* also without a heap: abandoned segments */
   _ak_segment_cache_trim(force);
 }

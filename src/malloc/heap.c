@@ -10,8 +10,11 @@
  *          segment, or a fresh span (_ak_span_alloc)
  *   ak_free (alloc.c) fast: owner pushes on the page's free list
  *     -> _ak_free_slow: large, huge-aligned, aligned interior pointers,
- *          full -> queue, empty pages (_ak_page_retire), remote CAS push,
- *          frees into abandoned segments (under _ak_abandoned_mu)
+ *          full -> queue, empty pages (_ak_page_retire), remote CAS push;
+ *          a free into an abandoned segment adopts it (abandoned_take)
+ *   thread exit (heap_exit): empty pages back, segments abandoned with
+ *          their pages committed; sweep_abandoned (slow path, ak_collect)
+ *          settles what nobody adopts
  *
  * Locks (slow paths only): _ak_heaps_mu (heap registry) and
  * _ak_abandoned_mu, each taken alone or abandoned -> segment registry. */
@@ -221,6 +224,52 @@ void _ak_page_retire(ak_mheap *h, ak_page *pg) {
   if (_ak_used(pg) == 0 && (pg->next || pg->prev)) page_release(h, pg);
 }
 
+/* Takes `seg`, just unlinked from the abandoned list with its owner set to
+ * `h`, into `h`: remote frees are collected, empty spans go back to the
+ * segment, the rest join h's class queues (or full lists). */
+static void segment_adopt(ak_mheap *h, ak_segment *seg) {
+  /* The adopter is about to reuse the free pages: the purge delay starts
+   * again, rather than decommitting pages that are faulted in next. */
+  if (seg->dirty_mask) seg->dirty_since = _ak_now_ms();
+  seg->next = h->segs;
+  seg->prev = NULL;
+  if (h->segs) h->segs->prev = seg;
+  h->segs = seg;
+  for (unsigned i = 0; i < NPAGES; i++) {
+    ak_page *pg = &seg->pages[i];
+    if (pg->head_off || !pg->block_size) continue;
+    collect_remote(pg);
+    __atomic_fetch_and(&pg->flags, (uint8_t)~PG_FULL, __ATOMIC_RELAXED); /* remote frees read flags */
+    pg->in_queue = 0;
+    if (_ak_used(pg) == 0) {
+      /* Freeing the last span in use may release the segment: stop, since
+       * every page after it is free. */
+      uint64_t bits = (pg->span == 64 ? UINT64_MAX : ((UINT64_C(1) << pg->span) - 1)) << i;
+      bool last = (seg->free_mask | bits) == UINT64_MAX;
+      _ak_span_free(h, seg, pg);
+      if (last) return;
+    } else if (pg->free || pg->bump < pg->end) {
+      queue_push_front(h, pg);
+    } else {
+      full_push(h, pg);
+    }
+  }
+}
+
+/* Unlinks `seg` from the abandoned list and makes `h` its owner, if it is
+ * still abandoned (another thread may have adopted it first). */
+static bool abandoned_take(ak_mheap *h, ak_segment *seg) {
+  pthread_mutex_lock(&_ak_abandoned_mu);
+  bool taken = atomic_load_explicit(&seg->owner, memory_order_relaxed) == OWNER_NONE;
+  if (taken) {
+    _ak_seg_unlink(&_ak_abandoned, seg);
+    atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
+    atomic_store_explicit(&seg->owner, (uintptr_t)h, memory_order_release);
+  }
+  pthread_mutex_unlock(&_ak_abandoned_mu);
+  return taken;
+}
+
 /* Adopts one abandoned segment: its pages join this heap's queues. */
 static bool adopt(ak_mheap *h) {
   if (!atomic_load_explicit(&abandoned_count, memory_order_relaxed)) return false;
@@ -234,25 +283,16 @@ static bool adopt(ak_mheap *h) {
   }
   pthread_mutex_unlock(&_ak_abandoned_mu);
   if (!seg) return false;
-  seg->next = h->segs;
-  seg->prev = NULL;
-  if (h->segs) h->segs->prev = seg;
-  h->segs = seg;
-  for (unsigned i = 0; i < NPAGES; i++) {
-    ak_page *pg = &seg->pages[i];
-    if (pg->head_off || !pg->block_size) continue;
-    collect_remote(pg);
-    __atomic_fetch_and(&pg->flags, (uint8_t)~PG_FULL, __ATOMIC_RELAXED); /* remote frees read flags */
-    pg->in_queue = 0;
-    if (_ak_used(pg) == 0) {
-      _ak_span_free(h, seg, pg);
-    } else if (pg->free || pg->bump < pg->end) {
-      queue_push_front(h, pg);
-    } else {
-      full_push(h, pg);
-    }
-  }
+  seg->flags &= ~(uint32_t)SEG_RELEASE_EMPTY; /* taken for its space: kept like any other */
+  segment_adopt(h, seg);
   return true;
+}
+
+/* True if one of h's segments has a page in no span. */
+static bool heap_has_free_page(const ak_mheap *h) {
+  for (const ak_segment *s = h->segs; s; s = s->next)
+    if (s->free_mask) return true;
+  return false;
 }
 
 /* A page of class `cls` with a free block on its list, or NULL. */
@@ -278,8 +318,12 @@ static ak_page *page_refill(ak_mheap *h, unsigned cls) {
     }
   }
   if (h->pages[cls] != &_ak_empty_page) return h->pages[cls];
+  /* Abandoned segments before fresh spans, but no more of them than it
+   * takes to have a page of this class or a free page to carve one from
+   * (a thread that starts adopts one, not all of its predecessors'). */
   while (adopt(h)) {
     if (h->pages[cls] != &_ak_empty_page) return page_refill(h, cls);
+    if (heap_has_free_page(h)) break;
   }
   ak_page *pg = _ak_span_alloc(h, cls);
   if (!pg) return NULL;
@@ -288,10 +332,51 @@ static ak_page *page_refill(ak_mheap *h, unsigned cls) {
   return pg;
 }
 
+/* Settles an abandoned segment, under _ak_abandoned_mu (which stands in
+ * for the owner): collects the remote frees and gives back the spans they
+ * emptied. True if the segment is now entirely free. */
+static bool abandoned_settle(ak_segment *s) {
+  for (unsigned i = 0; i < NPAGES; i++) {
+    ak_page *pg = &s->pages[i];
+    if (!pg->block_size || pg->head_off) continue;
+    collect_remote(pg);
+    if (_ak_used(pg) == 0) {
+      pg->in_queue = 0;
+      _ak_span_free(NULL, s, pg);
+    }
+  }
+  return s->free_mask == UINT64_MAX;
+}
+
+/* Sweeps the abandoned segments (any thread's slow path, every 64 calls;
+ * ak_collect): collects their remote frees, releases those now entirely
+ * free and decommits free pages older than the purge delay (all with
+ * force). So the memory of exited threads is neither stranded nor kept
+ * resident while nobody adopts it. Without `force` a busy lock is skipped. */
+static void sweep_abandoned(bool force, uint64_t now) {
+  if (!atomic_load_explicit(&abandoned_count, memory_order_relaxed)) return;
+  if (force)
+    pthread_mutex_lock(&_ak_abandoned_mu);
+  else if (pthread_mutex_trylock(&_ak_abandoned_mu) != 0)
+    return;
+  for (ak_segment *s = _ak_abandoned, *next; s; s = next) {
+    next = s->next;
+    if (abandoned_settle(s)) {
+      _ak_seg_unlink(&_ak_abandoned, s);
+      atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
+      _ak_segment_release(s);
+    } else {
+      _ak_segment_purge(s, force, now);
+    }
+  }
+  pthread_mutex_unlock(&_ak_abandoned_mu);
+}
+
 static void maybe_purge(ak_mheap *h) {
   if ((++h->slow_calls & 63) != 0) return;
   uint64_t now = _ak_now_ms();
   for (ak_segment *s = h->segs; s; s = s->next) _ak_segment_purge(s, false, now);
+  sweep_abandoned(false, now);
 }
 
 void *_ak_malloc_slow(size_t n) {
@@ -314,30 +399,10 @@ void *_ak_malloc_slow(size_t n) {
   return b;
 }
 
-/* Pushes `b` on a page owned by another thread. */
-static void remote_free(ak_segment *seg, ak_page *pg, void *b) {
-  if (atomic_load_explicit(&seg->owner, memory_order_acquire) == OWNER_NONE) {
-    /* Abandoned: nobody collects; free it here under the lock. */
-    pthread_mutex_lock(&_ak_abandoned_mu);
-    if (atomic_load_explicit(&seg->owner, memory_order_relaxed) == OWNER_NONE) {
-      _ak_blk_set_next(pg, b, pg->free);
-      pg->free = b;
-      _ak_used_set(pg, _ak_used(pg) - 1);
-      collect_remote(pg);
-      if (_ak_used(pg) == 0) {
-        pg->in_queue = 0;
-        _ak_span_free(NULL, seg, pg);
-        if (seg->free_mask == UINT64_MAX) {
-          _ak_seg_unlink(&_ak_abandoned, seg);
-          atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
-          _ak_segment_release(seg);
-        }
-      }
-      pthread_mutex_unlock(&_ak_abandoned_mu);
-      return;
-    }
-    pthread_mutex_unlock(&_ak_abandoned_mu);
-  }
+/* Pushes `b` on the remote list of a page this thread does not own: one
+ * CAS, no lock. The owner collects it; for an abandoned segment (owner
+ * OWNER_NONE) the thread that adopts it, or sweep_abandoned. */
+static void remote_free(ak_page *pg, void *b) {
   void *head = atomic_load_explicit(&pg->remote, memory_order_relaxed);
   do {
     _ak_blk_set_next(pg, b, head);
@@ -390,7 +455,19 @@ void _ak_free_slow(void *p, ak_segment *seg) {
     p = (void *)(pg->start + off - off % pg->block_size); /* aligned interior pointer */
   }
   ak_mheap *h = _ak_tl_heap;
-  bool mine = h && atomic_load_explicit(&seg->owner, memory_order_relaxed) == (uintptr_t)h;
+  uintptr_t owner = atomic_load_explicit(&seg->owner, memory_order_relaxed);
+  bool mine = h && owner == (uintptr_t)h;
+  /* A free into a segment whose thread exited: this thread adopts the
+   * segment (one lock per segment, not per free), so this free and the
+   * ones after it are local and the pages they empty are reused or released
+   * at once. It adopted the segment to settle it, not for its space: once
+   * entirely free the segment goes to the segment cache for the next thread
+   * (SEG_RELEASE_EMPTY) instead of staying with this heap. */
+  if (owner == OWNER_NONE && h && abandoned_take(h, seg)) {
+    seg->flags |= SEG_RELEASE_EMPTY;
+    segment_adopt(h, seg);
+    mine = true;
+  }
   if (ak_malloc_checked) {
     /* A block already on the owner's free list is a double free (only the
      * owner may walk that list); freed blocks are filled with 0xdf after
@@ -404,7 +481,7 @@ void _ak_free_slow(void *p, ak_segment *seg) {
   if (ak_harden_double_free && _ak_blk_looks_free(pg, p) && on_free_list(pg, p, mine))
     _ak_malloc_fatal("free", p, "double free", pg->cls);
   if (!mine) {
-    remote_free(seg, pg, p);
+    remote_free(pg, p);
     return;
   }
   _ak_blk_set_next(pg, p, pg->free);
@@ -413,8 +490,9 @@ void _ak_free_slow(void *p, ak_segment *seg) {
   _ak_page_retire(h, pg);
 }
 
-/* Collects remote frees, releases empty pages, purges (owner only). */
-void _ak_heap_collect(ak_mheap *h, bool force) {
+/* Collects remote frees and releases empty pages (all with force, else
+ * those that are not the last page of their class). Owner only. */
+static void heap_collect_pages(ak_mheap *h, bool force) {
   for (unsigned c = 0; c < NCLS; c++) {
     for (ak_page *pg = h->full[c], *next; pg; pg = next) {
       next = pg->next;
@@ -429,8 +507,15 @@ void _ak_heap_collect(ak_mheap *h, bool force) {
       if (_ak_used(pg) == 0 && (force || pg->next || pg->prev)) page_release(h, pg);
     }
   }
+}
+
+/* Collects remote frees, releases empty pages, purges (owner only; `h`
+ * may be NULL: a thread without a heap), then sweeps the abandoned
+ * segments. */
+void _ak_heap_collect(ak_mheap *h, bool force) {
   uint64_t now = _ak_now_ms();
-  for (ak_segment *s = h->segs, *next; s; s = next) {
+  if (h) heap_collect_pages(h, force);
+  for (ak_segment *s = h ? h->segs : NULL, *next; s; s = next) {
     next = s->next;
     if (force && s->free_mask == UINT64_MAX) {
       _ak_seg_unlink(&h->segs, s);
@@ -439,13 +524,19 @@ void _ak_heap_collect(ak_mheap *h, bool force) {
     }
     _ak_segment_purge(s, force, now);
   }
+  sweep_abandoned(force, now);
 }
 
-/* Thread exit: empty pages go back, the rest is abandoned for adoption. */
+/* Thread exit: empty pages go back, the rest is abandoned for adoption.
+ * Nothing is decommitted here: a thread that comes next (or the one that
+ * frees the survivors and so adopts the segment) reuses the pages as they
+ * are, without a fault per page; free pages are purged after the purge
+ * delay like any others (abandoned ones by sweep_abandoned), and an entirely
+ * free segment goes to the segment cache, which unmaps it after the delay. */
 static void heap_exit(void *arg) {
   ak_mheap *h = arg;
   if (!h) return;
-  _ak_heap_collect(h, true);
+  heap_collect_pages(h, true);
   _ak_tl_heap = NULL; /* a later malloc in this thread makes a new heap */
   while (h->segs) {
     ak_segment *s = h->segs;
@@ -462,13 +553,7 @@ static void heap_exit(void *arg) {
     atomic_store_explicit(&s->owner, OWNER_NONE, memory_order_seq_cst);
     /* Frees that raced with abandoning are on remote lists: settle them,
      * and give back the pages they emptied. */
-    for (unsigned i = 0; i < NPAGES; i++) {
-      ak_page *pg = &s->pages[i];
-      if (!pg->block_size || pg->head_off) continue;
-      collect_remote(pg);
-      if (_ak_used(pg) == 0) _ak_span_free(NULL, s, pg);
-    }
-    if (s->free_mask == UINT64_MAX) {
+    if (abandoned_settle(s)) {
       pthread_mutex_unlock(&_ak_abandoned_mu);
       _ak_segment_release(s);
       continue;

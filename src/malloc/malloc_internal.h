@@ -37,6 +37,8 @@ static const bool ak_malloc_checked = AK_CHECKED;
 #define SEG_MAGIC UINT64_C(0x616b2d7365676d21) /* "ak-segm!" */
 
 enum { SEG_SMALL = 1, SEG_LARGE = 2 };
+/* Segment flags (owner only). */
+enum { SEG_RELEASE_EMPTY = 1u /* adopted by a free: released, not kept, once all free */ };
 #define OWNER_NONE ((uintptr_t)1)
 /* Page flags seen by the free fast path (any flag sends frees slow). */
 enum { PG_FULL = 1u, PG_ALIGNED = 2u };
@@ -69,7 +71,7 @@ _Static_assert(sizeof(ak_page) == 128, "ak_page must stay 128 bytes");
 typedef struct ak_segment {
   uint64_t magic; /* SEG_MAGIC */
   uint32_t kind;  /* SEG_SMALL or SEG_LARGE */
-  uint32_t pad_;
+  uint32_t flags; /* SEG_* flags (owner only) */
   _Atomic uintptr_t owner;          /* owning heap, or OWNER_NONE (abandoned, large);
                                        never 0, so a thread without a heap
                                        (_ak_tl_heap == NULL) owns nothing */
@@ -135,7 +137,7 @@ extern __attribute__((tls_model("initial-exec"))) _Thread_local ak_mheap *_ak_tl
 void *_ak_malloc_slow(size_t n);
 void _ak_free_slow(void *p, ak_segment *seg);
 void _ak_page_retire(ak_mheap *h, ak_page *pg); /* local free emptied or unfilled a page */
-void _ak_heap_collect(ak_mheap *h, bool force);
+void _ak_heap_collect(ak_mheap *h, bool force); /* h may be NULL: abandoned segments only */
 extern pthread_mutex_t _ak_heaps_mu;
 extern ak_mheap *_ak_heap_list;
 extern ak_segment *_ak_abandoned;

@@ -3,6 +3,7 @@
  * and purging (decommit) of free pages. Memory comes from the OS layer. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
@@ -102,9 +103,11 @@ static ak_segment *segment_new(ak_mheap *h) {
   pthread_mutex_unlock(&cache_mu);
   if (seg) {
     /* Reused: clear the header, keep the decommit record for accounting;
-     * the other free pages are committed (dirty, purgeable). */
+     * the other free pages are committed (dirty, purgeable). The page
+     * descriptors are all free (block_size 0) and stay as they are: their
+     * last class guides find_same_class. */
     uint64_t decommitted = seg->decommit_mask, guarded = seg->guard_mask;
-    memset(seg, 0, sizeof *seg);
+    memset(seg, 0, offsetof(ak_segment, pages));
     seg->decommit_mask = decommitted;
     seg->guard_mask = guarded;
     seg->dirty_mask = ALL_PAGES & ~decommitted;
@@ -150,11 +153,27 @@ static int find_run(uint64_t free_mask, unsigned k) {
   return -1;
 }
 
+/* A free, still committed one-page span whose last class was `cls`, or
+ * -1. Reusing it touches no more of the page than that class did before;
+ * another class would carve further into it (a thread that follows
+ * another with the same sizes keeps each page's resident part small). */
+static int find_same_class(const ak_segment *s, unsigned cls) {
+  for (uint64_t m = s->free_mask & ~s->decommit_mask; m; m &= m - 1) {
+    unsigned i = (unsigned)__builtin_ctzll(m);
+    if (s->pages[i].cls == cls && s->pages[i].span == 1 && !s->pages[i].head_off) return (int)i;
+  }
+  return -1;
+}
+
 ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
   unsigned k = _ak_cls_span[cls];
   ak_segment *seg = NULL;
   int at = -1;
-  for (ak_segment *s = h->segs; s; s = s->next) {
+  if (k == 1) {
+    for (ak_segment *s = h->segs; s && at < 0; s = s->next)
+      if ((at = find_same_class(s, cls)) >= 0) seg = s;
+  }
+  for (ak_segment *s = h->segs; s && at < 0; s = s->next) {
     if ((at = find_run(s->free_mask, k)) >= 0) {
       seg = s;
       break;
@@ -236,9 +255,10 @@ void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg) {
   long delay = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
   if (delay == 0) _ak_segment_purge(seg, true, 0);
   if (seg->free_mask == ALL_PAGES && h) {
-    /* Keep one empty segment per heap; release any other at once. */
+    /* Keep one empty segment per heap; release any other at once, and one
+     * that the heap took over only to settle frees (SEG_RELEASE_EMPTY). */
     for (ak_segment *s = h->segs; s; s = s->next) {
-      if (s != seg && s->free_mask == ALL_PAGES) {
+      if ((s != seg && s->free_mask == ALL_PAGES) || (seg->flags & SEG_RELEASE_EMPTY)) {
         _ak_seg_unlink(&h->segs, seg);
         _ak_segment_release(seg);
         return;
