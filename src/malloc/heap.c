@@ -218,7 +218,12 @@ void _ak_page_retire(ak_mheap *h, ak_page *pg) {
     full_remove(h, pg);
     queue_push_front(h, pg);
   }
-  if (_ak_used(pg) == 0 && (pg->next || pg->prev)) page_release(h, pg);
+  /* An empty page goes back to its segment unless it is the last of its
+   * class and a one-page span (kept, so that one block allocated and freed
+   * over and over does not take and give a span each time). Multi-page
+   * spans (classes above 8 KiB) go at once: kept empty, one per class,
+   * they would hold several segments' worth of pages. */
+  if (_ak_used(pg) == 0 && (pg->next || pg->prev || pg->span > 1)) page_release(h, pg);
 }
 
 /* Adopts one abandoned segment: its pages join this heap's queues. */
@@ -246,6 +251,8 @@ static bool adopt(ak_mheap *h) {
     pg->in_queue = 0;
     if (_ak_used(pg) == 0) {
       _ak_span_free(h, seg, pg);
+    } else if (pg->flags & PG_SOLO) {
+      /* a live solo block: on no queue */
     } else if (pg->free || pg->bump < pg->end) {
       queue_push_front(h, pg);
     } else {
@@ -290,8 +297,7 @@ static ak_page *page_refill(ak_mheap *h, unsigned cls) {
 
 static void maybe_purge(ak_mheap *h) {
   if ((++h->slow_calls & 63) != 0) return;
-  uint64_t now = _ak_now_ms();
-  for (ak_segment *s = h->segs; s; s = s->next) _ak_segment_purge(s, false, now);
+  _ak_heap_purge(h, _ak_now_ms());
 }
 
 void *_ak_malloc_slow(size_t n) {
@@ -300,8 +306,8 @@ void *_ak_malloc_slow(size_t n) {
     errno = ENOMEM;
     return NULL;
   }
-  if (n > MEDIUM_MAX) return _ak_large_alloc(n, 16);
   maybe_purge(h);
+  if (n > SOLO_MIN) return n > SOLO_MAX ? _ak_large_alloc(n, 16) : _ak_solo_alloc(h, n, false);
   unsigned cls = _ak_size_class(n);
   ak_page *pg = page_refill(h, cls);
   if (!pg) {
@@ -407,6 +413,11 @@ void _ak_free_slow(void *p, ak_segment *seg) {
     remote_free(seg, pg, p);
     return;
   }
+  if (pg->flags & PG_SOLO) { /* its own span: give the pages back to the segment */
+    _ak_used_set(pg, 0);
+    _ak_span_free(h, seg, pg);
+    return;
+  }
   _ak_blk_set_next(pg, p, pg->free);
   pg->free = p;
   _ak_used_set(pg, _ak_used(pg) - 1);
@@ -429,6 +440,7 @@ void _ak_heap_collect(ak_mheap *h, bool force) {
       if (_ak_used(pg) == 0 && (force || pg->next || pg->prev)) page_release(h, pg);
     }
   }
+  _ak_solo_collect(h);
   uint64_t now = _ak_now_ms();
   for (ak_segment *s = h->segs, *next; s; s = next) {
     next = s->next;
