@@ -297,7 +297,8 @@ static ak_page *page_refill(ak_mheap *h, unsigned cls) {
 
 static void maybe_purge(ak_mheap *h) {
   if ((++h->slow_calls & 63) != 0) return;
-  _ak_heap_purge(h, _ak_now_ms());
+  uint64_t now = _ak_now_ms();
+  for (ak_segment *s = h->segs; s; s = s->next) _ak_segment_purge(s, false, now);
 }
 
 void *_ak_malloc_slow(size_t n) {

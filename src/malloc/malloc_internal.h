@@ -120,9 +120,6 @@ void _ak_segment_release(ak_segment *seg);
 void _ak_segment_cache_trim(bool force);
 /** Decommits free pages older than the purge delay (all with force). */
 void _ak_segment_purge(ak_segment *seg, bool force, uint64_t now_ms);
-/** Purges h's segments (_ak_segment_purge) when h holds more free committed
- *  pages than its budget (twice as many as it has in use, at least 1 MiB). */
-void _ak_heap_purge(ak_mheap *h, uint64_t now_ms);
 /** Solo spans (SOLO_MIN < n <= SOLO_MAX): a span of whole pages holding
  *  one block, in one of `h`'s segments (best fit). `zero`: the block reads
  *  as zero. NULL + errno. */

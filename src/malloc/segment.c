@@ -265,14 +265,17 @@ void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg) {
 }
 
 /* Purge policy: the free pages of a segment are decommitted once the
- * segment has been quiet - no span freed in it - for at least the purge
- * delay. Each segment keeps a tick: at a tick (maybe_purge in heap.c, at
- * most once per delay) the pages still in aged_mask - free since the tick
- * before - are decommitted, and the free pages become the next aged_mask.
- * Freeing a span empties aged_mask, and taking a page removes it, so the
- * pages of a segment that a program keeps freeing and taking (realloc
- * growth, churn) stay committed and do not fault again; once the program
- * stops using it, the segment's free pages go back within two delays. */
+ * segment has been quiet - no span freed, shrunk or grown in place in it -
+ * for at least the purge delay. Each segment keeps a tick: at a tick
+ * (maybe_purge in heap.c, at most once per delay) the pages still in
+ * aged_mask - free since the tick before - are decommitted, and the free
+ * pages become the next aged_mask. Such activity empties aged_mask, and
+ * taking a page removes it, so the pages of a segment that a program keeps
+ * freeing and taking (realloc growth) stay committed and do not fault
+ * again; once the program stops using the segment, its free pages go back
+ * within two delays. (Earlier, every free page of a segment went once the
+ * first of them was older than the delay: pages freed a moment before were
+ * decommitted and faulted in again at once.) */
 void _ak_segment_purge(ak_segment *seg, bool force, uint64_t now_ms) {
   if (!seg->dirty_mask) return;
   uint64_t purge = seg->dirty_mask;
@@ -297,21 +300,6 @@ void _ak_segment_purge(ak_segment *seg, bool force, uint64_t now_ms) {
   seg->decommit_mask |= purge;
   seg->dirty_mask &= ~purge;
   seg->aged_mask &= ~purge;
-}
-
-/* A heap that keeps churning through its pages (realloc growth, random
- * sizes) takes its free pages again soon, and decommitting them would only
- * make them fault again: its segments are purged only while its free
- * committed pages outnumber twice the pages in use (and 1 MiB), that is
- * once the heap has shrunk. */
-void _ak_heap_purge(ak_mheap *h, uint64_t now_ms) {
-  size_t used = 0, dirty = 0;
-  for (ak_segment *s = h->segs; s; s = s->next) {
-    used += NPAGES - (size_t)__builtin_popcountll(s->free_mask);
-    dirty += (size_t)__builtin_popcountll(s->dirty_mask);
-  }
-  if (dirty <= 16 /* 1 MiB */ || dirty <= 2 * used) return;
-  for (ak_segment *s = h->segs; s; s = s->next) _ak_segment_purge(s, false, now_ms);
 }
 
 /* ---- solo spans --------------------------------------------------------------------
@@ -412,6 +400,7 @@ bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n) {
     seg->dirty_mask &= ~more;
     seg->aged_mask &= ~more;
     seg->decommit_mask &= ~more;
+    seg->aged_mask = 0; /* a segment whose blocks grow is busy too */
     for (unsigned i = k; i < want; i++) {
       __atomic_store_n(&seg->pages[at + i].head_off, (uint8_t)i, __ATOMIC_RELAXED);
       seg->pages[at + i].head = pg;
