@@ -86,6 +86,10 @@ size_t ak_usable_size(const void *p) {
   ak_segment *seg = _ak_seg_of(p);
   if (seg->kind == SEG_LARGE) return seg->map_size - ((uintptr_t)p - (uintptr_t)seg);
   ak_page *pg = _ak_page_of(seg, p);
+  /* Only a page with aligned blocks holds pointers inside blocks: no
+   * division otherwise (realloc asks this on every call). Atomic: another
+   * thread's free may set PG_FULL in the same byte. */
+  if (!(__atomic_load_n(&pg->flags, __ATOMIC_RELAXED) & PG_ALIGNED)) return pg->block_size;
   uintptr_t off = ((uintptr_t)p - pg->start) % pg->block_size;
   return pg->block_size - off;
 }
