@@ -805,9 +805,14 @@ const std::vector<Row> &table() {
              char *p = static_cast<char *>(ak_malloc(100));
              ak_free(p + 16);
            }),
+      dies("ak_free", "a pointer into the middle of a solo block (64 KiB to 4 MiB)",
+           "free\\(0x[0-9a-f]+\\): invalid pointer \\(not the start of a block\\)", [] {
+             char *p = static_cast<char *>(ak_malloc(1 << 20));
+             ak_free(p + 4096);
+           }),
       dies("ak_free", "a pointer into the middle of a large block",
            "free\\(0x[0-9a-f]+\\): invalid pointer \\(inside a large block\\)", [] {
-             char *p = static_cast<char *>(ak_malloc(1 << 20));
+             char *p = static_cast<char *>(ak_malloc(8 << 20));
              ak_free(p + 4096);
            }),
       dies("ak_free", "double free", "free\\(0x[0-9a-f]+\\): double free", [] {

@@ -539,7 +539,11 @@ void malloc_workload(FaultRun &r) {
     keep(r.ptr("ak_malloc medium", [&] { return ak_malloc(n); }), n);
   }
   for (unsigned i = 0; i < 4; i++) {
-    size_t n = 600000 + i * 700000;
+    size_t n = 600000 + i * 700000;  // solo spans: whole pages of a segment
+    keep(r.ptr("ak_malloc solo", [&] { return ak_malloc(n); }), n);
+  }
+  for (unsigned i = 0; i < 2; i++) {
+    size_t n = (size_t{5} << 20) + i * 700000;  // above SOLO_MAX: own mappings
     keep(r.ptr("ak_malloc large", [&] { return ak_malloc(n); }), n);
   }
   // Aligned: in-class, over-allocated, large, huge (4 MiB) aligned.
@@ -563,11 +567,12 @@ void malloc_workload(FaultRun &r) {
     }
     keep(z, n);
   }
-  // realloc: a large block grown by mremap (in place or moved), and a small
-  // block moved into the large range.
+  // realloc: a solo block grown in place, then into the large range and
+  // by mremap (in place or moved); a small block moved into the solo and
+  // large ranges.
   for (size_t step = 0; step < 2; step++) {
-    Block &b = live[step == 0 ? 60 : 3];  // a large block, then a small one
-    for (size_t n = 700000 * (step + 1); n < 6000000; n *= 2) {
+    Block &b = live[step == 0 ? 60 : 3];  // a solo block, then a small one
+    for (size_t n = 700000 * (step + 1); n < 24000000; n *= 2) {
       Block old = b;
       void *q = r.ptr("ak_realloc", [&] { return ak_realloc(old.p, n); });
       if (!q) continue;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -17,6 +18,10 @@
 
 #include "malloc/size_class.h"
 #include "os/os_mem.h"
+
+#ifndef AK_HARDENED
+#define AK_HARDENED 0
+#endif
 
 namespace {
 
@@ -154,6 +159,67 @@ TEST(Realloc, LargeBlocksGrowWithoutCopying) {
   EXPECT_EQ(q[(8 << 20) - 1], 'x');
   EXPECT_GE(ak_usable_size(q), size_t{64} << 20);
   ak_free(q);
+}
+
+// Solo spans (SOLO_MIN < n <= SOLO_MAX): realloc grows a block into the
+// free pages after it and gives tail pages back when it shrinks, without
+// moving it; a buffer grown step by step is copied only a few times.
+TEST(Realloc, SoloBlocksGrowAndShrinkInPlace) {
+  ak_collect(true);
+  size_t n = SOLO_MIN + 1000;
+  auto *p = static_cast<unsigned char *>(ak_malloc(n));
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(aligned(p, PAGE_SIZE_AK)) << "a solo block starts a page";
+  for (size_t i = 0; i < n; i++) p[i] = static_cast<unsigned char>(i * 7);
+  int moves = 0;
+  for (size_t m = n + 4000; m <= (size_t{3} << 20); m += 4000) {
+    auto *q = static_cast<unsigned char *>(ak_realloc(p, m));
+    ASSERT_NE(q, nullptr) << m;
+    moves += q != p;
+    ASSERT_GE(ak_usable_size(q), m);
+    for (size_t i = n; i < m; i++) q[i] = static_cast<unsigned char>(i * 7);
+    p = q;
+    n = m;
+  }
+  // Hardened guard pages (AK_HARDENED bit 2) end every span: a solo block
+  // moves instead of growing over its guard.
+  if (!(AK_HARDENED & 2)) {
+    EXPECT_LE(moves, 4) << "solo blocks grow in place into free pages";
+  }
+  for (size_t i = 0; i < n; i++) ASSERT_EQ(p[i], static_cast<unsigned char>(i * 7)) << i;
+  // Shrinking keeps the block and its head, and gives the tail pages back.
+  size_t before = ak_usable_size(p);
+  auto *r = static_cast<unsigned char *>(ak_realloc(p, 200000));
+  if (!(AK_HARDENED & 2)) {
+    EXPECT_EQ(r, p);
+    EXPECT_LT(ak_usable_size(r), before / 2);
+  }
+  EXPECT_GE(ak_usable_size(r), 200000u);
+  for (size_t i = 0; i < 200000; i++) ASSERT_EQ(r[i], static_cast<unsigned char>(i * 7)) << i;
+  // Below SOLO_MIN the block moves to a size class.
+  auto *s = static_cast<unsigned char *>(ak_realloc(r, 1000));
+  ASSERT_NE(s, nullptr);
+  for (size_t i = 0; i < 1000; i++) ASSERT_EQ(s[i], static_cast<unsigned char>(i * 7)) << i;
+  ak_free(s);
+}
+
+TEST(Calloc, SoloBlocksOverUsedPagesAreZero) {
+  for (int round = 0; round < 3; round++) {
+    std::vector<unsigned char *> v;
+    for (int i = 0; i < 8; i++) {
+      v.push_back(static_cast<unsigned char *>(ak_malloc(size_t{300000} + static_cast<size_t>(i) * 50000)));
+      std::memset(v.back(), 0xee, size_t{300000} + static_cast<size_t>(i) * 50000);
+    }
+    for (auto *p : v) ak_free(p);
+    for (int i = 0; i < 8; i++) {
+      size_t n = size_t{200000} + static_cast<size_t>(i) * 70000;
+      auto *z = static_cast<unsigned char *>(ak_calloc(n, 1));
+      ASSERT_NE(z, nullptr);
+      for (size_t k = 0; k < n; k++) ASSERT_EQ(z[k], 0) << "calloc(" << n << ") byte " << k;
+      v[static_cast<size_t>(i)] = z;
+    }
+    for (auto *p : v) ak_free(p);
+  }
 }
 
 TEST(Aligned, EveryAlignmentAndErrors) {
@@ -455,13 +521,36 @@ TEST(MemoryReturn, BurstThenFreeGoesBackToBaseline) {
   EXPECT_LE(committed(), base + (size_t{8} << 20)) << "peak " << peak << " base " << base;
 }
 
+// Purge policy: free pages stay committed while their segment is busy and
+// are decommitted once it has been quiet for the purge delay.
+TEST(MemoryReturn, QuietSegmentsArePurgedAfterTheDelay) {
+  long old = ak_option_get(AK_OPTION_PURGE_DELAY);
+  ak_option_set(AK_OPTION_PURGE_DELAY, 20);
+  ak_collect(true);
+  void *keep = ak_malloc(100000);  // keeps the segment of the blocks below
+  std::vector<void *> v;
+  for (int i = 0; i < 3; i++) {
+    v.push_back(ak_malloc(size_t{1} << 20));
+    std::memset(v.back(), 1, size_t{1} << 20);
+  }
+  for (void *p : v) ak_free(p);
+  size_t freed = committed();
+  ak_collect(false);  // a tick: the free pages start to age, nothing goes yet
+  EXPECT_GE(committed(), freed) << "pages freed just now are not purged";
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  ak_collect(false);  // free for a whole delay: decommitted
+  EXPECT_LE(committed() + (size_t{3} << 20), freed) << "3 MiB freed 60 ms ago are purged";
+  ak_free(keep);
+  ak_option_set(AK_OPTION_PURGE_DELAY, old);
+}
+
 TEST(Stats, AddUpAndPrint) {
   ak_collect(true);
   ak_malloc_stats a;
   ak_malloc_stats_get(&a);
   std::vector<void *> v;
   for (int i = 0; i < 1000; i++) v.push_back(ak_malloc(100));  // class of 112 bytes
-  void *big = ak_malloc(2 << 20);
+  void *big = ak_malloc(8 << 20);  // above SOLO_MAX: a large block
   ak_malloc_stats b;
   ak_malloc_stats_get(&b);
   EXPECT_EQ(b.version, AK_MALLOC_STATS_VERSION);

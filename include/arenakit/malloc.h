@@ -3,8 +3,10 @@
  *
  * Every thread allocates from its own heap: one free list per size class
  * over 64 KiB pages carved from 4 MiB segments; a free from another thread
- * goes onto the page's remote list with one atomic operation; sizes above
- * 512 KiB get their own mapping. The same functions back the drop-in
+ * goes onto the page's remote list with one atomic operation; a block
+ * above 64 KiB has whole pages of its own (realloc grows and shrinks it in
+ * place when the pages after it are free); sizes above about 4 MiB get
+ * their own mapping. The same functions back the drop-in
  * library libarenakit-malloc.so (LD_PRELOAD or link), which exports them as
  * malloc, free, operator new, ...
  *
@@ -36,8 +38,10 @@ AK_API AK_MALLOC_LIKE AK_ALLOC_SIZE(1) void *ak_malloc(size_t n);
 AK_API AK_MALLOC_LIKE void *ak_calloc(size_t count, size_t size);
 
 /** realloc, with glibc's edge cases: p == NULL acts as ak_malloc(n); n == 0
- *  frees p and returns NULL. Keeps the block when it still fits; large
- *  blocks grow in place or move by remapping (no copy). On failure returns
+ *  frees p and returns NULL. Keeps the block when it still fits; blocks
+ *  above 64 KiB grow and shrink in place while the pages after them are
+ *  free, blocks above about 4 MiB grow in place or move by remapping (no
+ *  copy). On failure returns
  *  NULL with ENOMEM and `p` is untouched. */
 AK_API void *ak_realloc(void *p, size_t n);
 
@@ -82,7 +86,7 @@ typedef struct ak_malloc_stats {
   size_t peak_committed;    /**< high-water mark of `committed` */
   size_t resident;          /**< bytes of segments resident in RAM (mincore) */
   size_t segments;          /**< 4 MiB segments held */
-  size_t large_blocks;      /**< blocks above 512 KiB (own mappings) */
+  size_t large_blocks;      /**< blocks above ~4 MiB (own mappings) */
   size_t large_bytes;       /**< their mapped bytes */
   size_t heaps;             /**< thread heaps alive */
   size_t abandoned;         /**< segments of exited threads not yet adopted */

@@ -67,8 +67,16 @@ void *ak_calloc(size_t count, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
+  if (n > SOLO_MIN && n <= SOLO_MAX) { /* zeroes only the pages that held data */
+    ak_mheap *h = _ak_heap_get();
+    if (!h) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    return _ak_solo_alloc(h, n, true);
+  }
   void *p = alloc_fast(n);
-  if (p && n <= MEDIUM_MAX) memset(p, 0, n); /* large blocks are fresh mappings: zero */
+  if (p && n <= SOLO_MIN) memset(p, 0, n); /* large blocks are fresh mappings: zero */
   return p;
 }
 
@@ -78,8 +86,32 @@ size_t ak_usable_size(const void *p) {
   ak_segment *seg = _ak_seg_of(p);
   if (seg->kind == SEG_LARGE) return seg->map_size - ((uintptr_t)p - (uintptr_t)seg);
   ak_page *pg = _ak_page_of(seg, p);
+  /* Only a page with aligned blocks holds pointers inside blocks: no
+   * division otherwise (realloc asks this on every call). Atomic: another
+   * thread's free may set PG_FULL in the same byte. */
+  if (!(__atomic_load_n(&pg->flags, __ATOMIC_RELAXED) & PG_ALIGNED)) return pg->block_size;
   uintptr_t off = ((uintptr_t)p - pg->start) % pg->block_size;
   return pg->block_size - off;
+}
+
+/* realloc's new block when it grows: in the solo range, a span placed
+ * with free pages after it, so that the next growth happens in place. */
+/* realloc's new block when it grows. A block of a size class moves to a
+ * block of at least twice its size (up to SOLO_MIN), so that a buffer
+ * grown step by step is copied about once per doubling, not at each of
+ * the eight classes of a doubling; a solo block moves to a solo span. */
+static void *alloc_grow(size_t n, size_t have) {
+  if (n <= SOLO_MIN) {
+    size_t twice = have <= SOLO_MIN / 2 ? 2 * have : SOLO_MIN;
+    return alloc_fast(n > twice ? n : twice);
+  }
+  if (n > SOLO_MAX) return alloc_fast(n);
+  ak_mheap *h = _ak_heap_get();
+  if (!h) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return _ak_solo_alloc(h, n, false);
 }
 
 void *ak_realloc(void *p, size_t n) {
@@ -89,12 +121,19 @@ void *ak_realloc(void *p, size_t n) {
     return NULL;
   }
   ak_segment *seg = _ak_seg_of(p);
-  if (((uintptr_t)p & SEG_MASK) != 0 && seg->kind == SEG_LARGE && n > MEDIUM_MAX) {
-    return _ak_large_realloc(seg, p, n); /* in place or moved by mremap: no copy */
+  if (((uintptr_t)p & SEG_MASK) != 0) {
+    if (seg->kind == SEG_LARGE && n > SOLO_MAX) return _ak_large_realloc(seg, p, n); /* mremap: no copy */
+    /* A solo block of this thread (owner == h != NULL) is resized in place
+     * when the pages after it are free (or it shrinks): no copy. */
+    ak_mheap *h = _ak_tl_heap;
+    if (seg->kind == SEG_SMALL && h && atomic_load_explicit(&seg->owner, memory_order_relaxed) == (uintptr_t)h) {
+      ak_page *pg = _ak_page_of(seg, p);
+      if ((pg->flags & PG_SOLO) && (uintptr_t)p == pg->start && _ak_solo_resize(h, seg, pg, n)) return p;
+    }
   }
   size_t have = ak_usable_size(p);
   if (n <= have && n >= have / 2) return p;
-  void *q = alloc_fast(n);
+  void *q = n > have ? alloc_grow(n, have) : alloc_fast(n);
   if (!q) return NULL;
   memcpy(q, p, n < have ? n : have);
   ak_free(p);
@@ -124,7 +163,8 @@ void *ak_aligned_alloc(size_t align, size_t n) {
     return alloc_fast(m); /* every block of this class is aligned: spans start page-aligned */
   }
   if (align >= SEG_SIZE) return _ak_huge_aligned_alloc(n, align);
-  if (n > SIZE_MAX - align || n + align - 1 > MEDIUM_MAX) return _ak_large_alloc(n, align);
+  if (m > SOLO_MIN && m <= SOLO_MAX && align <= PAGE_SIZE_AK) return alloc_fast(m); /* spans: 64 KiB aligned */
+  if (n > SIZE_MAX - align || n + align - 1 > SOLO_MAX) return _ak_large_alloc(n, align);
   void *b = alloc_fast(n + align - 1);
   if (!b) return NULL;
   uintptr_t p = ((uintptr_t)b + align - 1) & ~(uintptr_t)(align - 1);

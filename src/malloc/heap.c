@@ -221,16 +221,21 @@ void _ak_page_retire(ak_mheap *h, ak_page *pg) {
     full_remove(h, pg);
     queue_push_front(h, pg);
   }
-  if (_ak_used(pg) == 0 && (pg->next || pg->prev)) page_release(h, pg);
+  /* An empty page goes back to its segment unless it is the last of its
+   * class and a one-page span (kept, so that one block allocated and freed
+   * over and over does not take and give a span each time). Multi-page
+   * spans (classes above 8 KiB) go at once: kept empty, one per class,
+   * they would hold several segments' worth of pages. */
+  if (_ak_used(pg) == 0 && (pg->next || pg->prev || pg->span > 1)) page_release(h, pg);
 }
 
 /* Takes `seg`, just unlinked from the abandoned list with its owner set to
  * `h`, into `h`: remote frees are collected, empty spans go back to the
  * segment, the rest join h's class queues (or full lists). */
 static void segment_adopt(ak_mheap *h, ak_segment *seg) {
-  /* The adopter is about to reuse the free pages: the purge delay starts
-   * again, rather than decommitting pages that are faulted in next. */
-  if (seg->dirty_mask) seg->dirty_since = _ak_now_ms();
+  /* The adopter is about to reuse the free pages: the segment's aging
+   * starts again, rather than decommitting pages that are faulted in next. */
+  seg->aged_mask = 0;
   seg->next = h->segs;
   seg->prev = NULL;
   if (h->segs) h->segs->prev = seg;
@@ -248,6 +253,8 @@ static void segment_adopt(ak_mheap *h, ak_segment *seg) {
       bool last = (seg->free_mask | bits) == UINT64_MAX;
       _ak_span_free(h, seg, pg);
       if (last) return;
+    } else if (pg->flags & PG_SOLO) {
+      /* a live solo block: on no queue */
     } else if (pg->free || pg->bump < pg->end) {
       queue_push_front(h, pg);
     } else {
@@ -385,8 +392,8 @@ void *_ak_malloc_slow(size_t n) {
     errno = ENOMEM;
     return NULL;
   }
-  if (n > MEDIUM_MAX) return _ak_large_alloc(n, 16);
   maybe_purge(h);
+  if (n > SOLO_MIN) return n > SOLO_MAX ? _ak_large_alloc(n, 16) : _ak_solo_alloc(h, n, false);
   unsigned cls = _ak_size_class(n);
   ak_page *pg = page_refill(h, cls);
   if (!pg) {
@@ -484,6 +491,11 @@ void _ak_free_slow(void *p, ak_segment *seg) {
     remote_free(pg, p);
     return;
   }
+  if (pg->flags & PG_SOLO) { /* its own span: give the pages back to the segment */
+    _ak_used_set(pg, 0);
+    _ak_span_free(h, seg, pg);
+    return;
+  }
   _ak_blk_set_next(pg, p, pg->free);
   pg->free = p;
   _ak_used_set(pg, _ak_used(pg) - 1);
@@ -507,6 +519,7 @@ static void heap_collect_pages(ak_mheap *h, bool force) {
       if (_ak_used(pg) == 0 && (force || pg->next || pg->prev)) page_release(h, pg);
     }
   }
+  _ak_solo_collect(h); /* solo blocks other threads freed */
 }
 
 /* Collects remote frees, releases empty pages, purges (owner only; `h`

@@ -13,7 +13,9 @@
  * descriptor of its first page is the span's; the others point back to it
  * (head_off). The segment and page of any block are found by masking:
  *   seg = p & ~(4 MiB - 1); page = &seg->pages[(p - seg) >> 16] - head_off
- * Blocks above 512 KiB get a segment of their own (kind SEG_LARGE). A block
+ * Blocks above SOLO_MIN (64 KiB) are solo spans: whole pages, one block,
+ * resized in place by realloc when the pages after them are free. Blocks
+ * above SOLO_MAX (~4 MiB) get a mapping of their own (kind SEG_LARGE). A block
  * that starts exactly on a 4 MiB boundary can only be a huge-aligned block
  * (registered apart), since segments start with their header. */
 #ifndef AK_MALLOC_INTERNAL_H
@@ -41,7 +43,10 @@ enum { SEG_SMALL = 1, SEG_LARGE = 2 };
 enum { SEG_RELEASE_EMPTY = 1u /* adopted by a free: released, not kept, once all free */ };
 #define OWNER_NONE ((uintptr_t)1)
 /* Page flags seen by the free fast path (any flag sends frees slow). */
-enum { PG_FULL = 1u, PG_ALIGNED = 2u };
+enum { PG_FULL = 1u, PG_ALIGNED = 2u, PG_SOLO = 4u };
+/* Class of a solo span (one block of whole pages, SOLO_MIN < size <= SOLO_MAX):
+ * on no queue; freed, grown and shrunk as a span (segment.c). */
+#define CLS_SOLO NCLS
 
 typedef struct ak_mheap ak_mheap;
 
@@ -81,10 +86,12 @@ typedef struct ak_segment {
   struct ak_segment *gnext, *gprev; /* registry of all small segments */
   uint64_t free_mask;               /* pages not in any span */
   uint64_t dirty_mask;              /* free pages not yet decommitted */
+  uint64_t aged_mask;               /* dirty pages free without a break since purge_tick:
+                                       decommitted at the next tick (aged_mask <= dirty_mask) */
   uint64_t decommit_mask;           /* free pages given back with madvise */
   uint64_t guard_mask;              /* hardened: pages whose last 4 KiB is PROT_NONE (kept
                                        when their span is freed, opened when a span covers them) */
-  uint64_t dirty_since;             /* ms when dirty_mask became non-zero */
+  uint64_t purge_tick;              /* ms of the last purge tick (aged_mask taken then) */
   size_t first_page_start;          /* offset of page 0's block area */
   ak_page pages[NPAGES];
 } ak_segment;
@@ -115,6 +122,16 @@ void _ak_segment_release(ak_segment *seg);
 void _ak_segment_cache_trim(bool force);
 /** Decommits free pages older than the purge delay (all with force). */
 void _ak_segment_purge(ak_segment *seg, bool force, uint64_t now_ms);
+/** Solo spans (SOLO_MIN < n <= SOLO_MAX): a span of whole pages holding
+ *  one block, in one of `h`'s segments (best fit). `zero`: the block reads
+ *  as zero. NULL + errno. */
+void *_ak_solo_alloc(ak_mheap *h, size_t n, bool zero);
+/** Resizes solo block `p` (its owner's thread) in place to hold `n` bytes:
+ *  grows into the free pages after it or gives back tail pages. Returns
+ *  false (nothing changed) if it cannot. */
+bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n);
+/** Frees the solo spans of `h` that other threads freed (remote lists). */
+void _ak_solo_collect(ak_mheap *h);
 /** Large blocks: own mapping, header segment. */
 void *_ak_large_alloc(size_t n, size_t align);
 void _ak_large_free(ak_segment *seg);

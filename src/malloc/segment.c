@@ -111,7 +111,7 @@ static ak_segment *segment_new(ak_mheap *h) {
     seg->decommit_mask = decommitted;
     seg->guard_mask = guarded;
     seg->dirty_mask = ALL_PAGES & ~decommitted;
-    seg->dirty_since = _ak_now_ms();
+    seg->purge_tick = _ak_now_ms();
   } else {
     seg = _ak_os_alloc(SEG_SIZE, SEG_SIZE);
     if (!seg) return NULL;
@@ -144,10 +144,15 @@ void _ak_segment_release(ak_segment *seg) {
   if (seg) segment_unmap(seg);
 }
 
-/* The lowest run of `k` free pages (page 0 only for one-page spans). */
-static int find_run(uint64_t free_mask, unsigned k) {
-  for (unsigned i = k == 1 ? 0 : 1; i + k <= NPAGES; i++) {
-    uint64_t want = (k == 64 ? ALL_PAGES : ((UINT64_C(1) << k) - 1)) << i;
+/* Mask of `k` pages from page `at`. */
+static inline uint64_t run_bits(unsigned at, unsigned k) {
+  return (k == 64 ? ALL_PAGES : ((UINT64_C(1) << k) - 1)) << at;
+}
+
+/* The lowest run of `k` free pages starting at page `from` or later. */
+static int find_run(uint64_t free_mask, unsigned k, unsigned from) {
+  for (unsigned i = from; i + k <= NPAGES; i++) {
+    uint64_t want = run_bits(i, k);
     if ((free_mask & want) == want) return (int)i;
   }
   return -1;
@@ -165,26 +170,12 @@ static int find_same_class(const ak_segment *s, unsigned cls) {
   return -1;
 }
 
-ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
-  unsigned k = _ak_cls_span[cls];
-  ak_segment *seg = NULL;
-  int at = -1;
-  if (k == 1) {
-    for (ak_segment *s = h->segs; s && at < 0; s = s->next)
-      if ((at = find_same_class(s, cls)) >= 0) seg = s;
-  }
-  for (ak_segment *s = h->segs; s && at < 0; s = s->next) {
-    if ((at = find_run(s->free_mask, k)) >= 0) {
-      seg = s;
-      break;
-    }
-  }
-  if (!seg) {
-    seg = segment_new(h);
-    if (!seg) return NULL;
-    at = find_run(seg->free_mask, k);
-  }
-  uint64_t bits = ((k == 64 ? ALL_PAGES : ((UINT64_C(1) << k) - 1)) << at);
+/* Takes pages [at, at + k) of `seg` for a span: opens hardened guards
+ * inside it, updates the masks, links the pages to their head. Returns the
+ * head descriptor with start/end set (end before the hardened guard) and
+ * the rest of its fields for the caller to fill; NULL + errno. */
+static ak_page *span_take(ak_mheap *h, ak_segment *seg, unsigned at, unsigned k) {
+  uint64_t bits = run_bits(at, k);
   /* Hardened: guard_mask holds the pages whose last 4 KiB is PROT_NONE. A
    * freed span keeps its guard (no system call on every free and reuse of
    * a span); guards inside the new span are opened now, and its last page
@@ -203,19 +194,18 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
   committed_add((size_t)__builtin_popcountll(bits & seg->decommit_mask) * PAGE_SIZE_AK);
   seg->free_mask &= ~bits;
   seg->dirty_mask &= ~bits;
+  seg->aged_mask &= ~bits;
   seg->decommit_mask &= ~bits;
   ak_page *pg = &seg->pages[at];
   /* Relaxed atomic stores: the stats walker reads these fields from other
    * threads (under _ak_seg_mu, which the owner does not take here). */
   for (unsigned i = 1; i < k; i++) {
-    __atomic_store_n(&seg->pages[(unsigned)at + i].head_off, (uint8_t)i, __ATOMIC_RELAXED);
-    seg->pages[(unsigned)at + i].head = pg;
+    __atomic_store_n(&seg->pages[at + i].head_off, (uint8_t)i, __ATOMIC_RELAXED);
+    seg->pages[at + i].head = pg;
   }
   pg->head = pg;
   __atomic_store_n(&pg->head_off, (uint8_t)0, __ATOMIC_RELAXED);
   pg->span = (uint8_t)k;
-  __atomic_store_n(&pg->cls, (uint16_t)cls, __ATOMIC_RELAXED);
-  __atomic_store_n(&pg->block_size, _ak_cls_size[cls], __ATOMIC_RELAXED);
   pg->flags = 0;
   pg->free = NULL;
   _ak_used_set(pg, 0);
@@ -224,6 +214,8 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
   pg->start = at == 0 ? (uintptr_t)seg + seg->first_page_start : base;
   pg->end = base + k * PAGE_SIZE_AK;
   pg->key = ak_harden_encode ? _ak_random_key() : 0;
+  pg->next = pg->prev = NULL;
+  pg->in_queue = 0;
   if (ak_harden_guards) {
     /* Hardened: the span's last 4 KiB is a guard page; blocks end before it. */
     pg->end -= GUARD;
@@ -236,22 +228,47 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
       seg->guard_mask |= last;
     }
   }
+  return pg;
+}
+
+ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
+  unsigned k = _ak_cls_span[cls];
+  ak_segment *seg = NULL;
+  int at = -1;
+  if (k == 1) {
+    for (ak_segment *s = h->segs; s && at < 0; s = s->next)
+      if ((at = find_same_class(s, cls)) >= 0) seg = s;
+  }
+  for (ak_segment *s = h->segs; s && at < 0; s = s->next) {
+    if ((at = find_run(s->free_mask, k, k == 1 ? 0 : 1)) >= 0) { /* page 0: one-page spans only */
+      seg = s;
+      break;
+    }
+  }
+  if (!seg) {
+    seg = segment_new(h);
+    if (!seg) return NULL;
+    at = find_run(seg->free_mask, k, k == 1 ? 0 : 1);
+  }
+  ak_page *pg = span_take(h, seg, (unsigned)at, k);
+  if (!pg) return NULL;
+  __atomic_store_n(&pg->cls, (uint16_t)cls, __ATOMIC_RELAXED);
+  __atomic_store_n(&pg->block_size, _ak_cls_size[cls], __ATOMIC_RELAXED);
   pg->capacity = (uint32_t)((pg->end - pg->start) / pg->block_size);
   pg->end = pg->start + (uintptr_t)pg->capacity * pg->block_size;
   pg->bump = pg->start;
-  pg->next = pg->prev = NULL;
-  pg->in_queue = 0;
   return pg;
 }
 
 void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg) {
   unsigned at = (unsigned)(pg - seg->pages), k = pg->span;
-  uint64_t bits = ((k == 64 ? ALL_PAGES : ((UINT64_C(1) << k) - 1)) << at);
+  uint64_t bits = run_bits(at, k);
   __atomic_store_n(&pg->block_size, 0u, __ATOMIC_RELAXED);
   pg->free = NULL;
-  if (!seg->dirty_mask) seg->dirty_since = _ak_now_ms();
+  pg->flags = 0;
   seg->free_mask |= bits;
   seg->dirty_mask |= bits;
+  seg->aged_mask = 0; /* a busy segment is not purged: its aging starts again */
   long delay = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
   if (delay == 0) _ak_segment_purge(seg, true, 0);
   if (seg->free_mask == ALL_PAGES && h) {
@@ -267,14 +284,32 @@ void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg) {
   }
 }
 
+/* Purge policy: the free pages of a segment are decommitted once the
+ * segment has been quiet - no span freed, shrunk or grown in place in it -
+ * for at least the purge delay. Each segment keeps a tick: at a tick
+ * (maybe_purge in heap.c, at most once per delay) the pages still in
+ * aged_mask - free since the tick before - are decommitted, and the free
+ * pages become the next aged_mask. Such activity empties aged_mask, and
+ * taking a page removes it, so the pages of a segment that a program keeps
+ * freeing and taking (realloc growth) stay committed and do not fault
+ * again; once the program stops using the segment, its free pages go back
+ * within two delays. (Earlier, every free page of a segment went once the
+ * first of them was older than the delay: pages freed a moment before were
+ * decommitted and faulted in again at once.) */
 void _ak_segment_purge(ak_segment *seg, bool force, uint64_t now_ms) {
   if (!seg->dirty_mask) return;
-  long delay = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
-  if (!force && (delay < 0 || now_ms - seg->dirty_since < (uint64_t)delay)) return;
+  uint64_t purge = seg->dirty_mask;
+  if (!force) {
+    long delay = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
+    if (delay < 0 || now_ms - seg->purge_tick < (uint64_t)delay) return;
+    purge = seg->aged_mask & seg->dirty_mask;
+    seg->aged_mask = seg->dirty_mask & ~purge;
+    seg->purge_tick = now_ms;
+  }
   for (unsigned i = 0; i < NPAGES; i++) {
-    if (!(seg->dirty_mask & (UINT64_C(1) << i))) continue;
+    if (!(purge & (UINT64_C(1) << i))) continue;
     unsigned j = i;
-    while (j < NPAGES && (seg->dirty_mask & (UINT64_C(1) << j))) j++;
+    while (j < NPAGES && (purge & (UINT64_C(1) << j))) j++;
     uintptr_t from = (uintptr_t)seg + (uintptr_t)i * PAGE_SIZE_AK;
     if (i == 0) from = (uintptr_t)seg + seg->first_page_start; /* keep the header */
     uintptr_t to = (uintptr_t)seg + (uintptr_t)j * PAGE_SIZE_AK;
@@ -282,8 +317,127 @@ void _ak_segment_purge(ak_segment *seg, bool force, uint64_t now_ms) {
     committed_sub((size_t)(j - i) * PAGE_SIZE_AK);
     i = j;
   }
-  seg->decommit_mask |= seg->dirty_mask;
-  seg->dirty_mask = 0;
+  seg->decommit_mask |= purge;
+  seg->dirty_mask &= ~purge;
+  seg->aged_mask &= ~purge;
+}
+
+/* ---- solo spans --------------------------------------------------------------------
+ * A block above SOLO_MIN is a span of its own: pages [at, at + k), at >= 1,
+ * block = [start, end), block_size = end - start, used = 1, flags PG_SOLO,
+ * cls CLS_SOLO, on no queue. Its owner frees it by freeing the span; other
+ * threads push it on its remote list and the owner frees it when it
+ * collects (_ak_solo_collect: before mapping a segment, ak_collect, thread
+ * exit). realloc grows it into the free pages that follow it, so a buffer
+ * grown step by step is copied only when its neighbour is taken. */
+
+/* Pages of a solo span holding `n` bytes (and the hardened guard). */
+static unsigned solo_pages(size_t n) {
+  return (unsigned)((n + (ak_harden_guards ? GUARD : 0) + PAGE_SIZE_AK - 1) >> PAGE_SHIFT);
+}
+
+void _ak_solo_collect(ak_mheap *h) {
+  for (ak_segment *s = h->segs, *next; s; s = next) {
+    next = s->next; /* _ak_span_free may release s */
+    for (unsigned i = 1; i < NPAGES; i++) {
+      ak_page *pg = &s->pages[i];
+      if (pg->head_off || !(pg->flags & PG_SOLO) || !atomic_load_explicit(&pg->remote, memory_order_relaxed))
+        continue;
+      (void)atomic_exchange_explicit(&pg->remote, NULL, memory_order_acquire); /* one block: the list is it */
+      _ak_used_set(pg, 0);
+      bool emptied = (s->free_mask | run_bits(i, pg->span)) == ALL_PAGES;
+      _ak_span_free(h, s, pg);
+      if (emptied) break; /* s may be released: do not touch it again */
+    }
+  }
+}
+
+/* The place for a solo span of k pages in h's segments: best fit, the
+ * shortest run of free pages (pages 1..63) that holds it, so that long
+ * runs stay whole for long blocks. Measured on realloc growth: first fit,
+ * or leaving room after the block, copies less but holds more segments. */
+static ak_segment *solo_place(ak_mheap *h, unsigned k, int *at) {
+  ak_segment *best = NULL;
+  unsigned best_len = NPAGES + 1;
+  for (ak_segment *s = h->segs; s && best_len > k; s = s->next) {
+    for (uint64_t f = s->free_mask & ~UINT64_C(1); f;) {
+      unsigned i = (unsigned)__builtin_ctzll(f);
+      uint64_t rest = ~(f >> i);
+      unsigned len = rest ? (unsigned)__builtin_ctzll(rest) : 64 - i; /* maximal run from i */
+      if (len >= k && len < best_len) {
+        best = s;
+        best_len = len;
+        *at = (int)i;
+      }
+      f &= ~run_bits(i, len);
+    }
+  }
+  return best;
+}
+
+void *_ak_solo_alloc(ak_mheap *h, size_t n, bool zero) {
+  unsigned k = solo_pages(n);
+  int at = -1;
+  ak_segment *seg = solo_place(h, k, &at);
+  if (!seg) {
+    _ak_solo_collect(h); /* blocks other threads freed, before mapping more */
+    seg = solo_place(h, k, &at);
+  }
+  if (!seg) {
+    seg = segment_new(h);
+    if (!seg) return NULL;
+    at = find_run(seg->free_mask, k, 1);
+  }
+  uint64_t dirty = seg->dirty_mask & run_bits((unsigned)at, k); /* pages holding old data */
+  ak_page *pg = span_take(h, seg, (unsigned)at, k);
+  if (!pg) return NULL;
+  __atomic_store_n(&pg->cls, (uint16_t)CLS_SOLO, __ATOMIC_RELAXED);
+  __atomic_store_n(&pg->block_size, (uint32_t)(pg->end - pg->start), __ATOMIC_RELAXED);
+  pg->capacity = 1;
+  pg->bump = pg->end;
+  pg->flags = PG_SOLO;
+  _ak_used_set(pg, 1);
+  if (zero) /* fresh and decommitted pages read as zero already */
+    for (; dirty; dirty &= dirty - 1) {
+      uintptr_t from = (uintptr_t)seg + (uintptr_t)__builtin_ctzll(dirty) * PAGE_SIZE_AK;
+      uintptr_t to = from + PAGE_SIZE_AK < pg->start + n ? from + PAGE_SIZE_AK : pg->start + n;
+      if (to > from) memset((void *)from, 0, to - from);
+    }
+  return (void *)pg->start;
+}
+
+bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n) {
+  if (n <= SOLO_MIN || n > SOLO_MAX) return false;
+  unsigned at = (unsigned)(pg - seg->pages), k = pg->span, want = solo_pages(n);
+  if (want == k || (want < k && n >= (pg->end - pg->start) / 2)) return true; /* fits, not too loose */
+  if (ak_harden_guards) return false; /* the guard would have to move: copy instead */
+  if (want > k) {
+    if (at + want > NPAGES) return false;
+    uint64_t more = run_bits(at + k, want - k);
+    if ((seg->free_mask & more) != more) return false;
+    committed_add((size_t)__builtin_popcountll(more & seg->decommit_mask) * PAGE_SIZE_AK);
+    seg->free_mask &= ~more;
+    seg->dirty_mask &= ~more;
+    seg->aged_mask &= ~more;
+    seg->decommit_mask &= ~more;
+    seg->aged_mask = 0; /* a segment whose blocks grow is busy too */
+    for (unsigned i = k; i < want; i++) {
+      __atomic_store_n(&seg->pages[at + i].head_off, (uint8_t)i, __ATOMIC_RELAXED);
+      seg->pages[at + i].head = pg;
+    }
+  } else {
+    /* Shrink: the tail pages go back as free (dirty) pages. */
+    uint64_t less = run_bits(at + want, k - want);
+    seg->free_mask |= less;
+    seg->dirty_mask |= less;
+    seg->aged_mask = 0;
+  }
+  pg->span = (uint8_t)want;
+  pg->end = (uintptr_t)seg + (uintptr_t)(at + want) * PAGE_SIZE_AK;
+  pg->bump = pg->end;
+  __atomic_store_n(&pg->block_size, (uint32_t)(pg->end - pg->start), __ATOMIC_RELAXED);
+  (void)h;
+  return true;
 }
 
 /* ---- large and huge-aligned blocks ------------------------------------------------ */

@@ -3,7 +3,9 @@
  * 8, then 16..128 in steps of 16, then eight classes per doubling up to
  * 512 KiB: a request above 128 bytes wastes less than 1/9 (11.1%) of its
  * block. Classes up to 8 KiB use one-page (64 KiB) spans; larger ones use
- * spans of up to 32 pages holding about eight blocks. */
+ * spans of up to 32 pages holding about eight blocks. Only the classes up
+ * to SOLO_MIN (64 KiB) serve blocks: above that a block is a span of its
+ * own (segment.c). */
 #include "malloc/size_class.h"
 
 uint32_t _ak_cls_size[NCLS];

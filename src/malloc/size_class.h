@@ -13,7 +13,12 @@
 #define PAGE_SIZE_AK ((size_t)1 << PAGE_SHIFT)
 #define NPAGES (SEG_SIZE / PAGE_SIZE_AK)
 #define SMALL_MAX ((size_t)8 * 1024)    /* one-page spans up to here */
-#define MEDIUM_MAX ((size_t)512 * 1024) /* multi-page spans up to here */
+#define MEDIUM_MAX ((size_t)512 * 1024) /* size classes up to here */
+/* Above SOLO_MIN a block is a span of its own ("solo" span, whole 64 KiB
+ * pages in a segment, grown and shrunk in place by realloc), up to
+ * SOLO_MAX (63 pages less a 4 KiB guard); above that, a mapping of its own. */
+#define SOLO_MIN ((size_t)64 * 1024)
+#define SOLO_MAX ((NPAGES - 1) * PAGE_SIZE_AK - 4096)
 #define MAX_SPAN_PAGES 32
 #define NCLS 105
 

@@ -28,6 +28,12 @@ namespace {
 
 using akfuzz::Block;
 
+/* A usable size above this is surely a block with a mapping of its own (a
+ * "large block" in the stats): larger than any solo span (63 pages of
+ * 64 KiB, malloc_internal.h). Smaller large blocks are not counted by the
+ * model, which only checks a lower bound. */
+constexpr size_t kLargeMin = static_cast<size_t>(63) << 16;
+
 constexpr size_t kMaxOps = 1000;
 constexpr size_t kMaxLive = 2048;
 constexpr size_t kMaxFillBytes = 4u << 20;  /* pattern bytes written per input */
@@ -122,12 +128,12 @@ class MallocFuzz {
     filled_ += b.size;
     live_.add(p, b);
     live_bytes_ += us;
-    if (us > (512u << 10)) large_++;
+    if (us > kLargeMin) large_++;
   }
 
   void forget(std::map<uintptr_t, Block>::iterator it) {
     live_bytes_ -= it->second.extent;
-    if (it->second.extent > (512u << 10)) large_--;
+    if (it->second.extent > kLargeMin) large_--;
     live_.map().erase(it);
   }
 
@@ -254,7 +260,7 @@ class MallocFuzz {
     }
     live_.add(q, nb);
     live_bytes_ += us;
-    if (us > (512u << 10)) large_++;
+    if (us > kLargeMin) large_++;
   }
 
   void do_aligned() {
