@@ -23,6 +23,9 @@ extern "C" {
 }
 #include "os/os_mem.h"
 
+// The magazine batch of src/pool/pool_internal.h (AK_MAG_BATCH).
+#define AK_MAG_BATCH_FOR_TESTS 64u
+
 namespace {
 
 const ak_sync kAllModes[] = {AK_SYNC_NONE, AK_SYNC_SPINLOCK, AK_SYNC_LOCKFREE, AK_SYNC_THREADS};
@@ -557,6 +560,214 @@ TEST_P(PoolConcurrent, CapHoldsUnderContention) {
   EXPECT_EQ(got.load(), 5000u) << "exactly max_objects allocations succeed";
   for (auto &h : held)
     for (void *o : h) ak_pool_free(t.p, o);
+}
+
+// ---- SPINLOCK and LOCKFREE: per-thread magazines ---------------------------
+
+class PoolMagazine : public ::testing::TestWithParam<ak_sync> {
+ protected:
+  // Everything went back: SPINLOCK releases every slab at trim, LOCKFREE
+  // decommits them (which it only does when no slot is outside its stack).
+  static void expect_all_back(Pool &t, size_t resident_full) {
+    ak_pool_trim(t.p);
+    ak_pool_stats s = t.stats();
+    EXPECT_EQ(s.live, 0u);
+    if (GetParam() == AK_SYNC_SPINLOCK)
+      EXPECT_EQ(s.slabs, 0u) << "a slot stayed cached somewhere";
+    else
+      EXPECT_LT(s.bytes_resident, resident_full / 10) << "a slot stayed outside the stack";
+  }
+};
+INSTANTIATE_TEST_SUITE_P(All, PoolMagazine, ::testing::Values(AK_SYNC_SPINLOCK, AK_SYNC_LOCKFREE),
+                         [](const auto &pi) { return mode_name(pi.param); });
+
+// A thread that exits hands its magazine back: trim (which only reaches the
+// magazines of live threads) then finds every slot.
+TEST_P(PoolMagazine, ThreadExitHandsMagazineBack) {
+  Pool t(48, GetParam());
+  void *survivor = nullptr;
+  size_t resident_full = 0;
+  std::thread([&] {
+    std::vector<void *> v;
+    for (int i = 0; i < 20000; i++) v.push_back(ak_pool_alloc(t.p));
+    resident_full = t.stats().bytes_resident;
+    survivor = v[10000];  // keeps the pool from looking empty to this thread
+    for (size_t i = 0; i < v.size(); i++)
+      if (v[i] != survivor) ak_pool_free(t.p, v[i]);
+    EXPECT_EQ(t.stats().live, 1u);
+  }).join();
+  EXPECT_EQ(t.stats().live, 1u);
+  ak_pool_free(t.p, survivor);
+  expect_all_back(t, resident_full);
+  // The pool works on after that.
+  std::vector<void *> v;
+  for (int i = 0; i < 1000; i++) v.push_back(ak_pool_alloc(t.p));
+  for (void *o : v) ASSERT_NE(o, nullptr);
+  for (void *o : v) ak_pool_free(t.p, o);
+}
+
+// ak_pool_trim takes the magazines of threads that are still running (and
+// that keep using the pool afterwards).
+TEST_P(PoolMagazine, TrimEmptiesOtherThreadsMagazines) {
+  Pool t(48, GetParam());
+  std::atomic<int> phase{0};
+  void *survivor = nullptr;
+  size_t resident_full = 0;
+  std::thread worker([&] {
+    std::vector<void *> v;
+    for (int i = 0; i < 20000; i++) v.push_back(ak_pool_alloc(t.p));
+    resident_full = t.stats().bytes_resident;
+    survivor = v[0];
+    for (size_t i = 1; i < v.size(); i++) ak_pool_free(t.p, v[i]);
+    phase = 1;
+    while (phase.load() != 2) std::this_thread::yield();
+    // Robbed of its magazine, it goes on allocating and freeing.
+    v.clear();
+    for (int i = 0; i < 5000; i++) v.push_back(ak_pool_alloc(t.p));
+    for (void *o : v) ak_pool_free(t.p, o);
+  });
+  while (phase.load() != 1) std::this_thread::yield();
+  ak_pool_free(t.p, survivor);
+  expect_all_back(t, resident_full);
+  phase = 2;
+  worker.join();
+  EXPECT_EQ(t.stats().live, 0u);
+  expect_all_back(t, resident_full);
+}
+
+// The cap counts exactly, whatever the magazines cache: with 4 threads
+// allocating until refused, exactly max_objects succeed; frees by other
+// threads make exactly that much room again; live and peak are exact.
+TEST_P(PoolMagazine, MaxObjectsExactUnderThreads) {
+  constexpr size_t kCap = 3000;
+  Pool t(40, GetParam(), kCap);
+  std::vector<std::vector<void *>> held(4);
+  auto grab = [&](size_t id) {
+    for (;;) {
+      void *o = ak_pool_alloc(t.p);
+      if (!o) break;
+      held[id].push_back(o);
+    }
+  };
+  std::vector<std::thread> th;
+  for (size_t id = 0; id < 4; id++) th.emplace_back(grab, id);
+  for (auto &x : th) x.join();
+  size_t got = 0;
+  for (auto &h : held) got += h.size();
+  EXPECT_EQ(got, kCap);
+  EXPECT_EQ(t.stats().live, kCap);
+  EXPECT_EQ(t.stats().peak_live, kCap);
+  // Thread k frees what thread k+1 allocated (cross-thread frees), 500 each.
+  th.clear();
+  std::vector<std::vector<void *>> freed(4);
+  for (size_t id = 0; id < 4; id++)
+    th.emplace_back([&, id] {
+      auto &h = held[(id + 1) % 4];
+      for (size_t i = 0; i < 500 && !h.empty(); i++) {
+        ak_pool_free(t.p, h.back());
+        h.pop_back();
+      }
+    });
+  for (auto &x : th) x.join();
+  size_t left = 0;
+  for (auto &h : held) left += h.size();
+  EXPECT_EQ(t.stats().live, left);
+  th.clear();
+  std::vector<std::vector<void *>> again(4);
+  std::atomic<size_t> regained{0};
+  for (size_t id = 0; id < 4; id++)
+    th.emplace_back([&, id] {
+      for (void *o; (o = ak_pool_alloc(t.p)) != nullptr;) again[id].push_back(o);
+      regained += again[id].size();
+    });
+  for (auto &x : th) x.join();
+  EXPECT_EQ(regained.load(), kCap - left) << "exactly the freed room is allocated again";
+  EXPECT_EQ(t.stats().live, kCap);
+  for (auto *v : {&held, &again})
+    for (auto &h : *v)
+      for (void *o : h) ak_pool_free(t.p, o);
+  EXPECT_EQ(t.stats().live, 0u);
+  EXPECT_EQ(t.stats().peak_live, kCap);
+}
+
+// Stats add up with objects allocated by one thread and freed by another,
+// while those threads are parked (quiescent: live is exact) and after they
+// exit; the sampled peak lies between the true peak less the magazines'
+// unflushed counts and the true peak.
+TEST_P(PoolMagazine, StatsAddUpAcrossThreads) {
+  Pool t(64, GetParam());
+  constexpr int kT = 4, kEach = 5000;
+  std::vector<std::vector<void *>> v(kT);
+  std::atomic<int> done{0}, go_free{0};
+  std::vector<std::thread> th;
+  for (int id = 0; id < kT; id++)
+    th.emplace_back([&, id] {
+      for (int i = 0; i < kEach; i++) v[static_cast<size_t>(id)].push_back(ak_pool_alloc(t.p));
+      done++;
+      while (go_free.load() == 0) std::this_thread::yield();
+      // Free half of the next thread's objects.
+      auto &h = v[static_cast<size_t>((id + 1) % kT)];
+      for (size_t i = 0; i < h.size(); i += 2) ak_pool_free(t.p, h[i]);
+      done++;
+      while (go_free.load() == 1) std::this_thread::yield();
+    });
+  while (done.load() != kT) std::this_thread::yield();
+  ak_pool_stats s = t.stats();
+  EXPECT_EQ(s.live, static_cast<size_t>(kT * kEach)) << "parked threads: exact";
+  EXPECT_LE(s.peak_live, static_cast<size_t>(kT * kEach));
+  EXPECT_GE(s.peak_live + kT * 2 * AK_MAG_BATCH_FOR_TESTS, static_cast<size_t>(kT * kEach));
+  go_free = 1;
+  while (done.load() != 2 * kT) std::this_thread::yield();
+  EXPECT_EQ(t.stats().live, static_cast<size_t>(kT * kEach / 2));
+  go_free = 2;
+  for (auto &x : th) x.join();
+  EXPECT_EQ(t.stats().live, static_cast<size_t>(kT * kEach / 2)) << "after the threads exited";
+  for (auto &h : v)
+    for (size_t i = 1; i < h.size(); i += 2) ak_pool_free(t.p, h[i]);
+  EXPECT_EQ(t.stats().live, 0u);
+  ak_pool_stats e = t.stats();
+  EXPECT_EQ(e.slab_allocs - e.slab_releases, e.slabs);
+  EXPECT_EQ(e.bytes_reserved, e.slabs * 65536);
+}
+
+// Trim racing with threads that allocate and free (TSan's target: a
+// magazine is taken by one exchange while its owner works on it).
+TEST_P(PoolMagazine, TrimRacesWithOwners) {
+  Pool t(24, GetParam());
+  std::atomic<bool> stop{false}, bad{false};
+  std::vector<std::thread> th;
+  for (int id = 0; id < 3; id++)
+    th.emplace_back([&, id] {
+      std::mt19937 rng(static_cast<unsigned>(id));
+      std::vector<uint64_t *> mine;
+      while (!stop.load()) {
+        if (mine.size() < 200 && (rng() & 1)) {
+          auto *o = static_cast<uint64_t *>(ak_pool_alloc(t.p));
+          if (!o) {
+            bad = true;
+            return;
+          }
+          o[0] = o[2] = static_cast<uint64_t>(id) * 77 + mine.size();
+          mine.push_back(o);
+        } else if (!mine.empty()) {
+          uint64_t *o = mine.back();
+          mine.pop_back();
+          if (o[0] != o[2] || o[0] != static_cast<uint64_t>(id) * 77 + mine.size()) bad = true;
+          ak_pool_free(t.p, o);
+        }
+      }
+      for (uint64_t *o : mine) ak_pool_free(t.p, o);
+    });
+  for (int i = 0; i < 300; i++) {
+    ak_pool_trim(t.p);
+    ak_pool_stats s = t.stats();
+    EXPECT_LE(s.live, 3u * 200u);
+    std::this_thread::yield();
+  }
+  stop = true;
+  for (auto &x : th) x.join();
+  EXPECT_FALSE(bad.load()) << "an object changed under its owner or an allocation failed";
+  EXPECT_EQ(t.stats().live, 0u);
 }
 
 TEST(PoolThreads, ThreadExitHandsSlabsBack) {

@@ -56,13 +56,20 @@ typedef enum ak_sync {
   /** No synchronisation: one thread at a time. Inline fast paths. */
   AK_SYNC_NONE = 1,
   /** A test-and-test-and-set spinlock with exponential backoff and
-   *  sched_yield(), so it survives many more threads than cores. */
+   *  sched_yield(), so it survives many more threads than cores. Each
+   *  thread keeps a magazine of up to 128 free objects and takes or gives
+   *  them 64 at a time under the lock, so the lock is taken once per 64
+   *  calls; the magazine goes back when the thread exits, at
+   *  ak_pool_trim(), and when the pool's last object is freed. */
   AK_SYNC_SPINLOCK = 2,
-  /** A lock-free free stack (Treiber stack) whose head carries a 16-bit tag
-   *  beside a 48-bit pointer, so a CAS never succeeds on a recycled head
-   *  (ABA-safe unless one thread is preempted for exactly 65536 pops of
-   *  the same head). Slabs of this mode are decommitted, not unmapped, when
-   *  trimmed, so a stale read never faults. */
+  /** A lock-free stack (Treiber stack) of batches of up to 64 free objects,
+   *  whose head carries a 16-bit tag beside a 48-bit pointer, so a CAS
+   *  never succeeds on a recycled head (ABA-safe unless one thread is
+   *  preempted for exactly 65536 pops of the same head). Each thread keeps
+   *  a magazine of up to 128 free objects in front of it (as in
+   *  AK_SYNC_SPINLOCK), so the head is touched once per 64 calls. Slots are
+   *  at least 16 bytes. Slabs of this mode are decommitted, not unmapped,
+   *  when trimmed, so a stale read never faults. */
   AK_SYNC_LOCKFREE = 3
 } ak_sync;
 
@@ -100,9 +107,11 @@ typedef struct ak_pool_stats {
   size_t object_size;    /**< bytes per object as configured */
   size_t slot_size;      /**< bytes per slot (object size rounded) */
   size_t live;           /**< objects allocated and not yet freed */
-  size_t peak_live;      /**< high-water mark of `live`: exact in the
-                              SPINLOCK and LOCKFREE modes and with
-                              max_objects; otherwise sampled whenever the
+  size_t peak_live;      /**< high-water mark of `live`: exact with
+                              max_objects; otherwise sampled: in SPINLOCK
+                              and LOCKFREE whenever a thread's magazine
+                              takes or gives a batch (off by < 128 per
+                              thread), in the other modes whenever the
                               pool takes a slab (off by < one slab) */
   size_t slabs;          /**< slabs held (in use or spare) */
   size_t peak_slabs;     /**< high-water mark of `slabs` */
@@ -417,8 +426,11 @@ AK_API bool ak_pool_owns(const ak_pool *p, const void *ptr);
  *  threads made into them) are released. In AK_SYNC_THREADS the calling
  *  thread's slabs are trimmed at once; each other live thread owns its
  *  lists privately and trims them at its next slow path (it keeps at most
- *  one empty slab meanwhile). In AK_SYNC_LOCKFREE, when no object is live,
- *  every slab's pages are decommitted (the slabs stay mapped). Thread-safe. */
+ *  one empty slab meanwhile). In AK_SYNC_SPINLOCK and AK_SYNC_LOCKFREE the
+ *  magazines of every thread are emptied first (each is taken with one
+ *  atomic exchange, so its owner runs on). In AK_SYNC_LOCKFREE, when no
+ *  object is live, every slab's pages are then decommitted (the slabs stay
+ *  mapped). Thread-safe. */
 AK_API void ak_pool_trim(ak_pool *p);
 
 /** Switches the strict fullest-first ordering (ARAL's defragmenter) on or

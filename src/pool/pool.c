@@ -1,16 +1,23 @@
 /* pool.c - the fixed-size object pool: options, slab lists and page
  * policies, the serial core of AK_SYNC_NONE and AK_SYNC_SPINLOCK, checks,
- * stats. AK_SYNC_THREADS lives in pool_threads.c, AK_SYNC_LOCKFREE in
- * pool_lockfree.c.
+ * stats. AK_SYNC_THREADS lives in pool_threads.c; AK_SYNC_SPINLOCK and
+ * AK_SYNC_LOCKFREE put the per-thread magazines of pool_magazine.c in
+ * front of their shared structure (the serial core under the spinlock
+ * here, the stack of batches in pool_lockfree.c).
  *
- * Call tree (serial modes):
+ * Call tree (serial core):
  *   ak_pool_alloc (inline, NONE)  pop `hot`, the current slab's free list
- *     -> ak_pool_alloc_slow -> serial_alloc: cap check, head of `avail`
- *          (fullest first) or _ak_pool_slab_get (spare or new), pop,
- *          full slabs move to `full`
+ *     -> ak_pool_alloc_slow -> serial_alloc: cap check, serial_pop: head
+ *          of `avail` (fullest first) or _ak_pool_slab_get (spare or new),
+ *          pop, full slabs move to `full`
  *   ak_pool_free (inline, NONE)   push `hot` when the slab is current
- *     -> ak_pool_free_slow -> serial_free: slab by mask, checks, push,
- *          full -> avail (placed by fullness), empty -> spare or backing
+ *     -> ak_pool_free_slow -> serial_free: slab by mask, checks,
+ *          serial_push: push, full -> avail (placed by fullness), empty ->
+ *          spare or backing
+ *   SPINLOCK: ak_pool_alloc_slow -> _ak_mag_alloc (pool_magazine.c) ->
+ *          when its magazine is empty, _ak_spin_take: up to 64 serial_pop
+ *          under one lock; ak_pool_free_slow -> _ak_mag_free -> when it is
+ *          full, _ak_spin_give: serial_push of a batch under one lock
  * In AK_SYNC_NONE the current slab's free list and count are "checked out"
  * into the public head (`hot`, `hot_used`); mirror_in/mirror_out move them
  * back and forth around every slow operation. */
@@ -500,11 +507,10 @@ static void mirror_out(_ak_pool_impl *p) {
   }
 }
 
-static void *serial_alloc(_ak_pool_impl *p) {
-  if (p->max_objects && p->live >= p->max_objects) {
-    _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "max_objects live objects already");
-    return NULL;
-  }
+/* Pops one slot for the serial core: the head of `avail` (fullest first),
+ * or a spare or (if `may_grow`) new slab; counts it in p->live. No cap, no
+ * checks. */
+static inline void *serial_pop(_ak_pool_impl *p, bool may_grow) {
   _ak_slab *s = p->avail.head;
   void *o = s ? _ak_slab_pop(s) : NULL;
   while (!o) {
@@ -519,6 +525,7 @@ static void *serial_alloc(_ak_pool_impl *p) {
         size_t live = serial_live(p);
         if (live > p->peak_live) p->peak_live = live;
       }
+      if (!may_grow && !p->spare.head) return NULL;
       s = _ak_pool_slab_get(p);
       if (!s) return NULL;
       _ak_list_push_front(&p->avail, s, AK_SLAB_AVAIL);
@@ -531,19 +538,26 @@ static void *serial_alloc(_ak_pool_impl *p) {
   }
   p->live++;
   if (p->live > p->peak_live) p->peak_live = p->live;
-  if (AK_UNLIKELY(p->debug)) {
-    _ak_pool_mark_live(p, s, o);
+  return o;
+}
+
+static void *serial_alloc(_ak_pool_impl *p) {
+  if (p->max_objects && p->live >= p->max_objects) {
+    _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "max_objects live objects already");
+    return NULL;
+  }
+  void *o = serial_pop(p, true);
+  if (o && AK_UNLIKELY(p->debug)) {
+    _ak_pool_mark_live(p, (_ak_slab *)((uintptr_t)o & ~(uintptr_t)(p->slab_size - 1)), o);
     _ak_pool_track_alloc(p, o);
   }
   return o;
 }
 
-static void serial_free(_ak_pool_impl *p, void *o) {
-  _ak_slab *s = _ak_pool_slab_fast(p, o, "ak_pool_free");
-  if (AK_UNLIKELY(p->debug)) {
-    _ak_pool_mark_free(p, s, o, "ak_pool_free");
-    _ak_pool_track_free(p, o);
-  }
+/* Pushes slot `o` of slab `s` back: re-places the slab, releases it when
+ * empty. Catches the double frees a cheap check sees (and, hardened, any
+ * on the slab's list). */
+static inline void serial_push(_ak_pool_impl *p, _ak_slab *s, void *o) {
   if (AK_UNLIKELY(o == s->free) || (ak_harden_double_free && _ak_slab_is_free(s, o, true)))
     die("ak_pool_free(%p): double free in pool '%s'", o, p->name);
   bool was_full = s->list == AK_SLAB_FULL;
@@ -562,6 +576,15 @@ static void serial_free(_ak_pool_impl *p, void *o) {
     _ak_list_remove(&p->avail, s);
     _ak_pool_slab_put(p, s);
   }
+}
+
+static void serial_free(_ak_pool_impl *p, void *o) {
+  _ak_slab *s = _ak_pool_slab_fast(p, o, "ak_pool_free");
+  if (AK_UNLIKELY(p->debug)) {
+    _ak_pool_mark_free(p, s, o, "ak_pool_free");
+    _ak_pool_track_free(p, o);
+  }
+  serial_push(p, s, o);
 }
 
 static void spin_lock(_ak_pool_impl *p) {
@@ -585,6 +608,41 @@ static void spin_lock(_ak_pool_impl *p) {
 
 static void spin_unlock(_ak_pool_impl *p) { atomic_store_explicit(&p->spin, 0, memory_order_release); }
 
+/* ---- the shared structure behind SPINLOCK magazines (pool_magazine.c) ---------- */
+
+uint32_t _ak_spin_take(_ak_pool_impl *p, void **chain, uint32_t n) {
+  void *head = NULL;
+  uint32_t got = 0;
+  spin_lock(p);
+  for (; got < n; got++) {
+    /* A new slab only for the first object: a failure of the backing then
+     * fails the very call that needed the memory (the rest of a batch is
+     * taken from the slabs there are). */
+    void *o = serial_pop(p, got == 0);
+    if (!o) break;
+    if (p->tracked) AK_TRACK_INTERNAL(o, sizeof(void *)); /* a fresh slot holds a link now */
+    if (ak_harden_links) _ak_pool_note_slab(p, _ak_pool_slab_base(p, o));
+    _ak_chain_set(p, o, head);
+    head = o;
+  }
+  spin_unlock(p);
+  *chain = head;
+  return got;
+}
+
+size_t _ak_spin_give(_ak_pool_impl *p, void *chain) {
+  size_t n = 0;
+  spin_lock(p);
+  while (chain) {
+    void *next = _ak_chain_next(p, chain);
+    serial_push(p, _ak_pool_slab_base(p, chain), chain);
+    chain = next;
+    n++;
+  }
+  spin_unlock(p);
+  return n;
+}
+
 /* ---- public API --------------------------------------------------------------------- */
 
 void *ak_pool_alloc_slow(ak_pool *pub) {
@@ -596,12 +654,8 @@ void *ak_pool_alloc_slow(ak_pool *pub) {
   void *o;
   switch (p->sync) {
     case AK_SYNC_THREADS: return _ak_threads_alloc(p);
-    case AK_SYNC_LOCKFREE: return _ak_lockfree_alloc(p);
-    case AK_SYNC_SPINLOCK:
-      spin_lock(p);
-      o = serial_alloc(p);
-      spin_unlock(p);
-      return o;
+    case AK_SYNC_LOCKFREE: /* fall through: both are magazines over a shared structure */
+    case AK_SYNC_SPINLOCK: return _ak_mag_alloc(p);
     default:
       mirror_in(p);
       o = serial_alloc(p);
@@ -615,12 +669,8 @@ void ak_pool_free_slow(ak_pool *pub, void *o) {
   _ak_pool_impl *p = _ak_impl(pub);
   switch (p->sync) {
     case AK_SYNC_THREADS: _ak_threads_free(p, o); return;
-    case AK_SYNC_LOCKFREE: _ak_lockfree_free(p, o); return;
-    case AK_SYNC_SPINLOCK:
-      spin_lock(p);
-      serial_free(p, o);
-      spin_unlock(p);
-      return;
+    case AK_SYNC_LOCKFREE: /* fall through */
+    case AK_SYNC_SPINLOCK: _ak_mag_free(p, o); return;
     default:
       mirror_in(p);
       serial_free(p, o);
@@ -675,6 +725,9 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
   size_t align = o.align ? o.align : natural_align(o.object_size);
   size_t ialign = align < sizeof(void *) ? sizeof(void *) : align;
   size_t slot = (o.object_size < sizeof(void *) ? sizeof(void *) : o.object_size);
+  /* AK_SYNC_LOCKFREE: the first slot of a batch holds two words (its
+   * link and the batch word, pool_lockfree.c). */
+  if (o.sync == AK_SYNC_LOCKFREE && slot < 2 * sizeof(void *)) slot = 2 * sizeof(void *);
   slot = (slot + ialign - 1) & ~(ialign - 1);
   size_t slab = o.slab_size;
   if (!slab) {
@@ -744,6 +797,11 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
       return NULL;
     }
   }
+  if ((p->sync == AK_SYNC_SPINLOCK || p->sync == AK_SYNC_LOCKFREE) && _ak_mag_init(p) != 0) {
+    ak_pool_destroy(&p->pub);
+    _ak_error(ENOMEM, "%s: out of memory", call);
+    return NULL;
+  }
   if (p->sync == AK_SYNC_THREADS && _ak_threads_init(p) != 0) {
     ak_pool_destroy(&p->pub);
     _ak_error(ENOMEM, "%s: out of memory", call);
@@ -781,8 +839,9 @@ void ak_pool_destroy(ak_pool *pub) {
   if (p->sync == AK_SYNC_THREADS) {
     live = _ak_threads_live(p);
     _ak_threads_destroy(p);
-  } else if (p->sync == AK_SYNC_LOCKFREE) {
-    live = atomic_load(&p->lf_live);
+  } else if (p->sync == AK_SYNC_LOCKFREE || p->sync == AK_SYNC_SPINLOCK) {
+    live = _ak_mag_live(p);
+    _ak_mag_destroy(p);
   } else {
     live = serial_live(p);
   }
@@ -871,7 +930,10 @@ void ak_pool_trim(ak_pool *pub) {
     _ak_lockfree_trim(p);
     return;
   }
-  if (p->sync == AK_SYNC_SPINLOCK) spin_lock(p);
+  if (p->sync == AK_SYNC_SPINLOCK) {
+    _ak_mag_flush_all(p); /* every thread's magazine back to the slabs first */
+    spin_lock(p);
+  }
   mirror_in(p);
   release_list(p, &p->spare, NULL);
   for (_ak_slab *s = p->avail.head, *next; s; s = next) {
@@ -923,17 +985,14 @@ void ak_pool_stats_get(const ak_pool *pub, ak_pool_stats *out) {
     out->live = _ak_threads_live(p);
     out->peak_live = atomic_load(&p->t_peak);
     if (out->live > out->peak_live) out->peak_live = out->live;
-  } else if (p->sync == AK_SYNC_LOCKFREE) {
-    out->live = atomic_load(&p->lf_live);
-    out->peak_live = atomic_load(&p->lf_peak);
+  } else if (p->sync == AK_SYNC_LOCKFREE || p->sync == AK_SYNC_SPINLOCK) {
+    /* Counted by the magazines (objects they cache are not live). */
+    out->live = _ak_mag_live(p);
+    out->peak_live = _ak_mag_peak(p);
   } else {
-    /* SPINLOCK: the counters belong to the lock holder (a data race
-     * with serial_alloc/serial_free otherwise). */
-    if (p->sync == AK_SYNC_SPINLOCK) spin_lock(p);
     out->live = serial_live(p);
     if (out->live > p->peak_live) p->peak_live = out->live;
     out->peak_live = p->peak_live;
-    if (p->sync == AK_SYNC_SPINLOCK) spin_unlock(p);
   }
   pthread_mutex_lock(&p->mu);
   out->slabs = p->slabs;

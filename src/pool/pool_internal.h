@@ -29,6 +29,7 @@ typedef struct _ak_slab_list {
 } _ak_slab_list;
 
 typedef struct _ak_pool_heap _ak_pool_heap;
+typedef struct _ak_pool_mag _ak_pool_mag;
 
 /** The pool. `pub` comes first: ak_pool * and _ak_pool_impl * convert. */
 typedef struct _ak_pool_impl {
@@ -64,13 +65,26 @@ typedef struct _ak_pool_impl {
   atomic_uintptr_t lf_lo, lf_hi; /* LOCKFREE, hardened: address range of the slabs */
   size_t lf_hdr;                 /* LOCKFREE: offset of the first slot in a slab */
 
-  /* Contended words each on a cache line of their own (the block is
-   * allocated 64-aligned): no false sharing between them. */
+  /* SPINLOCK and LOCKFREE: the shared words, all on one cache line (the
+   * block is allocated 64-aligned). A magazine touches them together once
+   * per batch (flush its count, then lock or pop/push), so a batch costs
+   * one transfer of this line between cores, not one per word; no fast
+   * path reads them (pool_magazine.c). */
   _Alignas(64) atomic_int spin; /* AK_SYNC_SPINLOCK */
+  _Atomic uint64_t lf_head;     /* LOCKFREE: tag << 48 | first slot of the top batch */
+  /* LOCKFREE: slots outside the stack: in magazines, live, or being
+   * popped (a popper adds a whole batch before its CAS and gives back the
+   * excess). Never below the true count, so 0 proves that every slot is
+   * on the stack (trim). */
+  atomic_size_t lf_out;
+  /* live = mag_live + the `net` of every magazine (exact when no thread
+   * is inside a call); with max_objects every call updates mag_live, so
+   * it is exact at all times and the cap is enforced with it. */
+  atomic_size_t mag_live, mag_peak;
 
-  /* AK_SYNC_LOCKFREE */
-  _Alignas(64) _Atomic uint64_t lf_head; /* tag << 48 | slot pointer */
-  _Alignas(64) atomic_size_t lf_live, lf_peak;
+  /* Magazine bookkeeping (pool_magazine.c), off the contended line. */
+  _Alignas(64) _ak_pool_mag *mags;     /* magazines of live threads (under mu) */
+  struct _ak_pool_impl *next_mag_pool; /* registry of SPINLOCK/LOCKFREE pools */
 
   /* AK_SYNC_THREADS */
   _ak_pool_heap *heaps;                      /* live heaps of this pool (under mu) */
@@ -135,9 +149,66 @@ void _ak_threads_trim(_ak_pool_impl *p);
 int _ak_threads_reserve(_ak_pool_impl *p, size_t n);
 size_t _ak_threads_live(_ak_pool_impl *p);
 
-/* ---- pool_lockfree.c ----------------------------------------------------------- */
-void *_ak_lockfree_alloc(_ak_pool_impl *p);
-void _ak_lockfree_free(_ak_pool_impl *p, void *o);
+/* ---- pool_magazine.c: the per-thread front of SPINLOCK and LOCKFREE ------------ */
+
+/** Objects a batch holds at most: a magazine refills and spills this many
+ *  at a time, and caches at most twice as many. */
+#define AK_MAG_BATCH 64u
+
+/** ak_pool_alloc / ak_pool_free of SPINLOCK and LOCKFREE pools. */
+void *_ak_mag_alloc(_ak_pool_impl *p);
+void _ak_mag_free(_ak_pool_impl *p, void *o);
+/** Registers a new SPINLOCK/LOCKFREE pool. 0 or ENOMEM. */
+int _ak_mag_init(_ak_pool_impl *p);
+/** Frees every magazine of `p` (their objects die with the slabs). */
+void _ak_mag_destroy(_ak_pool_impl *p);
+/** Hands the contents of every thread's magazine back to the shared
+ *  structure now (each magazine is taken with one exchange, so the owner
+ *  may keep running). */
+void _ak_mag_flush_all(_ak_pool_impl *p);
+/** Objects allocated and not yet freed (exact when no call is running). */
+size_t _ak_mag_live(_ak_pool_impl *p);
+/** Its high-water mark (exact with max_objects, else sampled). */
+size_t _ak_mag_peak(_ak_pool_impl *p);
+
+/** Links of slots held by magazines and LOCKFREE batches: chains cross
+ *  slabs, so each link is encoded with the key of the slab of the slot
+ *  that stores it (_ak_slab_link of that slab). */
+static inline _ak_slab *_ak_pool_slab_base(const _ak_pool_impl *p, const void *o) {
+  return (_ak_slab *)((uintptr_t)o & ~(uintptr_t)(p->slab_size - 1));
+}
+static inline void *_ak_chain_next(const _ak_pool_impl *p, const void *o) {
+  return _ak_slab_link(_ak_pool_slab_base(p, o), o);
+}
+static inline void _ak_chain_set(const _ak_pool_impl *p, void *o, const void *next) {
+  _ak_slab_set_link(_ak_pool_slab_base(p, o), o, next);
+}
+
+/** Hardened: could `next` be a slot of `p`? (address range of its slabs
+ *  and slot grid; no memory is read). */
+bool _ak_pool_plausible(const _ak_pool_impl *p, uintptr_t next);
+/** Widens the hardened address range to cover slab `s`. */
+void _ak_pool_note_slab(_ak_pool_impl *p, const _ak_slab *s);
+
+/* ---- pool.c: the shared structure behind SPINLOCK magazines --------------------- */
+/** Takes up to `n` objects from the serial core under the spinlock, as a
+ *  chain; returns how many (0: out of memory, errno set). */
+uint32_t _ak_spin_take(_ak_pool_impl *p, void **chain, uint32_t n);
+/** Gives a chain back to the serial core under the spinlock; returns its
+ *  length. */
+size_t _ak_spin_give(_ak_pool_impl *p, void *chain);
+
+/* ---- pool_lockfree.c: the shared structure behind LOCKFREE magazines ----------- */
+/** Pops one batch (a chain of at most AK_MAG_BATCH slots); returns its
+ *  length (0: out of memory, errno set). */
+uint32_t _ak_lockfree_take(_ak_pool_impl *p, void **chain);
+/** Pushes a chain back: with `n` != 0, a NULL-terminated chain of exactly
+ *  `n` <= AK_MAG_BATCH slots, pushed as one batch without walking it;
+ *  with `n` == 0, a chain of any length, walked and cut into batches.
+ *  Returns its length. */
+size_t _ak_lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n);
+/** Hardened double-free search of the stack. */
+bool _ak_lockfree_on_stack(_ak_pool_impl *p, void *o);
 void _ak_lockfree_trim(_ak_pool_impl *p);
 int _ak_lockfree_reserve(_ak_pool_impl *p, size_t n);
 

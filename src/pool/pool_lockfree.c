@@ -1,18 +1,25 @@
-/* pool_lockfree.c - AK_SYNC_LOCKFREE: one lock-free free stack (a Treiber
- * stack) for the whole pool, the seed 000 lock_free::arena_allocator made
- * ABA-safe.
+/* pool_lockfree.c - AK_SYNC_LOCKFREE: the seed 000 lock_free::arena_allocator
+ * made ABA-safe, as a lock-free stack (a Treiber stack) of batches behind
+ * the per-thread magazines of pool_magazine.c.
+ *
+ * The stack holds batches: chains of at most AK_MAG_BATCH free slots
+ * linked through their first word. The first slot of a batch also holds,
+ * in its second word, the batch's length (top 16 bits) and the first slot
+ * of the next batch (low 48 bits). So a magazine takes or gives a whole
+ * batch with one CAS, and the shared head is touched once per batch, not
+ * once per object (slots are at least two words in this mode).
  *
  * The head is one 64-bit word: a 16-bit tag above a 48-bit slot pointer
  * (x86-64 and AArch64 user addresses fit in 48 bits; slabs above that are
  * refused). Every successful CAS increments the tag, so a thread that read
  * head A, was preempted while A was popped, pushed back and reused, fails
- * its CAS instead of installing a stale `next`. A popper may read the link
- * of a slot another thread has just taken; that memory stays mapped for the
- * pool's lifetime (trim only decommits it), so the read never faults and
- * the tag makes its value irrelevant.
+ * its CAS instead of installing a stale `next`. A popper may read the
+ * second word of a slot another thread has just taken; that memory stays
+ * mapped for the pool's lifetime (trim only decommits it), so the read
+ * never faults and the tag makes its value irrelevant.
  *
  * When the stack is empty, one thread (under the pool mutex) carves a new
- * slab into a chain and pushes the whole chain with one CAS. */
+ * slab into batches and pushes them all with one CAS. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -70,8 +77,83 @@ static _Noreturn AK_COLD void corrupt(_ak_pool_impl *p, void *o, void *next) {
  * told to ignore this one function. */
 static AK_NO_TSAN uintptr_t read_link(void *slot) { return *(uintptr_t volatile *)slot; }
 
-/* Under p->mu: carves a spare or new slab into one chain and pushes the
- * chain with one CAS. 0 or an errno. */
+/* The second word of the first slot of a batch: length << 48 | the next
+ * batch (encoded like a link, with the key of the slot's slab). */
+#define BATCH_SHIFT 48
+
+static inline uintptr_t *batch_word(void *o) { return (uintptr_t *)o + 1; }
+
+static inline uintptr_t batch_pack(const _ak_pool_impl *p, void *o, void *next, uint32_t n) {
+  return ((uintptr_t)n << BATCH_SHIFT) | (encode(p, o, next) & PTR_MASK);
+}
+
+static inline void *batch_next(const _ak_pool_impl *p, const void *o, uintptr_t w) {
+  return (void *)((uintptr_t)decode(p, o, w & PTR_MASK) & PTR_MASK);
+}
+
+/* The racy read of a Treiber stack: the second word of the head slot may
+ * be written by the thread that just popped it (or, tracked, poisoned
+ * after it was freed again): read atomically, the tools told to ignore
+ * this one function; a CAS on the tagged head decides whether it counts. */
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 8)
+#define AK_NO_SANITIZE_RACE __attribute__((no_sanitize("thread", "address")))
+#else
+#define AK_NO_SANITIZE_RACE
+#endif
+static AK_NO_SANITIZE_RACE uintptr_t read_batch_word(void *slot) {
+  return *(uintptr_t volatile *)batch_word(slot);
+}
+
+/* Cuts the chain `first` (held by the caller) into batches linked to each
+ * other and pushes them all with one CAS. Returns the number of slots. */
+static size_t push_chain(_ak_pool_impl *p, void *first) {
+  size_t total = 0;
+  void *head = NULL, *prev_batch = NULL; /* first batch; batch whose link is pending */
+  uint32_t prev_n = 0;
+  while (first) {
+    /* Cut one batch of at most AK_MAG_BATCH slots off the chain. */
+    void *b = first, *o = first;
+    uint32_t n = 1;
+    void *next = _ak_chain_next(p, o);
+    while (next && n < AK_MAG_BATCH) {
+      o = next;
+      next = _ak_chain_next(p, o);
+      n++;
+    }
+    _ak_chain_set(p, o, NULL); /* the batch ends here */
+    first = next;
+    total += n;
+    if (p->tracked && p->slot > sizeof(void *)) AK_TRACK_INTERNAL(batch_word(b), sizeof(uintptr_t));
+    if (prev_batch)
+      __atomic_store_n(batch_word(prev_batch), batch_pack(p, prev_batch, b, prev_n), __ATOMIC_RELAXED);
+    else
+      head = b;
+    prev_batch = b;
+    prev_n = n;
+  }
+  if (!head) return 0;
+  uint64_t old = atomic_load_explicit(&p->lf_head, memory_order_relaxed);
+  do {
+    __atomic_store_n(batch_word(prev_batch),
+                     batch_pack(p, prev_batch, (void *)(uintptr_t)(old & PTR_MASK), prev_n),
+                     __ATOMIC_RELAXED);
+  } while (!atomic_compare_exchange_weak_explicit(&p->lf_head, &old, pack(old, head), memory_order_release,
+                                                  memory_order_relaxed));
+  return total;
+}
+
+void _ak_pool_note_slab(_ak_pool_impl *p, const _ak_slab *s) {
+  size_t hdr = s->start - (uintptr_t)s;
+  if (p->lf_hdr != hdr) p->lf_hdr = hdr;
+  if (!atomic_load(&p->lf_lo) || (uintptr_t)s < atomic_load(&p->lf_lo)) atomic_store(&p->lf_lo, (uintptr_t)s);
+  if ((uintptr_t)s + p->slab_size > atomic_load(&p->lf_hi))
+    atomic_store(&p->lf_hi, (uintptr_t)s + p->slab_size);
+}
+
+bool _ak_pool_plausible(const _ak_pool_impl *p, uintptr_t next) { return plausible(p, next); }
+
+/* Under p->mu: carves a spare or new slab into batches and pushes them
+ * with one CAS. 0 or an errno. */
 static int push_slab(_ak_pool_impl *p) {
   _ak_slab *s = _ak_pool_slab_get(p);
   if (!s) return errno ? errno : ENOMEM;
@@ -81,27 +163,18 @@ static int push_slab(_ak_pool_impl *p) {
     return ENOMEM;
   }
   _ak_list_push_back(&p->full, s, AK_SLAB_FULL); /* listed for trim/destroy */
-  p->lf_hdr = s->start - (uintptr_t)s;
-  if (!atomic_load(&p->lf_lo) || (uintptr_t)s < atomic_load(&p->lf_lo)) atomic_store(&p->lf_lo, (uintptr_t)s);
-  if ((uintptr_t)s + p->slab_size > atomic_load(&p->lf_hi))
-    atomic_store(&p->lf_hi, (uintptr_t)s + p->slab_size);
+  _ak_pool_note_slab(p, s);
   s->free = NULL;
   s->bump = s->start;
   if (p->tracked) AK_TRACK_INTERNAL((void *)s->start, s->end - s->start);
   _ak_slab_carve(s, (size_t)(s->end - s->start));
-  if (p->tracked && p->slot > sizeof(void *)) /* links readable, the rest poisoned */
+  if (p->tracked && p->slot > 2 * sizeof(void *)) /* the two link words readable, the rest poisoned */
     for (uintptr_t o = s->start; o < s->end; o += p->slot)
-      AK_TRACK_RELEASE((void *)(o + sizeof(void *)), p->slot - sizeof(void *));
-  void *first = s->free, *last = first;
-  while (_ak_slab_link(s, last)) last = _ak_slab_link(s, last);
+      AK_TRACK_RELEASE((void *)(o + 2 * sizeof(void *)), p->slot - 2 * sizeof(void *));
+  void *first = s->free;
   s->free = NULL;
   s->used = s->capacity; /* the slots now belong to the stack */
-  uint64_t old = atomic_load_explicit(&p->lf_head, memory_order_relaxed);
-  do {
-    __atomic_store_n((uintptr_t *)last, encode(p, last, (void *)(uintptr_t)(old & PTR_MASK)),
-                     __ATOMIC_RELAXED);
-  } while (!atomic_compare_exchange_weak_explicit(&p->lf_head, &old, pack(old, first), memory_order_release,
-                                                  memory_order_relaxed));
+  (void)push_chain(p, first);
   return 0;
 }
 
@@ -115,117 +188,138 @@ static int grow(_ak_pool_impl *p) {
   return rc;
 }
 
-void *_ak_lockfree_alloc(_ak_pool_impl *p) {
-  size_t n = atomic_fetch_add_explicit(&p->lf_live, 1, memory_order_relaxed) + 1;
-  if (p->max_objects && n > p->max_objects) {
-    atomic_fetch_sub_explicit(&p->lf_live, 1, memory_order_relaxed);
-    _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "max_objects live objects already");
-    return NULL;
-  }
-  size_t peak = atomic_load_explicit(&p->lf_peak, memory_order_relaxed);
-  while (n > peak && !atomic_compare_exchange_weak(&p->lf_peak, &peak, n)) {
-  }
+uint32_t _ak_lockfree_take(_ak_pool_impl *p, void **chain) {
+  /* Counted out before the pop (a whole batch; the excess given back
+   * after), so that lf_out is never below the slots outside the stack. */
+  atomic_fetch_add(&p->lf_out, AK_MAG_BATCH);
   uint64_t old = atomic_load_explicit(&p->lf_head, memory_order_acquire);
   for (;;) {
     void *top = (void *)(uintptr_t)(old & PTR_MASK);
     if (!top) {
       if (grow(p) != 0) {
-        atomic_fetch_sub_explicit(&p->lf_live, 1, memory_order_relaxed);
-        return NULL;
+        atomic_fetch_sub(&p->lf_out, AK_MAG_BATCH);
+        *chain = NULL;
+        return 0;
       }
       old = atomic_load_explicit(&p->lf_head, memory_order_acquire);
       continue;
     }
-    void *next = decode(p, top, read_link(top));
+    uintptr_t w = read_batch_word(top);
+    void *next = batch_next(p, top, w);
     if (atomic_compare_exchange_weak_explicit(&p->lf_head, &old, pack(old, next), memory_order_acquire,
                                               memory_order_acquire)) {
-      /* The CAS proves `top` was the head throughout: `next` is its real
-       * link, so a bad one is corruption, not a race. */
-      if (ak_harden_links && AK_UNLIKELY(!plausible(p, (uintptr_t)next))) corrupt(p, top, next);
-      /* No stale link in a handed-out slot: freeing it untouched must not
-       * look like a double free. */
-      if (ak_harden_double_free) __atomic_store_n((uintptr_t *)top, 0, __ATOMIC_RELAXED);
-      if (ak_config_checked || p->tracked) {
-        _ak_slab *s = (_ak_slab *)((uintptr_t)top & ~(uintptr_t)(p->slab_size - 1));
-        _ak_pool_mark_live(p, s, top);
-        _ak_pool_track_alloc(p, top);
-      }
-      return top;
+      /* The CAS proves `top` was the head throughout: `w` is its real
+       * batch word, so a bad one is corruption, not a race. */
+      uint32_t n = (uint32_t)(w >> BATCH_SHIFT);
+      if (AK_UNLIKELY(n == 0 || n > AK_MAG_BATCH) ||
+          (ak_harden_links && AK_UNLIKELY(!plausible(p, (uintptr_t)next))))
+        corrupt(p, top, next);
+      if (n < AK_MAG_BATCH) atomic_fetch_sub(&p->lf_out, AK_MAG_BATCH - n);
+      *chain = top;
+      return n;
     }
   }
+}
+
+size_t _ak_lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n) {
+  size_t total = n;
+  if (n) {
+    /* A magazine's batch: its length is known, so only its first slot is
+     * touched (no walk over slots that may have left the cache). */
+    if (p->tracked && p->slot > sizeof(void *)) AK_TRACK_INTERNAL(batch_word(chain), sizeof(uintptr_t));
+    uint64_t old = atomic_load_explicit(&p->lf_head, memory_order_relaxed);
+    do {
+      __atomic_store_n(batch_word(chain), batch_pack(p, chain, (void *)(uintptr_t)(old & PTR_MASK), n),
+                       __ATOMIC_RELAXED);
+    } while (!atomic_compare_exchange_weak_explicit(&p->lf_head, &old, pack(old, chain), memory_order_release,
+                                                    memory_order_relaxed));
+  } else {
+    total = push_chain(p, chain);
+  }
+  atomic_fetch_sub(&p->lf_out, total); /* after the push: never below the true count */
+  return total;
 }
 
 /* Hardened double-free check: if the first word of `o` decodes to a
  * plausible link, search the stack (bounded; a link changed under the
  * walk by a concurrent pop ends it). */
-static bool on_stack(_ak_pool_impl *p, void *o) {
+bool _ak_lockfree_on_stack(_ak_pool_impl *p, void *o) {
   if (!plausible(p, (uintptr_t)decode(p, o, *(uintptr_t *)o))) return false;
   size_t limit = (atomic_load_explicit(&p->lf_hi, memory_order_relaxed) -
                   atomic_load_explicit(&p->lf_lo, memory_order_relaxed)) /
                      p->slot +
                  1;
-  for (void *b = (void *)(uintptr_t)(atomic_load(&p->lf_head) & PTR_MASK); b && limit--;) {
-    if (b == o) return true;
-    void *next = decode(p, b, read_link(b));
-    if (!plausible(p, (uintptr_t)next)) return false;
-    b = next;
+  for (void *b = (void *)(uintptr_t)(atomic_load(&p->lf_head) & PTR_MASK); b && limit;) {
+    void *nb = batch_next(p, b, read_batch_word(b));
+    for (void *c = b; c && limit--;) {
+      if (c == o) return true;
+      void *next = decode(p, c, read_link(c));
+      if (!plausible(p, (uintptr_t)next)) return false;
+      c = next;
+    }
+    if (!plausible(p, (uintptr_t)nb)) return false;
+    b = nb;
   }
   return false;
 }
 
-void _ak_lockfree_free(_ak_pool_impl *p, void *o) {
-  _ak_slab *s = _ak_pool_slab_fast(p, o, "ak_pool_free");
-  if (AK_UNLIKELY(p->debug)) {
-    _ak_pool_mark_free(p, s, o, "ak_pool_free");
-    _ak_pool_track_free(p, o);
-  }
-  if (ak_harden_double_free && AK_UNLIKELY(on_stack(p, o))) {
-    fprintf(stderr, "arenakit: ak_pool_free(%p): double free in pool '%s'\n", o, p->name);
-    abort();
-  }
-  uint64_t old = atomic_load_explicit(&p->lf_head, memory_order_relaxed);
-  do {
-    __atomic_store_n((uintptr_t *)o, encode(p, o, (void *)(uintptr_t)(old & PTR_MASK)), __ATOMIC_RELAXED);
-  } while (!atomic_compare_exchange_weak_explicit(&p->lf_head, &old, pack(old, o), memory_order_release,
-                                                  memory_order_relaxed));
-  atomic_fetch_sub_explicit(&p->lf_live, 1, memory_order_relaxed);
-}
-
-/* With no live object, the whole stack is taken down and every slab's
- * pages are decommitted; the slabs stay mapped (a racing pop may still read
- * a link) and are re-carved by grow() when needed. */
+/* With no slot outside the stack (magazines emptied first), the whole
+ * stack is taken down and every slab's pages are decommitted; the slabs
+ * stay mapped (a racing pop may still read a link) and are re-carved by
+ * grow() when needed. The stack is taken down before lf_out is read, so a
+ * thread that counted itself out after that finds the stack empty and
+ * waits in grow() for the mutex. */
 void _ak_lockfree_trim(_ak_pool_impl *p) {
+  _ak_mag_flush_all(p);
   pthread_mutex_lock(&p->mu);
-  if (atomic_load(&p->lf_live) == 0) {
-    uint64_t old = atomic_load(&p->lf_head);
-    while (!atomic_compare_exchange_weak(&p->lf_head, &old, pack(old, NULL))) {
+  uint64_t old = atomic_load(&p->lf_head);
+  while (!atomic_compare_exchange_weak(&p->lf_head, &old, pack(old, NULL))) {
+  }
+  void *taken = (void *)(uintptr_t)(old & PTR_MASK);
+  if (atomic_load(&p->lf_out) != 0) {
+    /* Something is live: put the batches back as they were (the last
+     * one's link to whatever was pushed since). */
+    if (taken) {
+      void *last = taken;
+      for (void *nb; (nb = batch_next(p, last, *batch_word(last))) != NULL;) last = nb;
+      uintptr_t n = *batch_word(last) >> BATCH_SHIFT;
+      uint64_t h = atomic_load_explicit(&p->lf_head, memory_order_relaxed);
+      do {
+        __atomic_store_n(batch_word(last),
+                         batch_pack(p, last, (void *)(uintptr_t)(h & PTR_MASK), (uint32_t)n),
+                         __ATOMIC_RELAXED);
+      } while (!atomic_compare_exchange_weak_explicit(&p->lf_head, &h, pack(h, taken), memory_order_release,
+                                                      memory_order_relaxed));
     }
-    while (p->full.head) {
-      _ak_slab *s = p->full.head;
-      _ak_list_remove(&p->full, s);
-      if (p->backing != AK_BACKING_HEAP) {
-        size_t ps = _ak_os_page_size();
-        uintptr_t from = (s->start + ps - 1) & ~(uintptr_t)(ps - 1);
-        uintptr_t to = (uintptr_t)s + p->slab_size;
-        if (to > from) (void)_ak_os_decommit((void *)from, to - from);
-      }
-      s->free = NULL;
-      s->bump = s->start;
-      s->used = 0;
-      _ak_list_push_back(&p->spare, s, AK_SLAB_SPARE);
+    pthread_mutex_unlock(&p->mu);
+    return;
+  }
+  while (p->full.head) {
+    _ak_slab *s = p->full.head;
+    _ak_list_remove(&p->full, s);
+    if (p->backing != AK_BACKING_HEAP) {
+      size_t ps = _ak_os_page_size();
+      uintptr_t from = (s->start + ps - 1) & ~(uintptr_t)(ps - 1);
+      uintptr_t to = (uintptr_t)s + p->slab_size;
+      if (to > from) (void)_ak_os_decommit((void *)from, to - from);
     }
+    s->free = NULL;
+    s->bump = s->start;
+    s->used = 0;
+    _ak_list_push_back(&p->spare, s, AK_SLAB_SPARE);
   }
   pthread_mutex_unlock(&p->mu);
 }
 
 int _ak_lockfree_reserve(_ak_pool_impl *p, size_t n) {
-  /* Grow until the stack holds n slots beyond the live ones: counted by
-   * slabs, since the stack itself cannot be measured without popping. */
+  /* Grow until the slabs hold n slots beyond those outside the stack:
+   * counted by slabs, since the stack itself cannot be measured without
+   * popping. */
   pthread_mutex_lock(&p->mu);
   size_t have = (p->full.n + p->spare.n) * p->capacity;
   pthread_mutex_unlock(&p->mu);
-  size_t live = atomic_load(&p->lf_live);
-  while (have < live + n) {
+  size_t out = atomic_load(&p->lf_out);
+  while (have < out + n) {
     pthread_mutex_lock(&p->mu);
     int rc = push_slab(p);
     pthread_mutex_unlock(&p->mu);

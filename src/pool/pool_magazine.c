@@ -1,0 +1,418 @@
+/* pool_magazine.c - the per-thread front of AK_SYNC_SPINLOCK and
+ * AK_SYNC_LOCKFREE: a magazine of free objects per thread and pool, in
+ * front of the pool's shared structure (the serial core under the
+ * spinlock, or the lock-free stack of batches).
+ *
+ * Why: with one shared word touched on every call, two threads on two
+ * cores move its cache line between the cores on every allocation and
+ * free (the seed 000 multi-thread table: 12x slower at T=2 than at T=1).
+ * A magazine takes and gives objects AK_MAG_BATCH at a time, so the shared
+ * word (the lock, the stack head, the counters) is touched once per batch.
+ *
+ * A magazine holds `list` (at most AK_MAG_BATCH objects, chained through
+ * their first word) and `full` (NULL or exactly AK_MAG_BATCH objects).
+ * Alloc pops `list`, then swaps in `full`, then takes a batch from the
+ * shared structure. Free pushes `list`; when it is full it becomes `full`
+ * and the previous `full` goes back to the shared structure. So a thread
+ * caches at most 2 x AK_MAG_BATCH objects.
+ *
+ * Other threads may take a magazine's contents at any time
+ * (_ak_mag_flush_all: ak_pool_trim, and a free that sees the pool empty):
+ * the owner claims its chain with one atomic exchange before reading it and
+ * stores the rest back, and a thief takes it with one exchange, so exactly
+ * one of them ever holds a chain and nobody reads a slot it does not hold.
+ * That exchange (on the owner's own cache line, uncontended) is the one
+ * atomic operation of a fast path.
+ *
+ * Counting: each magazine counts allocations minus frees (`net`, owner
+ * only) and adds it to the pool's `mag_live` whenever it touches the shared
+ * structure, where the high-water mark is sampled. With max_objects every
+ * call updates `mag_live` instead, exactly, and the cap is enforced on it.
+ *
+ * Thread exit (a pthread key destructor) hands a thread's magazines back.
+ * Locks: g_mu (registry) before a pool's `mu` before its spinlock. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/track.h"
+#include "pool/pool_internal.h"
+
+struct _ak_pool_mag {
+  /* The owner's line: only the owner stores non-NULL chains; a thief only
+   * exchanges them with NULL. */
+  _Atomic(void *) list; /* at most AK_MAG_BATCH objects */
+  _Atomic(void *) full; /* NULL or a spilled batch of full_n objects */
+  uint32_t n;           /* owner: length of `list` (reset when `list` is found NULL) */
+  uint32_t full_n;      /* owner: length of `full` (AK_MAG_BATCH) */
+  uint32_t takes;       /* owner: batches taken from the shared structure since the
+                           last drain_self (see there) */
+  size_t live_seen;     /* owner: mag_live as of its last flush */
+  _Atomic intptr_t net; /* owner stores, stats read: allocs - frees not yet in mag_live */
+  _ak_pool_impl *pool;
+  _ak_pool_mag *prev, *next; /* the pool's magazine list (under mu) */
+};
+
+/* Thread-local: a direct-mapped cache and the list of this thread's
+ * magazines, as (pool, id): ids are unique, so a destroyed pool whose
+ * address is reused never matches. */
+typedef struct tl_entry {
+  _ak_pool_impl *pool;
+  uint64_t id;
+  _ak_pool_mag *m;
+} tl_entry;
+
+#define TL static __attribute__((tls_model("initial-exec"))) _Thread_local
+TL tl_entry tl_cache[8];
+TL tl_entry *tl_all;
+TL size_t tl_n, tl_cap;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static _ak_pool_impl *g_pools; /* live SPINLOCK/LOCKFREE pools (under g_mu) */
+static pthread_key_t g_key;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void thread_exit(void *arg);
+static void make_key(void) { (void)pthread_key_create(&g_key, thread_exit); }
+
+static bool registered(const _ak_pool_impl *p, uint64_t id) {
+  for (_ak_pool_impl *q = g_pools; q; q = q->next_mag_pool)
+    if (q == p && q->id == id) return true;
+  return false;
+}
+
+/* ---- the shared structure of each mode ------------------------------------------- */
+
+static uint32_t shared_take(_ak_pool_impl *p, void **chain) {
+  return p->sync == AK_SYNC_LOCKFREE ? _ak_lockfree_take(p, chain) : _ak_spin_take(p, chain, AK_MAG_BATCH);
+}
+
+/* `n`: the chain's length if known (a full batch), else 0. */
+static void shared_give(_ak_pool_impl *p, void *chain, uint32_t n) {
+  if (!chain) return;
+  if (p->sync == AK_SYNC_LOCKFREE)
+    (void)_ak_lockfree_give(p, chain, n);
+  else
+    (void)_ak_spin_give(p, chain);
+}
+
+/* ---- counting ----------------------------------------------------------------------- */
+
+static inline intptr_t net_get(_ak_pool_mag *m) {
+  return atomic_load_explicit(&m->net, memory_order_relaxed);
+}
+static inline void net_set(_ak_pool_mag *m, intptr_t v) {
+  atomic_store_explicit(&m->net, v, memory_order_relaxed);
+}
+
+static void peak_raise(_ak_pool_impl *p, size_t live) {
+  size_t peak = atomic_load_explicit(&p->mag_peak, memory_order_relaxed);
+  while (live > peak && !atomic_compare_exchange_weak_explicit(&p->mag_peak, &peak, live,
+                                                               memory_order_relaxed, memory_order_relaxed)) {
+  }
+}
+
+/* Adds the magazine's count to the pool's and samples the high-water mark
+ * (slow paths only: once per batch). */
+static void net_flush(_ak_pool_impl *p, _ak_pool_mag *m) {
+  intptr_t net = net_get(m);
+  net_set(m, 0);
+  size_t live = atomic_fetch_add_explicit(&p->mag_live, (size_t)net, memory_order_relaxed) + (size_t)net;
+  m->live_seen = live;
+  if (net > 0) peak_raise(p, live);
+}
+
+size_t _ak_mag_live(_ak_pool_impl *p) {
+  pthread_mutex_lock(&p->mu);
+  size_t live = atomic_load(&p->mag_live);
+  for (_ak_pool_mag *m = p->mags; m; m = m->next) live += (size_t)net_get(m);
+  pthread_mutex_unlock(&p->mu);
+  return (intptr_t)live < 0 ? 0 : live;
+}
+
+size_t _ak_mag_peak(_ak_pool_impl *p) {
+  size_t live = _ak_mag_live(p), peak = atomic_load(&p->mag_peak);
+  return live > peak ? live : peak;
+}
+
+/* ---- finding the calling thread's magazine --------------------------------------- */
+
+static __attribute__((noinline)) _ak_pool_mag *mag_find(_ak_pool_impl *p);
+
+/* One direct-mapped cache probe inline, the search and creation out of line. */
+static inline _ak_pool_mag *mag_get(_ak_pool_impl *p) {
+  tl_entry *e = &tl_cache[p->id & 7];
+  if (AK_LIKELY(e->pool == p && e->id == p->id)) return e->m;
+  return mag_find(p);
+}
+
+static _ak_pool_mag *mag_find(_ak_pool_impl *p) {
+  tl_entry *e = &tl_cache[p->id & 7];
+  for (size_t i = 0; i < tl_n; i++) {
+    if (tl_all[i].pool == p && tl_all[i].id == p->id) {
+      *e = tl_all[i];
+      return e->m;
+    }
+  }
+  pthread_once(&g_once, make_key);
+  if (tl_n == tl_cap) {
+    /* Drop entries of destroyed pools before growing. */
+    pthread_mutex_lock(&g_mu);
+    size_t k = 0;
+    for (size_t i = 0; i < tl_n; i++)
+      if (registered(tl_all[i].pool, tl_all[i].id)) tl_all[k++] = tl_all[i];
+    tl_n = k;
+    pthread_mutex_unlock(&g_mu);
+    if (tl_n == tl_cap) {
+      size_t cap = tl_cap ? tl_cap * 2 : 8;
+      tl_entry *a = realloc(tl_all, cap * sizeof *a);
+      if (!a) return NULL;
+      tl_all = a;
+      tl_cap = cap;
+    }
+  }
+  _ak_pool_mag *m = aligned_alloc(64, (sizeof *m + 63) & ~(size_t)63); /* a line of its own */
+  if (!m) return NULL;
+  memset(m, 0, sizeof *m);
+  m->pool = p;
+  pthread_mutex_lock(&p->mu);
+  m->next = p->mags;
+  if (p->mags) p->mags->prev = m;
+  p->mags = m;
+  pthread_mutex_unlock(&p->mu);
+  tl_all[tl_n++] = (tl_entry){p, p->id, m};
+  *e = tl_all[tl_n - 1];
+  (void)pthread_setspecific(g_key, (void *)1); /* so thread_exit runs */
+  return m;
+}
+
+/* Under p->mu. */
+static void mag_unlink(_ak_pool_impl *p, _ak_pool_mag *m) {
+  if (m->prev)
+    m->prev->next = m->next;
+  else
+    p->mags = m->next;
+  if (m->next) m->next->prev = m->prev;
+}
+
+/* Takes everything `m` holds (any thread) and gives it back. */
+static void mag_empty(_ak_pool_impl *p, _ak_pool_mag *m) {
+  shared_give(p, atomic_exchange_explicit(&m->full, NULL, memory_order_acquire), 0);
+  shared_give(p, atomic_exchange_explicit(&m->list, NULL, memory_order_acquire), 0);
+}
+
+static void thread_exit(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&g_mu);
+  for (size_t i = 0; i < tl_n; i++) {
+    _ak_pool_impl *p = tl_all[i].pool;
+    if (!registered(p, tl_all[i].id)) continue; /* destroyed: magazine already freed */
+    _ak_pool_mag *m = tl_all[i].m;
+    pthread_mutex_lock(&p->mu);
+    mag_unlink(p, m);
+    atomic_fetch_add(&p->mag_live, (size_t)net_get(m));
+    pthread_mutex_unlock(&p->mu);
+    mag_empty(p, m);
+    free(m);
+  }
+  pthread_mutex_unlock(&g_mu);
+  free(tl_all);
+  tl_all = NULL;
+  tl_n = tl_cap = 0;
+  memset(tl_cache, 0, sizeof tl_cache);
+}
+
+int _ak_mag_init(_ak_pool_impl *p) {
+  pthread_once(&g_once, make_key);
+  pthread_mutex_lock(&g_mu);
+  p->next_mag_pool = g_pools;
+  g_pools = p;
+  pthread_mutex_unlock(&g_mu);
+  return 0;
+}
+
+void _ak_mag_destroy(_ak_pool_impl *p) {
+  pthread_mutex_lock(&g_mu);
+  for (_ak_pool_impl **pp = &g_pools; *pp; pp = &(*pp)->next_mag_pool) {
+    if (*pp == p) {
+      *pp = p->next_mag_pool;
+      break;
+    }
+  }
+  pthread_mutex_lock(&p->mu);
+  while (p->mags) {
+    _ak_pool_mag *m = p->mags;
+    mag_unlink(p, m);
+    free(m);
+  }
+  pthread_mutex_unlock(&p->mu);
+  pthread_mutex_unlock(&g_mu);
+  for (size_t i = 0; i < 8; i++)
+    if (tl_cache[i].pool == p) memset(&tl_cache[i], 0, sizeof tl_cache[i]);
+}
+
+void _ak_mag_flush_all(_ak_pool_impl *p) {
+  pthread_mutex_lock(&p->mu);
+  for (_ak_pool_mag *m = p->mags; m; m = m->next) mag_empty(p, m);
+  pthread_mutex_unlock(&p->mu);
+}
+
+/* ---- alloc and free --------------------------------------------------------------- */
+
+static _Noreturn AK_COLD void corrupt(_ak_pool_impl *p, void *o, void *next) {
+  _ak_slab_corrupt(_ak_pool_slab_base(p, o), o, next, "ak_pool_alloc");
+}
+
+static AK_COLD void *cap_reached(_ak_pool_impl *p) {
+  atomic_fetch_sub_explicit(&p->mag_live, 1, memory_order_relaxed);
+  _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "max_objects live objects already");
+  return NULL;
+}
+
+/* `list` is empty (or was taken by a thief): the full batch, else a batch
+ * from the shared structure. Returns the chain, its length in *n. */
+static AK_COLD void *refill(_ak_pool_impl *p, _ak_pool_mag *m, uint32_t *n) {
+  void *c = atomic_exchange_explicit(&m->full, NULL, memory_order_acquire);
+  if (c) {
+    *n = m->full_n;
+    return c;
+  }
+  net_flush(p, m);
+  *n = shared_take(p, &c);
+  if (m->takes < 2) m->takes++;
+  return c;
+}
+
+void *_ak_mag_alloc(_ak_pool_impl *p) {
+  _ak_pool_mag *m = mag_get(p);
+  if (AK_UNLIKELY(!m)) {
+    _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "out of memory for the thread's magazine");
+    return NULL;
+  }
+  /* The cap needs an exact count: one shared atomic per call, only then. */
+  if (p->max_objects) {
+    size_t live = atomic_fetch_add_explicit(&p->mag_live, 1, memory_order_relaxed) + 1;
+    if (AK_UNLIKELY(live > p->max_objects)) return cap_reached(p);
+    peak_raise(p, live);
+  }
+  /* Fast path: claim the chain (one exchange on the owner's line), pop its
+   * first slot, store the rest back. Invariant: a non-NULL `list` holds
+   * m->n slots, all free slots of `p`, held by nobody else. */
+  void *o = atomic_exchange_explicit(&m->list, NULL, memory_order_acquire);
+  uint32_t n = m->n;
+  if (AK_UNLIKELY(!o)) {
+    o = refill(p, m, &n);
+    if (!o) {
+      if (p->max_objects) atomic_fetch_sub_explicit(&p->mag_live, 1, memory_order_relaxed);
+      return NULL;
+    }
+  }
+  void *next = _ak_chain_next(p, o);
+  if (ak_harden_links && AK_UNLIKELY(!_ak_pool_plausible(p, (uintptr_t)next))) corrupt(p, o, next);
+  m->n = n - 1;
+  atomic_store_explicit(&m->list, next, memory_order_release);
+  /* The next allocation reads `next` and its caller writes it: fetch its
+   * line now (it may sit in another core's cache), overlapping the miss
+   * with the caller's work on `o`. */
+  __builtin_prefetch(next, 1, 3);
+  if (!p->max_objects) net_set(m, net_get(m) + 1);
+  /* No stale link in a handed-out slot: freeing it untouched must not look
+   * like a double free. */
+  if (ak_harden_double_free && !p->tracked) *(uintptr_t *)o = 0;
+  if (AK_UNLIKELY(p->debug)) {
+    _ak_pool_mark_live(p, _ak_pool_slab_base(p, o), o);
+    _ak_pool_track_alloc(p, o);
+  }
+  return o;
+}
+
+/* True if `o` is on the chain `c` (which the caller holds). */
+static bool chain_has(_ak_pool_impl *p, void *c, const void *o) {
+  for (size_t limit = 2 * AK_MAG_BATCH + 1; c && limit--; c = _ak_chain_next(p, c))
+    if (c == o) return true;
+  return false;
+}
+
+static _Noreturn AK_COLD void double_free(_ak_pool_impl *p, void *o) {
+  fprintf(stderr, "arenakit: ak_pool_free(%p): double free in pool '%s'\n", o, p->name);
+  abort();
+}
+
+/* Hardened double-free search: the caller's chain `c`, its full batch, and
+ * (LOCKFREE) the shared stack; SPINLOCK's serial core checks the slab
+ * lists when the object goes back. Only when the first word of `o` decodes
+ * like a link, so a live object costs one load and a compare. */
+static AK_COLD bool hardened_is_free(_ak_pool_impl *p, _ak_pool_mag *m, void *c, void *o) {
+  if (!_ak_pool_plausible(p, (uintptr_t)_ak_chain_next(p, o))) return false;
+  if (chain_has(p, c, o)) return true;
+  void *f = atomic_exchange_explicit(&m->full, NULL, memory_order_acquire);
+  bool found = chain_has(p, f, o);
+  if (f) atomic_store_explicit(&m->full, f, memory_order_release);
+  return found || (p->sync == AK_SYNC_LOCKFREE && _ak_lockfree_on_stack(p, o));
+}
+
+/* `list` (`n` objects) is done: it becomes the full batch and the
+ * previous full batch goes back to the shared structure. */
+static AK_COLD void spill(_ak_pool_impl *p, _ak_pool_mag *m, void *c, uint32_t n) {
+  net_flush(p, m);
+  uint32_t old_n = m->full_n;
+  m->full_n = n;
+  shared_give(p, atomic_exchange_explicit(&m->full, c, memory_order_acq_rel), old_n);
+}
+
+/* The calling thread freed what looked like the pool's last live object:
+ * its magazine goes back too, so that empty slabs are released (SPINLOCK)
+ * and memory returns to near zero when everything is freed. Only after the
+ * thread took at least two batches since its last drain: a loop that
+ * allocates and frees one object at a time empties the pool on every free,
+ * and must not give back and take again a batch each time. */
+static AK_COLD void drain_self(_ak_pool_impl *p, _ak_pool_mag *m) {
+  m->takes = 0;
+  net_flush(p, m);
+  mag_empty(p, m);
+}
+
+void _ak_mag_free(_ak_pool_impl *p, void *o) {
+  _ak_slab *s = _ak_pool_slab_fast(p, o, "ak_pool_free"); /* a cheap ownership check */
+  _ak_pool_mag *m = mag_get(p);
+  if (AK_UNLIKELY(!m)) { /* no memory for a magazine: straight to the shared structure */
+    _ak_chain_set(p, o, NULL);
+    shared_give(p, o, 1);
+    return;
+  }
+  if (AK_UNLIKELY(p->debug)) {
+    _ak_pool_mark_free(p, s, o, "ak_pool_free");
+    _ak_pool_track_free(p, o);
+  }
+  /* Fast path: claim the chain, push `o`, store it back. Invariant as in
+   * _ak_mag_alloc; a NULL `list` holds nothing, whatever m->n says. */
+  void *c = atomic_exchange_explicit(&m->list, NULL, memory_order_acquire);
+  uint32_t n = c ? m->n : 0;
+  if (AK_UNLIKELY(o == c) || (ak_harden_double_free && AK_UNLIKELY(hardened_is_free(p, m, c, o))))
+    double_free(p, o);
+  if (AK_UNLIKELY(n == AK_MAG_BATCH)) { /* a whole batch: spill it */
+    spill(p, m, c, n);
+    c = NULL;
+    n = 0;
+  }
+  _ak_chain_set(p, o, c);
+  m->n = n + 1;
+  atomic_store_explicit(&m->list, o, memory_order_release);
+  if (p->max_objects) {
+    if (AK_UNLIKELY(atomic_fetch_sub_explicit(&p->mag_live, 1, memory_order_relaxed) == 1) && m->takes >= 2)
+      drain_self(p, m);
+    return;
+  }
+  /* Everything freed? Judged from the pool's count as this thread last
+   * saw it (no shared read on the fast path), then confirmed: exact when
+   * one thread uses the pool, a heuristic otherwise (trim and thread exit
+   * are exact). */
+  intptr_t net = net_get(m) - 1;
+  net_set(m, net);
+  if (AK_UNLIKELY(net <= 0 && (intptr_t)m->live_seen + net <= 0) && m->takes >= 2 &&
+      (intptr_t)atomic_load_explicit(&p->mag_live, memory_order_relaxed) + net <= 0)
+    drain_self(p, m);
+}
