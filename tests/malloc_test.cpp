@@ -389,7 +389,7 @@ void short_thread_generation(unsigned g) {
 TEST(Threads, ShortLivedThreadsReuseSegmentsWithoutSystemCalls) {
   long old_delay = ak_option_get(AK_OPTION_PURGE_DELAY);
   ak_option_set(AK_OPTION_PURGE_DELAY, 600000);  // no purge by time during the test
-  ak_free(ak_malloc(16));                         // this thread has a heap (it adopts segments)
+  ak_free(ak_malloc(16));                        // this thread has a heap (it adopts segments)
   for (unsigned g = 0; g < 10; g++) short_thread_generation(g);
   _ak_os_counters c0, c1;
   _ak_os_get_counters(&c0);
@@ -457,7 +457,8 @@ TEST(Threads, RemoteFreesIntoAbandonedSegmentsAreCollected) {
     for (void *p : blocks) ak_free(p);
     ak_collect(true);
     ak_malloc_stats_get(&s);
-  }).join();
+  })
+      .join();
   EXPECT_EQ(s.abandoned, 0u);
   EXPECT_LE(committed(), before + SEG_SIZE);
 }
@@ -550,7 +551,7 @@ TEST(Stats, AddUpAndPrint) {
   ak_malloc_stats_get(&a);
   std::vector<void *> v;
   for (int i = 0; i < 1000; i++) v.push_back(ak_malloc(100));  // class of 112 bytes
-  void *big = ak_malloc(8 << 20);  // above SOLO_MAX: a large block
+  void *big = ak_malloc(8 << 20);                              // above SOLO_MAX: a large block
   ak_malloc_stats b;
   ak_malloc_stats_get(&b);
   EXPECT_EQ(b.version, AK_MALLOC_STATS_VERSION);

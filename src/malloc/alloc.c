@@ -126,7 +126,8 @@ void *ak_realloc(void *p, size_t n) {
     /* A solo block of this thread (owner == h != NULL) is resized in place
      * when the pages after it are free (or it shrinks): no copy. */
     ak_mheap *h = _ak_tl_heap;
-    if (seg->kind == SEG_SMALL && h && atomic_load_explicit(&seg->owner, memory_order_relaxed) == (uintptr_t)h) {
+    if (seg->kind == SEG_SMALL && h &&
+        atomic_load_explicit(&seg->owner, memory_order_relaxed) == (uintptr_t)h) {
       ak_page *pg = _ak_page_of(seg, p);
       if ((pg->flags & PG_SOLO) && (uintptr_t)p == pg->start && _ak_solo_resize(h, seg, pg, n)) return p;
     }
@@ -163,7 +164,8 @@ void *ak_aligned_alloc(size_t align, size_t n) {
     return alloc_fast(m); /* every block of this class is aligned: spans start page-aligned */
   }
   if (align >= SEG_SIZE) return _ak_huge_aligned_alloc(n, align);
-  if (m > SOLO_MIN && m <= SOLO_MAX && align <= PAGE_SIZE_AK) return alloc_fast(m); /* spans: 64 KiB aligned */
+  if (m > SOLO_MIN && m <= SOLO_MAX && align <= PAGE_SIZE_AK)
+    return alloc_fast(m); /* spans: 64 KiB aligned */
   if (n > SIZE_MAX - align || n + align - 1 > SOLO_MAX) return _ak_large_alloc(n, align);
   void *b = alloc_fast(n + align - 1);
   if (!b) return NULL;

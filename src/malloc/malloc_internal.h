@@ -74,9 +74,9 @@ typedef struct ak_page {
 _Static_assert(sizeof(ak_page) == 128, "ak_page must stay 128 bytes");
 
 typedef struct ak_segment {
-  uint64_t magic; /* SEG_MAGIC */
-  uint32_t kind;  /* SEG_SMALL or SEG_LARGE */
-  uint32_t flags; /* SEG_* flags (owner only) */
+  uint64_t magic;                   /* SEG_MAGIC */
+  uint32_t kind;                    /* SEG_SMALL or SEG_LARGE */
+  uint32_t flags;                   /* SEG_* flags (owner only) */
   _Atomic uintptr_t owner;          /* owning heap, or OWNER_NONE (abandoned, large);
                                        never 0, so a thread without a heap
                                        (_ak_tl_heap == NULL) owns nothing */
