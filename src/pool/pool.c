@@ -555,10 +555,12 @@ static void *serial_alloc(_ak_pool_impl *p) {
 }
 
 /* Pushes slot `o` of slab `s` back: re-places the slab, releases it when
- * empty. Catches the double frees a cheap check sees (and, hardened, any
- * on the slab's list). */
-static inline void serial_push(_ak_pool_impl *p, _ak_slab *s, void *o) {
-  if (AK_UNLIKELY(o == s->free) || (ak_harden_double_free && _ak_slab_is_free(s, o, true)))
+ * empty. Catches the double frees a cheap check sees (and, hardened with
+ * `search`, any on the slab's list; a SPINLOCK magazine searched when the
+ * object was freed, see _ak_spin_on_lists, and its chain links would make
+ * every object of a spilled batch look free). */
+static inline void serial_push(_ak_pool_impl *p, _ak_slab *s, void *o, bool search) {
+  if (AK_UNLIKELY(o == s->free) || (ak_harden_double_free && search && _ak_slab_is_free(s, o, true)))
     die("ak_pool_free(%p): double free in pool '%s'", o, p->name);
   bool was_full = s->list == AK_SLAB_FULL;
   _ak_slab_push(s, o);
@@ -584,7 +586,7 @@ static void serial_free(_ak_pool_impl *p, void *o) {
     _ak_pool_mark_free(p, s, o, "ak_pool_free");
     _ak_pool_track_free(p, o);
   }
-  serial_push(p, s, o);
+  serial_push(p, s, o, true);
 }
 
 static void spin_lock(_ak_pool_impl *p) {
@@ -630,12 +632,19 @@ uint32_t _ak_spin_take(_ak_pool_impl *p, void **chain, uint32_t n) {
   return got;
 }
 
+bool _ak_spin_on_lists(_ak_pool_impl *p, _ak_slab *s, void *o) {
+  spin_lock(p);
+  bool found = _ak_slab_is_free(s, o, true);
+  spin_unlock(p);
+  return found;
+}
+
 size_t _ak_spin_give(_ak_pool_impl *p, void *chain) {
   size_t n = 0;
   spin_lock(p);
   while (chain) {
     void *next = _ak_chain_next(p, chain);
-    serial_push(p, _ak_pool_slab_base(p, chain), chain);
+    serial_push(p, _ak_pool_slab_base(p, chain), chain, false);
     chain = next;
     n++;
   }

@@ -197,6 +197,11 @@ uint32_t _ak_spin_take(_ak_pool_impl *p, void **chain, uint32_t n);
 /** Gives a chain back to the serial core under the spinlock; returns its
  *  length. */
 size_t _ak_spin_give(_ak_pool_impl *p, void *chain);
+/** Hardened: true if slot `o` of slab `s` is on the slab's free lists
+ *  (SPINLOCK; takes the lock). The magazine's double-free search asks it
+ *  when a freed object's first word looks like a link, so that spilled
+ *  batches need no search. */
+bool _ak_spin_on_lists(_ak_pool_impl *p, _ak_slab *s, void *o);
 
 /* ---- pool_lockfree.c: the shared structure behind LOCKFREE magazines ----------- */
 /** Pops one batch (a chain of at most AK_MAG_BATCH slots); returns its

@@ -342,16 +342,18 @@ static _Noreturn AK_COLD void double_free(_ak_pool_impl *p, void *o) {
 }
 
 /* Hardened double-free search: the caller's chain `c`, its full batch, and
- * (LOCKFREE) the shared stack; SPINLOCK's serial core checks the slab
- * lists when the object goes back. Only when the first word of `o` decodes
- * like a link, so a live object costs one load and a compare. */
-static AK_COLD bool hardened_is_free(_ak_pool_impl *p, _ak_pool_mag *m, void *c, void *o) {
+ * the shared structure (LOCKFREE: the stack; SPINLOCK: the slab's lists).
+ * Only when the first word of `o` decodes like a link, so a live object
+ * costs one load and a compare. Not searched: other threads' magazines (a
+ * double free whose two frees sit in two threads' magazines at once is
+ * not caught; docs/hardening.md). */
+static AK_COLD bool hardened_is_free(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab *s, void *c, void *o) {
   if (!_ak_pool_plausible(p, (uintptr_t)_ak_chain_next(p, o))) return false;
   if (chain_has(p, c, o)) return true;
   void *f = atomic_exchange_explicit(&m->full, NULL, memory_order_acquire);
   bool found = chain_has(p, f, o);
   if (f) atomic_store_explicit(&m->full, f, memory_order_release);
-  return found || (p->sync == AK_SYNC_LOCKFREE && _ak_lockfree_on_stack(p, o));
+  return found || (p->sync == AK_SYNC_LOCKFREE ? _ak_lockfree_on_stack(p, o) : _ak_spin_on_lists(p, s, o));
 }
 
 /* `list` (`n` objects) is done: it becomes the full batch and the
@@ -391,7 +393,7 @@ void _ak_mag_free(_ak_pool_impl *p, void *o) {
    * _ak_mag_alloc; a NULL `list` holds nothing, whatever m->n says. */
   void *c = atomic_exchange_explicit(&m->list, NULL, memory_order_acquire);
   uint32_t n = c ? m->n : 0;
-  if (AK_UNLIKELY(o == c) || (ak_harden_double_free && AK_UNLIKELY(hardened_is_free(p, m, c, o))))
+  if (AK_UNLIKELY(o == c) || (ak_harden_double_free && AK_UNLIKELY(hardened_is_free(p, m, s, c, o))))
     double_free(p, o);
   if (AK_UNLIKELY(n == AK_MAG_BATCH)) { /* a whole batch: spill it */
     spill(p, m, c, n);
