@@ -932,7 +932,9 @@ static void *worker(void *arg) {
       bool done = false;
       for (size_t i = 0; i < s->nmal && !done; i++)
         if (s->mal[i].size) { /* a stray write, as a buggy allocator would make */
-          ((unsigned char *)s->mal[i].p)[s->mal[i].size - 1] ^= 0x40;
+          /* Byte 0: every later path checks it (a shrinking realloc keeps at
+           * least one byte; a corrupted last byte could be cut off). */
+          ((unsigned char *)s->mal[i].p)[0] ^= 0x40;
           done = true;
         }
       if (!done) atomic_store(&g_injected, false); /* another thread, later */
