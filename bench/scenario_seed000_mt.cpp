@@ -263,6 +263,12 @@ int child(const akb::Params &params) {
   // T (those of the std::mutex list: 1, 2, 4, 8, 16), which keeps 2 x 3
   // children of the full run affordable (LOCKFREE alone takes 10-20 s per T).
   const bool ak_only = glibc && akb::arenakit_only(params);
+  // impls=newdelete,mutex,spinlock,lockfree,threads (child only, for
+  // profiling one implementation): the implementations to run; all by default.
+  const std::string only = params.count("impls") ? "," + params.at("impls") + "," : "";
+  auto want = [&](const char *key) {
+    return only.empty() || only.find("," + std::string(key) + ",") != std::string::npos;
+  };
   if (ak_only) {
     std::vector<int> keep;
     for (int t : ts)
@@ -271,14 +277,14 @@ int child(const akb::Params &params) {
   }
   for (int t : ts) {
     double t0 = akb::now_s();
-    if (!ak_only && !measure(nd, "newdelete", t, objects, rounds)) return 1;
+    if (!ak_only && want("newdelete") && !measure(nd, "newdelete", t, objects, rounds)) return 1;
     if (glibc) {
-      if (!ak_only && std::find(mts.begin(), mts.end(), t) != mts.end() &&
+      if (!ak_only && want("mutex") && std::find(mts.begin(), mts.end(), t) != mts.end() &&
           !measure(mu, "mutex", t, objects, rounds))
         return 1;
-      if (!measure(spin, "spinlock", t, objects, rounds)) return 1;
-      if (!measure(lf, "lockfree", t, objects, rounds)) return 1;
-      if (!measure(thr, "threads", t, objects, rounds)) return 1;
+      if (want("spinlock") && !measure(spin, "spinlock", t, objects, rounds)) return 1;
+      if (want("lockfree") && !measure(lf, "lockfree", t, objects, rounds)) return 1;
+      if (want("threads") && !measure(thr, "threads", t, objects, rounds)) return 1;
     }
     std::fprintf(stderr, "    T=%d: %.1f s\n", t, akb::now_s() - t0);
   }

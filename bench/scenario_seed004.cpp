@@ -161,6 +161,9 @@ int child(const akb::Params &params) {
   bool glibc = !pre || !*pre;
   // Hardened-build cost: only the pools, not malloc.
   const bool ak_only = glibc && akb::arenakit_only(params);
+  // pools=akaral,ak,akspare (child only, for profiling one configuration):
+  // the pool variants to run; every one by default.
+  const std::string only = params.count("pools") ? "," + params.at("pools") + "," : "";
   for (int t : ts) {
     std::string k = "T" + std::to_string(t);
     Result r;
@@ -180,6 +183,8 @@ int child(const akb::Params &params) {
     for (int variant = 0; variant < 3; variant++) {
       static const char *const keys[] = {"akaral.", "ak.", "akspare."};
       const std::string key = keys[variant];
+      if (!only.empty() && only.find("," + key.substr(0, key.size() - 1) + ",") == std::string::npos)
+        continue;
       ak_pool_options o{};
       o.object_size = kElemSize;
       o.spare_slabs = variant == 2 ? kSpare : 0;

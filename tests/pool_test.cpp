@@ -843,6 +843,29 @@ TEST(PoolThreads, ProducerConsumer) {
   EXPECT_LE(t.stats().slabs, 2u);
 }
 
+// Slots that another thread frees into slabs on the owner's full list are
+// found again (the full list is walked when a remote free reached one), so
+// the owner reuses them instead of taking new slabs.
+TEST(PoolThreads, RemoteFreesIntoFullSlabsAreReused) {
+  Pool t(64, AK_SYNC_THREADS);
+  std::vector<void *> v;
+  for (int i = 0; i < 20000; i++) v.push_back(ak_pool_alloc(t.p));  // about 20 slabs, full
+  const size_t allocs = t.stats().slab_allocs;
+  for (int round = 0; round < 3; round++) {
+    std::thread([&] {
+      for (void *o : v) ak_pool_free(t.p, o);
+    }).join();
+    for (auto &o : v) {
+      o = ak_pool_alloc(t.p);
+      ASSERT_NE(o, nullptr);
+    }
+    EXPECT_EQ(t.stats().slab_allocs, allocs)
+        << "round " << round << ": new slabs although the full ones had room";
+  }
+  for (void *o : v) ak_pool_free(t.p, o);
+  EXPECT_EQ(t.stats().live, 0u);
+}
+
 TEST(PoolThreads, ManyShortLivedThreads) {
   Pool t(40, AK_SYNC_THREADS);
   for (int round = 0; round < 50; round++) {

@@ -106,7 +106,11 @@ typedef struct ak_pool_stats {
   unsigned version;      /**< AK_POOL_STATS_VERSION */
   size_t object_size;    /**< bytes per object as configured */
   size_t slot_size;      /**< bytes per slot (object size rounded) */
-  size_t live;           /**< objects allocated and not yet freed */
+  size_t live;           /**< objects allocated and not yet freed; in
+                              AK_SYNC_THREADS an object freed by a thread
+                              other than its slab's owner counts until the
+                              owner collects it (when it needs a slot, or
+                              at ak_pool_trim) */
   size_t peak_live;      /**< high-water mark of `live`: exact with
                               max_objects; otherwise sampled: in SPINLOCK
                               and LOCKFREE whenever a thread's magazine
@@ -226,11 +230,18 @@ typedef struct ak_pool_link {
 } ak_pool_link;
 
 #if AK_POOL_INLINE_ENCODE
+/* Hardened: an encoded link (next ^ key), reached through a struct for the
+ * same reason as ak_pool_link: a uintptr_t store through a bare pointer
+ * could alias the pool's counts and addresses (size_t, uintptr_t). */
+typedef struct ak_pool_elink {
+  uintptr_t next;
+} ak_pool_elink;
+
 /* Hardened: true if the first word of `obj` (a slot of slab `sb`), decoded
  * with `key`, does not look like a free link (NULL or a slot of the same
  * slab), so that pushing it inline cannot hide a double free. */
 AK_FAST_PATH bool ak_pool_not_free_(const void *obj, uintptr_t key, uintptr_t sb, uintptr_t mask) {
-  uintptr_t w = *(const uintptr_t *)obj ^ key;
+  uintptr_t w = ((const ak_pool_elink *)obj)->next ^ key;
   return w != 0 && (w & mask) != sb;
 }
 #endif
@@ -261,23 +272,23 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
    * library reports a corrupted one); the handed-out slot holds no stale
    * link, so freeing it untouched does not look like a double free. */
   if (AK_LIKELY(o != NULL)) {
-    uintptr_t next = *(uintptr_t *)o ^ p->hot_key;
+    uintptr_t next = ((ak_pool_elink *)o)->next ^ p->hot_key;
     if (AK_LIKELY(next == 0 || (next & p->slab_mask) == p->hot_slab)) {
       p->hot = (void *)next;
       p->hot_used++;
-      *(uintptr_t *)o = 0;
+      ((ak_pool_elink *)o)->next = 0;
       return o;
     }
   } else if (p->tkey) {
     ak_pool_tentry *e = &ak_pool_tcache[p->tkey & (AK_POOL_TCACHE - 1)];
     ak_pool_theap *h = e->heap;
     if (AK_LIKELY(e->key == p->tkey && (o = h->hot) != NULL)) {
-      uintptr_t next = *(uintptr_t *)o ^ h->hot_key;
+      uintptr_t next = ((ak_pool_elink *)o)->next ^ h->hot_key;
       if (AK_LIKELY(next == 0 || (next & h->mask) == h->hot_slab)) {
         h->hot = (void *)next;
         h->hot_used++;
         AK_POOL_STORE_(h->live, h->live + 1);
-        *(uintptr_t *)o = 0;
+        ((ak_pool_elink *)o)->next = 0;
         return o;
       }
     }
@@ -327,7 +338,7 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
   ak_pool_slab_head *s = (ak_pool_slab_head *)sb;
   if (AK_LIKELY(sb == p->hot_slab)) {
     if (AK_LIKELY(ak_pool_not_free_(obj, p->hot_key, sb, p->slab_mask))) {
-      *(uintptr_t *)obj = (uintptr_t)p->hot ^ p->hot_key;
+      ((ak_pool_elink *)obj)->next = (uintptr_t)p->hot ^ p->hot_key;
       p->hot = obj;
       p->hot_used--;
       return;
@@ -340,7 +351,7 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
       s = (ak_pool_slab_head *)sb;
       if (AK_LIKELY(sb == h->hot_slab)) {
         if (AK_LIKELY(ak_pool_not_free_(obj, h->hot_key, sb, h->mask))) {
-          *(uintptr_t *)obj = (uintptr_t)h->hot ^ h->hot_key;
+          ((ak_pool_elink *)obj)->next = (uintptr_t)h->hot ^ h->hot_key;
           h->hot = obj;
           h->hot_used--;
           AK_POOL_STORE_(h->live, h->live - 1);
@@ -348,7 +359,7 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
         }
       } else if (AK_LIKELY(sb != 0 && AK_POOL_LOAD_(s->owner) == (uintptr_t)h && s->state == 1 &&
                            s->used > 1 && ak_pool_not_free_(obj, s->key, sb, h->mask))) {
-        *(uintptr_t *)obj = (uintptr_t)s->free ^ s->key;
+        ((ak_pool_elink *)obj)->next = (uintptr_t)s->free ^ s->key;
         s->free = obj;
         s->used--;
         AK_POOL_STORE_(h->live, h->live - 1);
@@ -357,7 +368,7 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
     }
   } else if (AK_LIKELY(sb != 0 && s->state == 1 && s->used > 1 &&
                        ak_pool_not_free_(obj, s->key, sb, p->slab_mask))) {
-    *(uintptr_t *)obj = (uintptr_t)s->free ^ s->key;
+    ((ak_pool_elink *)obj)->next = (uintptr_t)s->free ^ s->key;
     s->free = obj;
     s->used--;
     return;

@@ -236,7 +236,6 @@ void *_ak_os_heap_alloc(size_t size, size_t align) {
     if (errno == 0) errno = ENOMEM;
     return NULL;
   }
-  memset(p, 0, len);
   atomic_fetch_add_explicit(&c_mapped_bytes, len, memory_order_relaxed);
   atomic_fetch_add_explicit(&c_mappings, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&c_map_calls, 1, memory_order_relaxed);

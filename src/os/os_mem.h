@@ -92,8 +92,9 @@ size_t _ak_os_resident(const void *p, size_t size);
 
 /* ---- C-heap backing ------------------------------------------------------ */
 
-/** aligned_alloc(align, size) from the C library, zero-filled; NULL + errno.
- *  Counted like mappings. */
+/** aligned_alloc(align, size) from the C library, not zero-filled (the
+ *  pool writes every slot before it reads it, and sets up its headers);
+ *  NULL + errno. Counted like mappings. */
 void *_ak_os_heap_alloc(size_t size, size_t align);
 
 /** Frees what _ak_os_heap_alloc returned. */

@@ -96,18 +96,29 @@ static bool set_has(const slab_set *s, uintptr_t x) {
 typedef struct pool_block {
   _ak_pool_impl impl;
   slab_set slabs;
-  pthread_mutex_t slabs_mu; /* guards `slabs` alone: taken inside any other lock */
+  /* A leaf lock (taken inside any other, never around one): guards
+   * `slabs`, the slab counters of the impl and the file backing's state,
+   * so that a slab can be obtained and released without the pool's own
+   * lock (AK_SYNC_THREADS calls the backing outside `mu`, as ARAL
+   * allocates its pages without any lock held). */
+  pthread_mutex_t slabs_mu;
 } pool_block;
 
 static slab_set *set_of(_ak_pool_impl *p) { return &((pool_block *)p)->slabs; }
 static pthread_mutex_t *set_mu(_ak_pool_impl *p) { return &((pool_block *)p)->slabs_mu; }
 
 /* The slab table is read by ak_pool_owns and checked frees from any thread
- * while the serial modes change it under their spinlock only: every access
- * goes through these, under its own mutex. */
+ * while the modes change it under different locks (or none): every access
+ * goes through these, under its own mutex, which also guards the slab
+ * counters. */
 static int table_add(_ak_pool_impl *p, uintptr_t x) {
   pthread_mutex_lock(set_mu(p));
   int rc = set_add(set_of(p), x);
+  if (rc == 0) {
+    p->slabs++;
+    p->slab_allocs++;
+    if (p->slabs > p->peak_slabs) p->peak_slabs = p->slabs;
+  }
   pthread_mutex_unlock(set_mu(p));
   return rc;
 }
@@ -115,6 +126,8 @@ static int table_add(_ak_pool_impl *p, uintptr_t x) {
 static void table_del(_ak_pool_impl *p, uintptr_t x) {
   pthread_mutex_lock(set_mu(p));
   set_del(set_of(p), x);
+  p->slabs--;
+  p->slab_releases++;
   pthread_mutex_unlock(set_mu(p));
 }
 
@@ -288,39 +301,70 @@ void _ak_pool_list_settle(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
 
 /* ---- backings -------------------------------------------------------------------- */
 
+/* Drops free windows at the end of the file and truncates it there, so
+ * the file never keeps a free tail (and no free offset lies past its end).
+ * Under the slab table's mutex. */
+static void file_shrink_tail(_ak_pool_impl *p) {
+  size_t end = p->file_size;
+  for (bool found = true; found && end;) {
+    found = false;
+    for (size_t i = 0; i < p->nfree_offsets; i++) {
+      if (p->free_offsets[i] + p->slab_size == end) {
+        p->free_offsets[i] = p->free_offsets[--p->nfree_offsets];
+        end -= p->slab_size;
+        found = true;
+        break;
+      }
+    }
+  }
+  if (end != p->file_size) {
+    p->file_size = end;
+    (void)_ak_os_file_resize(p->fd, end);
+  }
+}
+
+/* The file backing's windows, under the slab table's mutex. */
+static void *file_get(_ak_pool_impl *p, size_t *offset) {
+  size_t off;
+  bool grown = false;
+  if (p->nfree_offsets) {
+    off = p->free_offsets[--p->nfree_offsets];
+  } else {
+    off = p->file_size;
+    if (_ak_os_file_resize(p->fd, off + p->slab_size) != 0) {
+      char msg[600];
+      snprintf(msg, sizeof msg, "cannot grow file '%s' to %zu bytes: %s", p->path, off + p->slab_size,
+               strerror(errno));
+      _ak_pool_error(p, errno, "ak_pool_alloc", msg);
+      return NULL;
+    }
+    grown = true;
+  }
+  void *m = _ak_os_file_map(p->fd, off, p->slab_size, p->slab_size);
+  if (!m) {
+    int e = errno;
+    if (grown)
+      (void)_ak_os_file_resize(p->fd, off);
+    else
+      p->free_offsets[p->nfree_offsets++] = off;
+    char msg[600];
+    snprintf(msg, sizeof msg, "cannot map file '%s' at offset %zu: %s", p->path, off, strerror(e));
+    _ak_pool_error(p, e, "ak_pool_alloc", msg);
+    return NULL;
+  }
+  if (grown) p->file_size = off + p->slab_size;
+  *offset = off;
+  return m;
+}
+
+/* Slab memory from the backing (no pool lock needed). */
 static void *backing_get(_ak_pool_impl *p, size_t *offset) {
   switch (p->backing) {
     case AK_BACKING_HEAP: return _ak_os_heap_alloc(p->slab_size, p->slab_size);
     case AK_BACKING_FILE: {
-      size_t off;
-      bool grown = false;
-      if (p->nfree_offsets) {
-        off = p->free_offsets[--p->nfree_offsets];
-      } else {
-        off = p->file_size;
-        if (_ak_os_file_resize(p->fd, off + p->slab_size) != 0) {
-          char msg[600];
-          snprintf(msg, sizeof msg, "cannot grow file '%s' to %zu bytes: %s", p->path, off + p->slab_size,
-                   strerror(errno));
-          _ak_pool_error(p, errno, "ak_pool_alloc", msg);
-          return NULL;
-        }
-        grown = true;
-      }
-      void *m = _ak_os_file_map(p->fd, off, p->slab_size, p->slab_size);
-      if (!m) {
-        int e = errno;
-        if (grown)
-          (void)_ak_os_file_resize(p->fd, off);
-        else
-          p->free_offsets[p->nfree_offsets++] = off;
-        char msg[600];
-        snprintf(msg, sizeof msg, "cannot map file '%s' at offset %zu: %s", p->path, off, strerror(e));
-        _ak_pool_error(p, e, "ak_pool_alloc", msg);
-        return NULL;
-      }
-      if (grown) p->file_size = off + p->slab_size;
-      *offset = off;
+      pthread_mutex_lock(set_mu(p));
+      void *m = file_get(p, offset);
+      pthread_mutex_unlock(set_mu(p));
       return m;
     }
     default: return _ak_os_alloc(p->slab_size, p->slab_size);
@@ -337,7 +381,13 @@ static void backing_put(_ak_pool_impl *p, void *m, size_t off) {
       if (p->guard && _ak_os_guard((char *)m + p->slab_size - p->guard, p->guard, false) != 0) break;
       _ak_os_heap_free(m, p->slab_size);
       break;
-    case AK_BACKING_FILE: _ak_os_file_unmap(p->fd, m, off, p->slab_size); break;
+    case AK_BACKING_FILE:
+      pthread_mutex_lock(set_mu(p));
+      _ak_os_file_unmap(p->fd, m, off, p->slab_size);
+      if (p->nfree_offsets < p->cap_free_offsets) p->free_offsets[p->nfree_offsets++] = off;
+      file_shrink_tail(p);
+      pthread_mutex_unlock(set_mu(p));
+      break;
     default: _ak_os_free(m, p->slab_size); break;
   }
 }
@@ -369,9 +419,6 @@ static _ak_slab *slab_new(_ak_pool_impl *p, const char *call) {
     s->flags |= AK_SLAB_F_TRACKED;
     AK_TRACK_RELEASE((void *)s->start, s->end - s->start);
   }
-  p->slabs++;
-  p->slab_allocs++;
-  if (p->slabs > p->peak_slabs) p->peak_slabs = p->slabs;
   return s;
 }
 
@@ -384,53 +431,29 @@ _ak_slab *_ak_pool_slab_get(_ak_pool_impl *p) {
   return slab_new(p, "ak_pool_alloc");
 }
 
-/* Drops free windows at the end of the file and truncates it there, so
- * the file never keeps a free tail (and no free offset lies past its end). */
-static void file_shrink_tail(_ak_pool_impl *p) {
-  size_t end = p->file_size;
-  for (bool found = true; found && end;) {
-    found = false;
-    for (size_t i = 0; i < p->nfree_offsets; i++) {
-      if (p->free_offsets[i] + p->slab_size == end) {
-        p->free_offsets[i] = p->free_offsets[--p->nfree_offsets];
-        end -= p->slab_size;
-        found = true;
-        break;
-      }
-    }
-  }
-  if (end != p->file_size) {
-    p->file_size = end;
-    (void)_ak_os_file_resize(p->fd, end);
-  }
-}
-
 void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s) {
   table_del(p, (uintptr_t)s);
-  p->slabs--;
-  p->slab_releases++;
   if (p->tracked) AK_TRACK_INTERNAL((void *)s, p->slab_size);
   s->magic = 0;
-  size_t off = s->file_offset;
-  backing_put(p, s, off);
-  if (p->backing == AK_BACKING_FILE) {
-    if (p->nfree_offsets < p->cap_free_offsets) p->free_offsets[p->nfree_offsets++] = off;
-    file_shrink_tail(p);
-  }
+  backing_put(p, s, s->file_offset);
+}
+
+_ak_slab *_ak_pool_slab_new(_ak_pool_impl *p) { return slab_new(p, "ak_pool_alloc"); }
+
+bool _ak_pool_slab_keep(_ak_pool_impl *p, _ak_slab *s) {
+  if (p->spare.n >= p->spare_limit) return false;
+  /* A reused slab starts from scratch: carving is lazy again (no slot is
+   * touched before it is handed out, and no cold list is chased). */
+  s->free = NULL;
+  s->bump = s->start;
+  s->used = 0;
+  s->flags |= AK_SLAB_F_REUSED;
+  _ak_list_push_front(&p->spare, s, AK_SLAB_SPARE);
+  return true;
 }
 
 void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s) {
-  if (p->spare.n < p->spare_limit) {
-    /* A reused slab starts from scratch: carving is lazy again (no slot is
-     * touched before it is handed out, and no cold list is chased). */
-    s->free = NULL;
-    s->bump = s->start;
-    s->used = 0;
-    s->flags |= AK_SLAB_F_REUSED;
-    _ak_list_push_front(&p->spare, s, AK_SLAB_SPARE);
-  } else {
-    _ak_pool_slab_release(p, s);
-  }
+  if (!_ak_pool_slab_keep(p, s)) _ak_pool_slab_release(p, s);
 }
 
 /* ---- the serial core (AK_SYNC_NONE, AK_SYNC_SPINLOCK) ---------------------------- */
@@ -1003,14 +1026,14 @@ void ak_pool_stats_get(const ak_pool *pub, ak_pool_stats *out) {
     if (out->live > p->peak_live) p->peak_live = out->live;
     out->peak_live = p->peak_live;
   }
-  pthread_mutex_lock(&p->mu);
+  out->bytes_resident = resident_of(p);
+  pthread_mutex_lock(set_mu(p));
   out->slabs = p->slabs;
   out->peak_slabs = p->peak_slabs;
   out->bytes_reserved = p->slabs * p->slab_size;
-  out->bytes_resident = resident_of(p);
   out->slab_allocs = p->slab_allocs;
   out->slab_releases = p->slab_releases;
-  pthread_mutex_unlock(&p->mu);
+  pthread_mutex_unlock(set_mu(p));
 }
 
 int ak_pool_stats_print(const ak_pool *pub, FILE *f) {

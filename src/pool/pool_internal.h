@@ -59,7 +59,9 @@ typedef struct _ak_pool_impl {
   _ak_slab_list abandoned; /* THREADS: slabs of exited threads */
   size_t live, peak_live;  /* serial modes: exact */
 
-  /* Backing bookkeeping (under `mu` in concurrent modes). */
+  /* `mu`: the shared lists of the concurrent modes. The slab counters
+   * and the file backing's state are under the slab table's leaf mutex
+   * (pool.c). */
   pthread_mutex_t mu;
   size_t slabs, peak_slabs, slab_allocs, slab_releases;
   atomic_uintptr_t lf_lo, lf_hi; /* LOCKFREE, hardened: address range of the slabs */
@@ -89,7 +91,11 @@ typedef struct _ak_pool_impl {
   /* AK_SYNC_THREADS */
   _ak_pool_heap *heaps;                      /* live heaps of this pool (under mu) */
   _Alignas(64) atomic_size_t t_live, t_peak; /* only when max_objects != 0 */
-  struct _ak_pool_impl *next_threads_pool;   /* registry of THREADS pools */
+  /* Bumped when a remote free may have given a slot to a slab on its
+   * owner's full list: the owners walk their full lists only when it
+   * changed (pool_threads.c, full_push). */
+  atomic_size_t full_epoch;
+  struct _ak_pool_impl *next_threads_pool; /* registry of THREADS pools */
 } _ak_pool_impl;
 
 static inline _ak_pool_impl *_ak_impl(const ak_pool *p) { return (_ak_pool_impl *)(uintptr_t)p; }
@@ -103,10 +109,17 @@ void _ak_list_remove(_ak_slab_list *l, _ak_slab *s);
 /** A fresh or spare slab for `p` (under `mu` in concurrent modes). NULL +
  *  errno + message on failure. */
 _ak_slab *_ak_pool_slab_get(_ak_pool_impl *p);
+/** A fresh slab from the backing; needs no pool lock (the slab table, the
+ *  counters and the file backing have their own leaf mutex). NULL + errno +
+ *  message on failure. */
+_ak_slab *_ak_pool_slab_new(_ak_pool_impl *p);
+/** Keeps an empty slab as a spare if there is room (under `mu` in
+ *  concurrent modes); false if it must be released. */
+bool _ak_pool_slab_keep(_ak_pool_impl *p, _ak_slab *s);
 /** Gives an empty slab back: to the spares if there is room, else to the
- *  backing. */
+ *  backing (_ak_pool_slab_keep, then _ak_pool_slab_release). */
 void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s);
-/** Releases a slab to the backing unconditionally. */
+/** Releases a slab to the backing unconditionally; needs no pool lock. */
 void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s);
 
 /** The slab of `o` if `o` is a slot of a slab of `p`; otherwise reports

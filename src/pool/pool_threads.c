@@ -44,6 +44,7 @@ struct _ak_pool_heap {
                                  the head is the current slab */
   _ak_slab_list full;         /* owner only: slabs without local free slots */
   atomic_int trim_req;        /* another thread asked for a trim */
+  size_t full_seen;           /* owner only: p->full_epoch at the last walk of `full` */
   _ak_pool_heap *prev, *next; /* the pool's heap list (under mu) */
 };
 
@@ -110,6 +111,54 @@ static _ak_slab *heap_checkin(_ak_pool_heap *h) {
   return s;
 }
 
+/* Gives an empty slab (no longer listed, owner cleared) back: a spare
+ * under p->mu if there is room, else to the backing with no lock held
+ * (ARAL allocates and frees its pages without a lock; the slab table has
+ * its own leaf mutex). Nobody else can reach the slab: it has no live
+ * object to be freed into it. */
+static void give_slab(_ak_pool_impl *p, _ak_slab *s) {
+  if (p->spare_limit) {
+    pthread_mutex_lock(&p->mu);
+    bool kept = _ak_pool_slab_keep(p, s);
+    pthread_mutex_unlock(&p->mu);
+    if (kept) return;
+  }
+  _ak_pool_slab_release(p, s);
+}
+
+/* Puts `s`, found without a free slot, on the heap's full list (owner).
+ * Refill walks the full list for remote frees only when the pool's
+ * full_epoch changed, so the slab's remote list is tagged
+ * AK_SLAB_REMOTE_FULL: the first remote free onto the tagged empty list
+ * sees the tag in the word it replaces and bumps the epoch (remote_free),
+ * and a list that already holds frees when the tag goes on bumps it here.
+ * Tag and push are CASes on the same word, so no remote free into a full
+ * slab goes unnoticed, and the freer never touches the slab after its
+ * push (the owner may release it at once). */
+static void full_push(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
+  _ak_list_push_back(&h->full, s, AK_SLAB_FULL);
+  void *r = atomic_load_explicit(&s->remote, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(&s->remote, &r, (void *)((uintptr_t)r | AK_SLAB_REMOTE_FULL),
+                                                memory_order_relaxed, memory_order_relaxed)) {
+  }
+  if (_ak_slab_remote_list(r)) atomic_fetch_add_explicit(&p->full_epoch, 1, memory_order_release);
+}
+
+/* Takes `s` off the heap's full list (owner) and its remote list's tag off. */
+static void full_remove(_ak_pool_heap *h, _ak_slab *s) {
+  _ak_list_remove(&h->full, s);
+  void *r = atomic_load_explicit(&s->remote, memory_order_relaxed);
+  while (((uintptr_t)r & AK_SLAB_REMOTE_FULL) &&
+         !atomic_compare_exchange_weak_explicit(&s->remote, &r, _ak_slab_remote_list(r), memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
+}
+
+/* True if other threads freed into `s` since its last collection. */
+static inline bool has_remote(_ak_slab *s) {
+  return _ak_slab_remote_list(atomic_load_explicit(&s->remote, memory_order_relaxed)) != NULL;
+}
+
 /* heap_checkin, first thing in every slow operation of the owner. If the
  * inline frees emptied the current slab and other slabs have free slots,
  * it goes back now (the ARAL policy), unless it is `keep`, the slab the
@@ -119,9 +168,7 @@ static void heap_in(_ak_pool_impl *p, _ak_pool_heap *h, const _ak_slab *keep) {
   if (s && s != keep && s->used == 0 && h->avail.n > 1) {
     _ak_list_remove(&h->avail, s);
     atomic_store(&s->owner, 0);
-    pthread_mutex_lock(&p->mu);
-    _ak_pool_slab_put(p, s);
-    pthread_mutex_unlock(&p->mu);
+    give_slab(p, s);
   }
 }
 
@@ -302,7 +349,9 @@ size_t _ak_threads_live(_ak_pool_impl *p) {
   return live;
 }
 
-/* Takes a slab for `h`: an abandoned one (adopted) or a spare/new one. */
+/* Takes a slab for `h`: an abandoned one (adopted), a spare one, or a new
+ * one from the backing, obtained after p->mu is dropped (the system
+ * allocator is not called under the pool's lock). */
 static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   pthread_mutex_lock(&p->mu);
   _ak_slab *s = p->abandoned.head;
@@ -310,8 +359,8 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
     _ak_list_remove(&p->abandoned, s);
     /* Its live objects now count for this heap. */
     live_add(h, s->used);
-  } else {
-    s = _ak_pool_slab_get(p);
+  } else if ((s = p->spare.head) != NULL) {
+    _ak_list_remove(&p->spare, s);
   }
   if (!p->max_objects) {
     /* Sample the high-water mark whenever a heap needs a slab. */
@@ -323,16 +372,25 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
     atomic_store(&s->owner, (uintptr_t)h);
   }
   pthread_mutex_unlock(&p->mu);
-  if (s) live_sub(h, _ak_slab_collect(s));
+  if (s) {
+    live_sub(h, _ak_slab_collect(s));
+    return s;
+  }
+  /* A new slab: nobody else knows it yet, so it needs no lock. */
+  s = _ak_pool_slab_new(p);
+  if (s) {
+    s->heap = h;
+    atomic_store(&s->owner, (uintptr_t)h);
+  }
   return s;
 }
 
 static void heap_trim(_ak_pool_impl *p, _ak_pool_heap *h) {
   for (_ak_slab *s = h->full.head, *next; s; s = next) {
     next = s->next;
-    if (atomic_load_explicit(&s->remote, memory_order_relaxed)) {
+    if (has_remote(s)) {
       live_sub(h, _ak_slab_collect(s));
-      _ak_list_remove(&h->full, s);
+      full_remove(h, s);
       _ak_list_push_back(&h->avail, s, AK_SLAB_AVAIL);
     }
   }
@@ -342,9 +400,7 @@ static void heap_trim(_ak_pool_impl *p, _ak_pool_heap *h) {
     if (s->used == 0) {
       _ak_list_remove(&h->avail, s);
       atomic_store(&s->owner, 0);
-      pthread_mutex_lock(&p->mu);
       _ak_pool_slab_release(p, s);
-      pthread_mutex_unlock(&p->mu);
     }
   }
   atomic_store_explicit(&h->trim_req, 0, memory_order_relaxed);
@@ -360,17 +416,22 @@ static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
     void *o = _ak_slab_pop(s);
     if (o) return o;
     _ak_list_remove(&h->avail, s);
-    _ak_list_push_back(&h->full, s, AK_SLAB_FULL);
+    full_push(p, h, s);
   }
-  /* 2. Full slabs that other threads freed into. */
-  for (_ak_slab *s = h->full.head, *next; s; s = next) {
-    next = s->next;
-    if (!atomic_load_explicit(&s->remote, memory_order_relaxed)) continue;
-    uint32_t n = _ak_slab_collect(s);
-    live_sub(h, n);
-    if (n) {
-      _ak_list_remove(&h->full, s);
-      _ak_list_push_front(&h->avail, s, AK_SLAB_AVAIL);
+  /* 2. Full slabs that other threads freed into: walked only if a remote
+   * free may have reached one since the last walk (see full_push). */
+  size_t epoch = atomic_load_explicit(&p->full_epoch, memory_order_acquire);
+  if (epoch != h->full_seen) {
+    h->full_seen = epoch;
+    for (_ak_slab *s = h->full.head, *next; s; s = next) {
+      next = s->next;
+      if (!has_remote(s)) continue;
+      uint32_t n = _ak_slab_collect(s);
+      live_sub(h, n);
+      if (n) {
+        full_remove(h, s);
+        _ak_list_push_front(&h->avail, s, AK_SLAB_AVAIL);
+      }
     }
   }
   if (h->avail.head) return _ak_slab_pop(h->avail.head);
@@ -384,7 +445,7 @@ static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
       _ak_list_push_front(&h->avail, s, AK_SLAB_AVAIL);
       return o;
     }
-    _ak_list_push_back(&h->full, s, AK_SLAB_FULL);
+    full_push(p, h, s);
   }
 }
 
@@ -400,7 +461,7 @@ static void *heap_alloc(_ak_pool_impl *p, _ak_pool_heap *h) {
   live_add(h, 1);
   if (!s->free && s->bump == s->end) {
     _ak_list_remove(&h->avail, s);
-    _ak_list_push_back(&h->full, s, AK_SLAB_FULL);
+    full_push(p, h, s);
   }
   if (AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_live(p, s, o);
@@ -461,12 +522,18 @@ static void remote_free(_ak_pool_impl *p, _ak_slab *s, void *o) {
     pthread_mutex_unlock(&p->mu);
   }
   check_double_free(p, s, o, false);
-  /* One CAS: push on the slab's remote list; the owner collects it. */
+  /* One CAS: push on the slab's remote list (keeping its tag); the owner
+   * collects it. `s` is not touched after the CAS. */
   void *head = atomic_load_explicit(&s->remote, memory_order_relaxed);
   do {
-    _ak_slab_set_link(s, o, head);
-  } while (!atomic_compare_exchange_weak_explicit(&s->remote, &head, o, memory_order_release,
-                                                  memory_order_relaxed));
+    _ak_slab_set_link(s, o, _ak_slab_remote_list(head));
+  } while (!atomic_compare_exchange_weak_explicit(
+      &s->remote, &head, (void *)((uintptr_t)o | ((uintptr_t)head & AK_SLAB_REMOTE_FULL)),
+      memory_order_release, memory_order_relaxed));
+  /* The first remote free into a slab on its owner's full list: tell the
+   * owners to walk their full lists (full_push). */
+  if ((uintptr_t)head == AK_SLAB_REMOTE_FULL)
+    atomic_fetch_add_explicit(&p->full_epoch, 1, memory_order_release);
 }
 
 void _ak_threads_free(_ak_pool_impl *p, void *o) {
@@ -488,7 +555,7 @@ void _ak_threads_free(_ak_pool_impl *p, void *o) {
   _ak_slab_push(s, o);
   live_sub(h, 1);
   if (was_full) {
-    _ak_list_remove(&h->full, s);
+    full_remove(h, s);
     _ak_pool_list_place(p, &h->avail, s);
   } else {
     if (AK_UNLIKELY(atomic_load_explicit(&p->defragment, memory_order_relaxed)))
@@ -497,9 +564,7 @@ void _ak_threads_free(_ak_pool_impl *p, void *o) {
   if (s->used == 0 && h->avail.n > 1) {
     _ak_list_remove(&h->avail, s);
     atomic_store(&s->owner, 0);
-    pthread_mutex_lock(&p->mu);
-    _ak_pool_slab_put(p, s);
-    pthread_mutex_unlock(&p->mu);
+    give_slab(p, s);
   }
   heap_out(p, h);
 }

@@ -47,7 +47,9 @@ void _ak_slab_carve(_ak_slab *s, size_t bytes) {
 }
 
 uint32_t _ak_slab_collect(_ak_slab *s) {
-  void *list = atomic_exchange_explicit(&s->remote, NULL, memory_order_acquire);
+  /* Clears the tag too: the caller takes a slab with remote frees off the
+   * full list. */
+  void *list = _ak_slab_remote_list(atomic_exchange_explicit(&s->remote, NULL, memory_order_acquire));
   uint32_t n = 0;
   while (list) {
     void *next = _ak_slab_link(s, list);
@@ -84,6 +86,8 @@ bool _ak_slab_is_free(const _ak_slab *s, const void *o, bool local) {
   if (!_ak_slab_looks_free(s, o)) return false;
   size_t limit = (size_t)s->capacity + 1;
   return (local && list_has(s, s->free, o, limit)) ||
-         list_has(s, atomic_load_explicit(&((_ak_slab *)(uintptr_t)s)->remote, memory_order_acquire), o,
-                  limit);
+         list_has(s,
+                  _ak_slab_remote_list(
+                      atomic_load_explicit(&((_ak_slab *)(uintptr_t)s)->remote, memory_order_acquire)),
+                  o, limit);
 }

@@ -49,18 +49,29 @@ struct _ak_slab {
   void *pool;               /* the owning pool (struct _ak_pool_impl *) */
   _ak_slab *prev;           /* neighbours on the list named by `list` */
   _ak_slab *next;
-  uintptr_t bump;         /* first never-carved slot; == end when all carved */
-  uintptr_t start;        /* first slot */
-  uintptr_t end;          /* start + capacity * slot */
-  size_t slot;            /* slot size in bytes */
-  uint32_t capacity;      /* slots in this slab */
-  uint32_t flags;         /* AK_SLAB_F_* */
-  size_t file_offset;     /* file backing: where this slab lives in the file */
-  _Atomic(void *) remote; /* frees by other threads (AK_SYNC_THREADS) */
-  void *heap;             /* owning heap (owner's copy, THREADS) */
-  const char *name;       /* the owning pool's name, for messages */
-  uint64_t bitmap[];      /* checked build: 1 bit per live slot */
+  uintptr_t bump;     /* first never-carved slot; == end when all carved */
+  uintptr_t start;    /* first slot */
+  uintptr_t end;      /* start + capacity * slot */
+  size_t slot;        /* slot size in bytes */
+  uint32_t capacity;  /* slots in this slab */
+  uint32_t flags;     /* AK_SLAB_F_* */
+  size_t file_offset; /* file backing: where this slab lives in the file */
+  /* Frees by other threads (AK_SYNC_THREADS): a list, tagged with
+   * AK_SLAB_REMOTE_FULL while the slab is on its owner's full list
+   * (pool_threads.c, full_push). */
+  _Atomic(void *) remote;
+  void *heap;        /* owning heap (owner's copy, THREADS) */
+  const char *name;  /* the owning pool's name, for messages */
+  uint64_t bitmap[]; /* checked build: 1 bit per live slot */
 };
+
+/** The tag bit of `remote` (slots are at least 8-aligned). */
+#define AK_SLAB_REMOTE_FULL ((uintptr_t)1)
+
+/** The first slot of a `remote` value, without its tag. */
+static inline void *_ak_slab_remote_list(void *remote) {
+  return (void *)((uintptr_t)remote & ~AK_SLAB_REMOTE_FULL);
+}
 
 /** True if fresh slots of `s` are handed out in random order. */
 static inline bool _ak_slab_shuffled(const _ak_slab *s) {
