@@ -249,6 +249,39 @@ TEST(PoolLockfree, TrimDecommitsWhenEmpty) {
   for (int i = 0; i < 1000; i++) ASSERT_NE(ak_pool_alloc(t.p), nullptr);
 }
 
+// When the last thread using a LOCKFREE pool exits with every object free,
+// the stack (in the order of the threads' frees) is taken down and the
+// slabs are carved again: allocation runs in address order once more.
+TEST(PoolLockfree, EmptyPoolGetsAddressOrderBack) {
+  if (std::string(ak_hardening()).find("shuffle") != std::string::npos)
+    GTEST_SKIP() << "fresh slots are shuffled in this build";
+  Pool t(48, AK_SYNC_LOCKFREE);
+  const size_t slot = t.stats().slot_size;
+  auto in_order = [&](const std::vector<void *> &v) {
+    size_t n = 0;
+    for (size_t i = 1; i < v.size(); i++)
+      n += static_cast<char *>(v[i]) == static_cast<char *>(v[i - 1]) + slot;
+    return n;
+  };
+  for (int round = 0; round < 3; round++) {
+    std::vector<std::thread> th;
+    for (int k = 0; k < 4; k++)
+      th.emplace_back([&, k] {
+        std::vector<void *> v;
+        for (int i = 0; i < 5000; i++) v.push_back(ak_pool_alloc(t.p));
+        std::shuffle(v.begin(), v.end(), std::mt19937(static_cast<unsigned>(round * 4 + k)));
+        for (void *o : v) ak_pool_free(t.p, o);
+      });
+    for (auto &x : th) x.join();
+  }
+  std::vector<void *> v;
+  std::thread([&] {
+    for (int i = 0; i < 2000; i++) v.push_back(ak_pool_alloc(t.p));
+  }).join();
+  EXPECT_GE(in_order(v), v.size() * 9 / 10) << "allocations after the pool emptied are not in address order";
+  for (void *o : v) ak_pool_free(t.p, o);
+}
+
 // The page policies hold in AK_SYNC_NONE and (per thread heap) in
 // AK_SYNC_THREADS, whose inline paths free into slabs other than the
 // current one as AK_SYNC_NONE's do.

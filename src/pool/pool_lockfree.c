@@ -221,6 +221,8 @@ uint32_t _ak_lockfree_take(_ak_pool_impl *p, void **chain) {
   }
 }
 
+static void reorder(_ak_pool_impl *p);
+
 size_t _ak_lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n) {
   size_t total = n;
   if (n) {
@@ -236,7 +238,9 @@ size_t _ak_lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n) {
   } else {
     total = push_chain(p, chain);
   }
-  atomic_fetch_sub(&p->lf_out, total); /* after the push: never below the true count */
+  /* After the push: never below the true count. The give that leaves no
+   * slot outside the stack restores address order (see reorder). */
+  if (atomic_fetch_sub(&p->lf_out, total) == total) reorder(p);
   return total;
 }
 
@@ -263,15 +267,13 @@ bool _ak_lockfree_on_stack(_ak_pool_impl *p, void *o) {
   return false;
 }
 
-/* With no slot outside the stack (magazines emptied first), the whole
- * stack is taken down and every slab's pages are decommitted; the slabs
- * stay mapped (a racing pop may still read a link) and are re-carved by
- * grow() when needed. The stack is taken down before lf_out is read, so a
- * thread that counted itself out after that finds the stack empty and
- * waits in grow() for the mutex. */
-void _ak_lockfree_trim(_ak_pool_impl *p) {
-  _ak_mag_flush_all(p);
-  pthread_mutex_lock(&p->mu);
+/* Under p->mu. With no slot outside the stack, the whole stack is taken
+ * down and every slab becomes a spare again; the slabs stay mapped (a racing pop may still read a link)
+ * and grow() re-carves them, in address order, when needed. The stack is
+ * taken down before lf_out is read, so a thread that counted itself out
+ * after that finds the stack empty and waits in grow() for the mutex.
+ * Returns false (the stack put back as it was) if a slot is outside. */
+static bool takedown(_ak_pool_impl *p) {
   uint64_t old = atomic_load(&p->lf_head);
   while (!atomic_compare_exchange_weak(&p->lf_head, &old, pack(old, NULL))) {
   }
@@ -291,23 +293,46 @@ void _ak_lockfree_trim(_ak_pool_impl *p) {
       } while (!atomic_compare_exchange_weak_explicit(&p->lf_head, &h, pack(h, taken), memory_order_release,
                                                       memory_order_relaxed));
     }
-    pthread_mutex_unlock(&p->mu);
-    return;
+    return false;
   }
   while (p->full.head) {
     _ak_slab *s = p->full.head;
     _ak_list_remove(&p->full, s);
-    if (p->backing != AK_BACKING_HEAP) {
-      size_t ps = _ak_os_page_size();
-      uintptr_t from = (s->start + ps - 1) & ~(uintptr_t)(ps - 1);
-      uintptr_t to = (uintptr_t)s + p->slab_size;
-      if (to > from) (void)_ak_os_decommit((void *)from, to - from);
-    }
     s->free = NULL;
     s->bump = s->start;
     s->used = 0;
     _ak_list_push_back(&p->spare, s, AK_SLAB_SPARE);
   }
+  return true;
+}
+
+/* Magazines emptied first, then takedown, and the pages of every spare
+ * slab (none of its slots is on the stack) decommitted. */
+void _ak_lockfree_trim(_ak_pool_impl *p) {
+  _ak_mag_flush_all(p);
+  pthread_mutex_lock(&p->mu);
+  (void)takedown(p);
+  if (p->backing != AK_BACKING_HEAP) {
+    size_t ps = _ak_os_page_size();
+    for (_ak_slab *s = p->spare.head; s; s = s->next) {
+      uintptr_t from = (s->start + ps - 1) & ~(uintptr_t)(ps - 1);
+      uintptr_t to = (uintptr_t)s + p->slab_size;
+      if (to > from) (void)_ak_os_decommit((void *)from, to - from);
+    }
+  }
+  pthread_mutex_unlock(&p->mu);
+}
+
+/* Called when a give left no slot outside the stack (every object free,
+ * every magazine empty: typically when the last thread using the pool
+ * exits). The stack's order is that of the frees, mixed across threads and
+ * slabs, and the mixing compounds over the pool's life (a long-lived pool
+ * ran the seed 000 table 6x slower than a fresh one): the stack is taken
+ * down so that grow() carves the slabs again in address order, their pages
+ * kept. Skipped if another thread holds the mutex (it is growing). */
+static void reorder(_ak_pool_impl *p) {
+  if (pthread_mutex_trylock(&p->mu) != 0) return;
+  (void)takedown(p);
   pthread_mutex_unlock(&p->mu);
 }
 
