@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <set>
 #include <string>
@@ -913,6 +914,216 @@ TEST(PoolThreads, ManyShortLivedThreads) {
   }
   EXPECT_EQ(t.stats().live, 0u);
   EXPECT_LE(t.stats().slabs, 1u);
+}
+
+// ---- per-thread state of the concurrent modes (src/pool/pool_tls.c) ---------
+// THREADS heaps and SPINLOCK/LOCKFREE magazines share one registry of pools,
+// one table per thread and one thread-exit walk.
+
+// Slabs (64 KiB, aligned) that hold at least one of `objs`.
+size_t slabs_holding(const std::vector<void *> &objs) {
+  std::set<uintptr_t> slabs;
+  for (void *o : objs) slabs.insert(reinterpret_cast<uintptr_t>(o) & ~uintptr_t{65535});
+  return slabs.size();
+}
+
+// A thread that used a pool of every concurrent mode exits: each pool gets
+// its state back from the one walk (THREADS: the heap's slabs are abandoned,
+// empty ones released at once; SPINLOCK: the magazine's objects go back, so
+// the slabs it kept empty are released without a trim), the counts stay
+// exact, and the survivors freed by another thread leave nothing behind.
+TEST(PoolThreadExit, ThreadThatUsedEveryModeExits) {
+  Pool th(64, AK_SYNC_THREADS), sp(48, AK_SYNC_SPINLOCK), lf(48, AK_SYNC_LOCKFREE);
+  Pool *pools[3] = {&th, &sp, &lf};
+  std::vector<void *> survivors[3];
+  std::thread([&] {
+    for (int k = 0; k < 3; k++) {
+      std::vector<void *> v;
+      for (int i = 0; i < 5000; i++) v.push_back(ak_pool_alloc(pools[k]->p));
+      for (size_t i = 0; i < v.size(); i++) {
+        if (i % 1000 == 0)
+          survivors[k].push_back(v[i]);
+        else
+          ak_pool_free(pools[k]->p, v[i]);
+      }
+    }
+  }).join();
+  for (int k = 0; k < 3; k++) EXPECT_EQ(pools[k]->stats().live, survivors[k].size()) << k;
+  EXPECT_EQ(th.stats().slabs, slabs_holding(survivors[0])) << "THREADS: the exited heap kept empty slabs";
+  EXPECT_EQ(sp.stats().slabs, slabs_holding(survivors[1])) << "SPINLOCK: the exited magazine kept slots";
+  std::thread([&] {
+    for (int k = 0; k < 3; k++)
+      for (void *o : survivors[k]) ak_pool_free(pools[k]->p, o);
+  }).join();
+  for (int k = 0; k < 3; k++) {
+    ak_pool_trim(pools[k]->p);
+    EXPECT_EQ(pools[k]->stats().live, 0u) << k;
+  }
+  EXPECT_EQ(th.stats().slabs, 0u);
+  EXPECT_EQ(sp.stats().slabs, 0u);
+  // The slots handed back are reused: a new thread allocates from them.
+  for (Pool *t : pools) {
+    std::thread([&] {
+      std::vector<void *> v;
+      for (int i = 0; i < 3000; i++) v.push_back(ak_pool_alloc(t->p));
+      for (void *o : v) ASSERT_TRUE(o != nullptr && ak_pool_owns(t->p, o));
+      expect_disjoint(std::vector<uintptr_t>(reinterpret_cast<uintptr_t *>(v.data()),
+                                             reinterpret_cast<uintptr_t *>(v.data() + v.size())),
+                      48);
+      for (void *o : v) ak_pool_free(t->p, o);
+    }).join();
+    EXPECT_EQ(t->stats().live, 0u);
+  }
+}
+
+// Pools destroyed (with live objects) while the threads that used them run
+// on; new pools are made at once (likely at the old addresses) and used by
+// the same threads, which then exit. Thread exit must skip the states of
+// the destroyed pools (freed by destroy: ASan sees any touch) and never
+// take them for the new pools' (ids differ), and must hand the new pools'
+// states back exactly.
+TEST(PoolThreadExit, PoolsDestroyedWhileTheirThreadsRun) {
+  const ak_sync modes[3] = {AK_SYNC_THREADS, AK_SYNC_SPINLOCK, AK_SYNC_LOCKFREE};
+  auto make = [](ak_sync m) {
+    ak_pool_options o{};
+    o.object_size = 48;
+    o.sync = m;
+    o.name = "doomed";
+    ak_pool *p = ak_pool_create(&o);
+    EXPECT_NE(p, nullptr) << ak_last_error();
+    return p;
+  };
+  ak_pool *pools[3];
+  for (int k = 0; k < 3; k++) pools[k] = make(modes[k]);
+  constexpr int kT = 3;
+  std::atomic<int> phase{0}, done{0};
+  std::vector<std::vector<void *>> survivors(3);
+  std::mutex mu;
+  std::vector<std::thread> th;
+  for (int id = 0; id < kT; id++)
+    th.emplace_back([&] {
+      // Phase 0: use the first pools; keep objects live in them.
+      for (ak_pool *p : pools) {
+        std::vector<void *> v;
+        for (int i = 0; i < 700; i++) v.push_back(ak_pool_alloc(p));
+        for (size_t i = 0; i < v.size(); i += 2) ak_pool_free(p, v[i]);
+      }
+      done++;
+      while (phase.load() != 1) std::this_thread::yield();
+      // Phase 1: the same threads use the new pools.
+      for (int k = 0; k < 3; k++) {
+        std::vector<void *> v;
+        for (int i = 0; i < 700; i++) {
+          v.push_back(ak_pool_alloc(pools[k]));
+          ASSERT_TRUE(v.back() != nullptr && ak_pool_owns(pools[k], v.back()));
+        }
+        for (size_t i = 0; i < v.size(); i++) {
+          if (i % 100 == 0) {
+            std::lock_guard<std::mutex> g(mu);
+            survivors[static_cast<size_t>(k)].push_back(v[i]);
+          } else {
+            ak_pool_free(pools[k], v[i]);
+          }
+        }
+      }
+    });
+  while (done.load() != kT) std::this_thread::yield();
+  ak_pool *old[3];
+  for (int k = 0; k < 3; k++) {
+    old[k] = pools[k];
+    ak_pool_destroy(pools[k]);
+    pools[k] = make(modes[k]);
+  }
+  bool reused = std::equal(old, old + 3, pools);
+  phase = 1;
+  for (auto &x : th) x.join();
+  for (int k = 0; k < 3; k++) {
+    ak_pool_stats st;
+    ak_pool_stats_get(pools[k], &st);
+    EXPECT_EQ(st.live, survivors[static_cast<size_t>(k)].size())
+        << mode_name(modes[k]) << " reused " << reused;
+    for (void *o : survivors[static_cast<size_t>(k)]) ak_pool_free(pools[k], o);
+    ak_pool_trim(pools[k]);
+    ak_pool_stats_get(pools[k], &st);
+    EXPECT_EQ(st.live, 0u) << mode_name(modes[k]);
+    if (modes[k] != AK_SYNC_LOCKFREE) {
+      EXPECT_EQ(st.slabs, 0u) << mode_name(modes[k]);
+    }
+    ak_pool_destroy(pools[k]);
+  }
+}
+
+// One thread uses more pools than either cache holds (magazines: 8 entries,
+// THREADS: AK_POOL_TCACHE) of every mode, after it used pools that were
+// destroyed since (their entries are pruned when its table is full), in
+// turn and repeatedly: each object stays in its pool, counts are exact, and
+// at its exit every pool gets its state back.
+TEST(PoolThreadExit, TableGrowsPastTheCaches) {
+  constexpr int kEach = AK_POOL_TCACHE + 5;  // > 16 and > 8 pools of each kind
+  const ak_sync modes[3] = {AK_SYNC_THREADS, AK_SYNC_SPINLOCK, AK_SYNC_LOCKFREE};
+  std::vector<ak_pool *> pools;
+  std::vector<std::vector<uint64_t *>> held;
+  std::atomic<bool> bad{false};
+  auto make = [](ak_sync m, size_t size) {
+    ak_pool_options o{};
+    o.object_size = size;
+    o.sync = m;
+    o.name = "many";
+    return ak_pool_create(&o);
+  };
+  std::thread([&] {
+    // Pools used, then destroyed, in rounds: stale entries fill the table
+    // (pruned when it is full), and new pools may get their addresses.
+    for (int round = 0; round < 4; round++) {
+      std::vector<ak_pool *> gone;
+      for (int i = 0; i < 12; i++) gone.push_back(make(modes[i % 3], 32));
+      for (ak_pool *p : gone) ak_pool_free(p, ak_pool_alloc(p));
+      for (ak_pool *p : gone) ak_pool_destroy(p);
+    }
+    for (int i = 0; i < 3 * kEach; i++) {
+      pools.push_back(make(modes[i % 3], 16 + 8 * static_cast<size_t>(i % 4)));
+      held.emplace_back();
+    }
+    std::mt19937 rng(11);
+    for (int step = 0; step < 60000; step++) {
+      size_t k = rng() % pools.size();
+      auto &h = held[k];
+      if (h.size() < 40 && (rng() & 1)) {
+        auto *o = static_cast<uint64_t *>(ak_pool_alloc(pools[k]));
+        if (!o || !ak_pool_owns(pools[k], o)) {
+          bad = true;
+          return;
+        }
+        *o = reinterpret_cast<uintptr_t>(pools[k]) ^ reinterpret_cast<uintptr_t>(o);
+        h.push_back(o);
+      } else if (!h.empty()) {
+        size_t i = rng() % h.size();
+        if (*h[i] != (reinterpret_cast<uintptr_t>(pools[k]) ^ reinterpret_cast<uintptr_t>(h[i]))) bad = true;
+        ak_pool_free(pools[k], h[i]);
+        h[i] = h.back();
+        h.pop_back();
+      }
+    }
+    for (size_t k = 0; k < pools.size(); k++) {
+      ak_pool_stats st;
+      ak_pool_stats_get(pools[k], &st);
+      if (st.live != held[k].size()) bad = true;
+    }
+  }).join();
+  EXPECT_FALSE(bad.load()) << "an object left its pool, changed, or a count was off";
+  for (size_t k = 0; k < pools.size(); k++) {
+    ak_pool_stats st;
+    ak_pool_stats_get(pools[k], &st);
+    EXPECT_EQ(st.live, held[k].size()) << k;
+    for (uint64_t *o : held[k]) ak_pool_free(pools[k], o);
+    ak_pool_trim(pools[k]);
+    ak_pool_stats_get(pools[k], &st);
+    EXPECT_EQ(st.live, 0u) << k;
+    if (modes[k % 3] != AK_SYNC_LOCKFREE) {
+      EXPECT_EQ(st.slabs, 0u) << k << " kept a slab after its thread exited";
+    }
+    ak_pool_destroy(pools[k]);
+  }
 }
 
 // ---- AK_SYNC_THREADS inline paths (the thread cache, ak_pool_tcache) -------------

@@ -829,16 +829,9 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
       return NULL;
     }
   }
-  if ((p->sync == AK_SYNC_SPINLOCK || p->sync == AK_SYNC_LOCKFREE) && _ak_mag_init(p) != 0) {
-    ak_pool_destroy(&p->pub);
-    _ak_error(ENOMEM, "%s: out of memory", call);
-    return NULL;
-  }
-  if (p->sync == AK_SYNC_THREADS && _ak_threads_init(p) != 0) {
-    ak_pool_destroy(&p->pub);
-    _ak_error(ENOMEM, "%s: out of memory", call);
-    return NULL;
-  }
+  /* The concurrent modes keep per-thread state (pool_tls.c). */
+  if (p->sync == AK_SYNC_SPINLOCK || p->sync == AK_SYNC_LOCKFREE) _ak_tls_register(p, &_ak_mag_tls);
+  if (p->sync == AK_SYNC_THREADS) _ak_tls_register(p, &_ak_threads_tls);
   pthread_mutex_lock(&g_pools_mu);
   for (size_t i = 0; i < sizeof g_pools / sizeof g_pools[0]; i++) {
     if (!g_pools[i]) {
@@ -868,15 +861,14 @@ void ak_pool_destroy(ak_pool *pub) {
   pthread_mutex_unlock(&g_pools_mu);
   size_t live = 0;
   if (p->sync == AK_SYNC_NONE) mirror_in(p);
-  if (p->sync == AK_SYNC_THREADS) {
+  if (p->sync == AK_SYNC_THREADS)
     live = _ak_threads_live(p);
-    _ak_threads_destroy(p);
-  } else if (p->sync == AK_SYNC_LOCKFREE || p->sync == AK_SYNC_SPINLOCK) {
+  else if (p->sync == AK_SYNC_LOCKFREE || p->sync == AK_SYNC_SPINLOCK)
     live = _ak_mag_live(p);
-    _ak_mag_destroy(p);
-  } else {
+  else
     live = serial_live(p);
-  }
+  /* Frees every thread's heap or magazine; no thread exit touches p after. */
+  if (p->tls_mode) _ak_tls_unregister(p);
   release_list(p, &p->avail, NULL);
   release_list(p, &p->full, NULL);
   release_list(p, &p->spare, NULL);

@@ -1,7 +1,10 @@
 /* pool_internal.h - the pool's private state, shared by the files of the
  * pool component (internal): pool.c (options, the serial core used by
  * AK_SYNC_NONE and AK_SYNC_SPINLOCK, slab lists and policies, stats),
- * pool_threads.c (AK_SYNC_THREADS) and pool_lockfree.c (AK_SYNC_LOCKFREE). */
+ * pool_tls.c (the per-thread, per-pool state of the concurrent modes: the
+ * registry of pools, each thread's table, thread exit), pool_threads.c
+ * (AK_SYNC_THREADS), pool_magazine.c (the per-thread front of SPINLOCK and
+ * LOCKFREE) and pool_lockfree.c (AK_SYNC_LOCKFREE). */
 #ifndef AK_POOL_INTERNAL_H
 #define AK_POOL_INTERNAL_H
 
@@ -30,6 +33,7 @@ typedef struct _ak_slab_list {
 
 typedef struct _ak_pool_heap _ak_pool_heap;
 typedef struct _ak_pool_mag _ak_pool_mag;
+typedef struct _ak_tls_mode _ak_tls_mode;
 
 /** The pool. `pub` comes first: ak_pool * and _ak_pool_impl * convert. */
 typedef struct _ak_pool_impl {
@@ -85,8 +89,11 @@ typedef struct _ak_pool_impl {
   atomic_size_t mag_live, mag_peak;
 
   /* Magazine bookkeeping (pool_magazine.c), off the contended line. */
-  _Alignas(64) _ak_pool_mag *mags;     /* magazines of live threads (under mu) */
-  struct _ak_pool_impl *next_mag_pool; /* registry of SPINLOCK/LOCKFREE pools */
+  _Alignas(64) _ak_pool_mag *mags; /* magazines of live threads (under mu) */
+
+  /* THREADS, SPINLOCK, LOCKFREE: the registry of pool_tls.c. */
+  const _ak_tls_mode *tls_mode;        /* the mode's hooks (NULL: not registered) */
+  struct _ak_pool_impl *next_tls_pool; /* registry of live pools (under its g_mu) */
 
   /* AK_SYNC_THREADS */
   _ak_pool_heap *heaps;                      /* live heaps of this pool (under mu) */
@@ -95,7 +102,6 @@ typedef struct _ak_pool_impl {
    * owner's full list: the owners walk their full lists only when it
    * changed (pool_threads.c, full_push). */
   atomic_size_t full_epoch;
-  struct _ak_pool_impl *next_threads_pool; /* registry of THREADS pools */
 } _ak_pool_impl;
 
 static inline _ak_pool_impl *_ak_impl(const ak_pool *p) { return (_ak_pool_impl *)(uintptr_t)p; }
@@ -153,13 +159,55 @@ void _ak_pool_list_settle(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s);
 /** Reports an error: errno = err, ak_last_error() = "call: pool 'name': ...". */
 void _ak_pool_error(_ak_pool_impl *p, int err, const char *call, const char *what);
 
+/* ---- pool_tls.c: per-thread, per-pool state of THREADS, SPINLOCK, LOCKFREE ---- */
+
+/** What a mode does with its per-thread state (a heap, a magazine): one
+ *  static instance per mode, _ak_threads_tls and _ak_mag_tls. Lock order:
+ *  the registry's g_mu, then the pool's `mu`, then its spinlock. */
+struct _ak_tls_mode {
+  /** Makes the calling thread's state for `p` and links it into the
+   *  pool's list of states (under p->mu). NULL if out of memory. */
+  void *(*create)(_ak_pool_impl *p);
+  /** Thread exit, under g_mu, for each state of the thread whose pool is
+   *  still registered: hands what the state holds back to `p` (under
+   *  p->mu), unlinks it and frees it. */
+  void (*thread_exit)(_ak_pool_impl *p, void *state);
+  /** Pool destroy, under g_mu, once `p` left the registry (so no thread
+   *  exit reaches its states): frees every thread's state of `p` and drops
+   *  `p` from the calling thread's cache. */
+  void (*destroy)(_ak_pool_impl *p);
+  /** Thread exit, after the walk: empties the mode's thread-local cache,
+   *  whose entries may point to freed states. */
+  void (*forget)(void);
+};
+
+/** Registers a new THREADS, SPINLOCK or LOCKFREE pool with its mode's
+ *  hooks (sets p->tls_mode); makes the thread-exit key on first use. */
+void _ak_tls_register(_ak_pool_impl *p, const _ak_tls_mode *mode);
+/** Unregisters `p` (ak_pool_destroy): under g_mu, takes it out of the
+ *  registry and calls its mode's `destroy`. Afterwards no thread exit
+ *  touches `p`. */
+void _ak_tls_unregister(_ak_pool_impl *p);
+/** The calling thread's state for `p` from the thread's table (the slow
+ *  lookup behind each mode's cache). If there is none and `create`: makes
+ *  room (pruning entries of destroyed pools, then growing), makes one with
+ *  the mode's `create`, adds it and arms the thread-exit walk. NULL if none
+ *  (or out of memory). */
+void *_ak_tls_get(_ak_pool_impl *p, bool create);
+
 /* ---- pool_threads.c ------------------------------------------------------------ */
+/** The hooks of AK_SYNC_THREADS heaps (pool_tls.c). */
+extern const _ak_tls_mode _ak_threads_tls;
+/** ak_pool_alloc / ak_pool_free of THREADS pools (the calls the inline
+ *  paths do not complete). */
 void *_ak_threads_alloc(_ak_pool_impl *p);
 void _ak_threads_free(_ak_pool_impl *p, void *o);
-int _ak_threads_init(_ak_pool_impl *p);
-void _ak_threads_destroy(_ak_pool_impl *p);
+/** ak_pool_trim: the caller's heap and the abandoned and spare slabs now;
+ *  other threads' heaps at their next slow path. */
 void _ak_threads_trim(_ak_pool_impl *p);
+/** ak_pool_reserve: room for `n` objects in the caller's heap. 0 or errno. */
 int _ak_threads_reserve(_ak_pool_impl *p, size_t n);
+/** Live objects: the heaps' counts plus the abandoned slabs'. */
 size_t _ak_threads_live(_ak_pool_impl *p);
 
 /* ---- pool_magazine.c: the per-thread front of SPINLOCK and LOCKFREE ------------ */
@@ -168,13 +216,12 @@ size_t _ak_threads_live(_ak_pool_impl *p);
  *  at a time, and caches at most twice as many. */
 #define AK_MAG_BATCH 64u
 
+/** The hooks of SPINLOCK and LOCKFREE magazines (pool_tls.c); `destroy`
+ *  frees every magazine of the pool (their objects die with the slabs). */
+extern const _ak_tls_mode _ak_mag_tls;
 /** ak_pool_alloc / ak_pool_free of SPINLOCK and LOCKFREE pools. */
 void *_ak_mag_alloc(_ak_pool_impl *p);
 void _ak_mag_free(_ak_pool_impl *p, void *o);
-/** Registers a new SPINLOCK/LOCKFREE pool. 0 or ENOMEM. */
-int _ak_mag_init(_ak_pool_impl *p);
-/** Frees every magazine of `p` (their objects die with the slabs). */
-void _ak_mag_destroy(_ak_pool_impl *p);
 /** Hands the contents of every thread's magazine back to the shared
  *  structure now (each magazine is taken with one exchange, so the owner
  *  may keep running). */

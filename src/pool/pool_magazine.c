@@ -30,7 +30,13 @@
  * call updates `mag_live` instead, exactly, and the cap is enforced on it.
  *
  * Thread exit (a pthread key destructor) hands a thread's magazines back.
- * Locks: g_mu (registry) before a pool's `mu` before its spinlock. */
+ * The thread's table of magazines, the registry of live pools, the key and
+ * the thread-exit walk are the shared component pool_tls.c; this file
+ * gives it its hooks (_ak_mag_tls: magazine creation, mag_empty at thread
+ * exit, freeing at destroy, cache reset) and keeps its own direct-mapped
+ * cache in front of it (tl_cache, mag_get).
+ * Locks: pool_tls.c's g_mu (registry) before a pool's `mu` before its
+ * spinlock. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -56,33 +62,16 @@ struct _ak_pool_mag {
   _ak_pool_mag *prev, *next; /* the pool's magazine list (under mu) */
 };
 
-/* Thread-local: a direct-mapped cache and the list of this thread's
- * magazines, as (pool, id): ids are unique, so a destroyed pool whose
- * address is reused never matches. */
+/* Thread-local: a direct-mapped cache of the thread's magazines, in front
+ * of its table in pool_tls.c, as (pool, id): ids are unique, so a
+ * destroyed pool whose address is reused never matches. */
 typedef struct tl_entry {
   _ak_pool_impl *pool;
   uint64_t id;
   _ak_pool_mag *m;
 } tl_entry;
 
-#define TL static __attribute__((tls_model("initial-exec"))) _Thread_local
-TL tl_entry tl_cache[8];
-TL tl_entry *tl_all;
-TL size_t tl_n, tl_cap;
-
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static _ak_pool_impl *g_pools; /* live SPINLOCK/LOCKFREE pools (under g_mu) */
-static pthread_key_t g_key;
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-
-static void thread_exit(void *arg);
-static void make_key(void) { (void)pthread_key_create(&g_key, thread_exit); }
-
-static bool registered(const _ak_pool_impl *p, uint64_t id) {
-  for (_ak_pool_impl *q = g_pools; q; q = q->next_mag_pool)
-    if (q == p && q->id == id) return true;
-  return false;
-}
+static __attribute__((tls_model("initial-exec"))) _Thread_local tl_entry tl_cache[8];
 
 /* ---- the shared structure of each mode ------------------------------------------- */
 
@@ -150,30 +139,15 @@ static inline _ak_pool_mag *mag_get(_ak_pool_impl *p) {
 }
 
 static _ak_pool_mag *mag_find(_ak_pool_impl *p) {
-  tl_entry *e = &tl_cache[p->id & 7];
-  for (size_t i = 0; i < tl_n; i++) {
-    if (tl_all[i].pool == p && tl_all[i].id == p->id) {
-      *e = tl_all[i];
-      return e->m;
-    }
-  }
-  pthread_once(&g_once, make_key);
-  if (tl_n == tl_cap) {
-    /* Drop entries of destroyed pools before growing. */
-    pthread_mutex_lock(&g_mu);
-    size_t k = 0;
-    for (size_t i = 0; i < tl_n; i++)
-      if (registered(tl_all[i].pool, tl_all[i].id)) tl_all[k++] = tl_all[i];
-    tl_n = k;
-    pthread_mutex_unlock(&g_mu);
-    if (tl_n == tl_cap) {
-      size_t cap = tl_cap ? tl_cap * 2 : 8;
-      tl_entry *a = realloc(tl_all, cap * sizeof *a);
-      if (!a) return NULL;
-      tl_all = a;
-      tl_cap = cap;
-    }
-  }
+  _ak_pool_mag *m = _ak_tls_get(p, true);
+  if (m) tl_cache[p->id & 7] = (tl_entry){p, p->id, m};
+  return m;
+}
+
+/* _ak_tls_mode.create: a new magazine of the calling thread for `p`, on a
+ * cache line of its own, on the pool's magazine list (NULL if out of
+ * memory). */
+static void *mag_create(_ak_pool_impl *p) {
   _ak_pool_mag *m = aligned_alloc(64, (sizeof *m + 63) & ~(size_t)63); /* a line of its own */
   if (!m) return NULL;
   memset(m, 0, sizeof *m);
@@ -183,13 +157,10 @@ static _ak_pool_mag *mag_find(_ak_pool_impl *p) {
   if (p->mags) p->mags->prev = m;
   p->mags = m;
   pthread_mutex_unlock(&p->mu);
-  tl_all[tl_n++] = (tl_entry){p, p->id, m};
-  *e = tl_all[tl_n - 1];
-  (void)pthread_setspecific(g_key, (void *)1); /* so thread_exit runs */
   return m;
 }
 
-/* Under p->mu. */
+/* Under p->mu: takes `m` off the pool's magazine list. */
 static void mag_unlink(_ak_pool_impl *p, _ak_pool_mag *m) {
   if (m->prev)
     m->prev->next = m->next;
@@ -204,44 +175,26 @@ static void mag_empty(_ak_pool_impl *p, _ak_pool_mag *m) {
   shared_give(p, atomic_exchange_explicit(&m->list, NULL, memory_order_acquire), 0);
 }
 
-static void thread_exit(void *arg) {
-  (void)arg;
-  pthread_mutex_lock(&g_mu);
-  for (size_t i = 0; i < tl_n; i++) {
-    _ak_pool_impl *p = tl_all[i].pool;
-    if (!registered(p, tl_all[i].id)) continue; /* destroyed: magazine already freed */
-    _ak_pool_mag *m = tl_all[i].m;
-    pthread_mutex_lock(&p->mu);
-    mag_unlink(p, m);
-    atomic_fetch_add(&p->mag_live, (size_t)net_get(m));
-    pthread_mutex_unlock(&p->mu);
-    mag_empty(p, m);
-    free(m);
-  }
-  pthread_mutex_unlock(&g_mu);
-  free(tl_all);
-  tl_all = NULL;
-  tl_n = tl_cap = 0;
-  memset(tl_cache, 0, sizeof tl_cache);
+/* _ak_tls_mode.thread_exit (under g_mu): the exiting thread's magazine of
+ * `p` leaves the pool's list, its count goes to the pool's, its contents
+ * go back to the shared structure, and it is freed. */
+static void mag_exit(_ak_pool_impl *p, void *state) {
+  _ak_pool_mag *m = state;
+  pthread_mutex_lock(&p->mu);
+  mag_unlink(p, m);
+  atomic_fetch_add(&p->mag_live, (size_t)net_get(m));
+  pthread_mutex_unlock(&p->mu);
+  mag_empty(p, m);
+  free(m);
 }
 
-int _ak_mag_init(_ak_pool_impl *p) {
-  pthread_once(&g_once, make_key);
-  pthread_mutex_lock(&g_mu);
-  p->next_mag_pool = g_pools;
-  g_pools = p;
-  pthread_mutex_unlock(&g_mu);
-  return 0;
-}
+/* _ak_tls_mode.forget: the exiting thread's cache of magazines is emptied. */
+static void mag_forget(void) { memset(tl_cache, 0, sizeof tl_cache); }
 
-void _ak_mag_destroy(_ak_pool_impl *p) {
-  pthread_mutex_lock(&g_mu);
-  for (_ak_pool_impl **pp = &g_pools; *pp; pp = &(*pp)->next_mag_pool) {
-    if (*pp == p) {
-      *pp = p->next_mag_pool;
-      break;
-    }
-  }
+/* _ak_tls_mode.destroy (under g_mu, `p` unregistered): every magazine of
+ * `p` is freed (their objects die with the slabs), and `p` leaves the
+ * calling thread's cache. */
+static void mags_destroy(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
   while (p->mags) {
     _ak_pool_mag *m = p->mags;
@@ -249,10 +202,12 @@ void _ak_mag_destroy(_ak_pool_impl *p) {
     free(m);
   }
   pthread_mutex_unlock(&p->mu);
-  pthread_mutex_unlock(&g_mu);
   for (size_t i = 0; i < 8; i++)
     if (tl_cache[i].pool == p) memset(&tl_cache[i], 0, sizeof tl_cache[i]);
 }
+
+const _ak_tls_mode _ak_mag_tls = {
+    .create = mag_create, .thread_exit = mag_exit, .destroy = mags_destroy, .forget = mag_forget};
 
 void _ak_mag_flush_all(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);

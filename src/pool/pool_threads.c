@@ -15,7 +15,11 @@
  * (ak_pool_theap: `hot`, `hot_used`) while the thread allocates and frees
  * inline; heap_in/heap_out move them back and forth around every slow
  * operation of the owner. The thread finds its heap through the public
- * thread cache ak_pool_tcache, keyed by the pool's id.
+ * thread cache ak_pool_tcache, keyed by the pool's id; behind it, the
+ * thread's table of states, the registry of live pools and thread exit are
+ * the shared component pool_tls.c, to which this file gives its hooks
+ * (_ak_threads_tls: heap creation, abandon at thread exit, freeing at
+ * destroy, cache reset).
  *
  * Call tree:
  *   ak_pool_alloc / ak_pool_free (inline): the heap's current slab, and
@@ -25,8 +29,8 @@
  *        then adopt an abandoned slab, then a spare or new slab (mutex)
  *   _ak_threads_free: slab by mask -> owner? push local : remote_free
  *
- * Locks: g_mu (the registry of THREADS pools, thread exit, destroy) is
- * taken before a pool's `mu` (slab get/put, abandoned list, heap list). */
+ * Locks: pool_tls.c's g_mu (the registry of pools, thread exit, destroy)
+ * is taken before a pool's `mu` (slab get/put, abandoned list, heap list). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -57,35 +61,13 @@ _Static_assert(offsetof(_ak_slab, free) == offsetof(ak_pool_slab_head, free) &&
                    offsetof(_ak_slab, key) == offsetof(ak_pool_slab_head, key),
                "_ak_slab must begin with ak_pool_slab_head");
 
-/* Thread-local: the public direct-mapped cache (key = pool id: ids are
- * unique, so a destroyed pool whose address is reused never matches) and
- * the list of this thread's heaps. Initial-exec TLS: the fast paths reach
- * it with one %fs-relative access, no __tls_get_addr call (the library is
- * loaded at start-up, or dlopen'ed into glibc's static TLS reserve). */
-typedef struct tl_entry {
-  _ak_pool_impl *pool;
-  uint64_t id;
-  _ak_pool_heap *h;
-} tl_entry;
-
+/* Thread-local: the public direct-mapped cache of heaps (key = pool id:
+ * ids are unique, so a destroyed pool whose address is reused never
+ * matches), in front of the thread's table of pool_tls.c. Initial-exec
+ * TLS: the fast paths reach it with one %fs-relative access, no
+ * __tls_get_addr call (the library is loaded at start-up, or dlopen'ed
+ * into glibc's static TLS reserve). */
 AK_API __thread ak_pool_tentry ak_pool_tcache[AK_POOL_TCACHE] __attribute__((tls_model("initial-exec")));
-#define TL static __attribute__((tls_model("initial-exec"))) _Thread_local
-TL tl_entry *tl_all;
-TL size_t tl_n, tl_cap;
-
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static _ak_pool_impl *g_threads_pools; /* live THREADS pools (under g_mu) */
-static pthread_key_t g_key;
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-
-static void thread_exit(void *arg);
-static void make_key(void) { (void)pthread_key_create(&g_key, thread_exit); }
-
-static bool registered(const _ak_pool_impl *p, uint64_t id) {
-  for (_ak_pool_impl *q = g_threads_pools; q; q = q->next_threads_pool)
-    if (q == p && q->id == id) return true;
-  return false;
-}
 
 /* The heap's live count: written by the owner only (a relaxed load and
  * store, as the inline paths do), read by stats from any thread. */
@@ -202,31 +184,14 @@ static inline _ak_pool_heap *heap_get(_ak_pool_impl *p, bool create) {
 }
 
 static _ak_pool_heap *heap_find(_ak_pool_impl *p, bool create) {
-  ak_pool_tentry *e = &ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)];
-  for (size_t i = 0; i < tl_n; i++) {
-    if (tl_all[i].pool == p && tl_all[i].id == p->id) {
-      *e = (ak_pool_tentry){p->id, &tl_all[i].h->pub};
-      return tl_all[i].h;
-    }
-  }
-  if (!create) return NULL;
-  pthread_once(&g_once, make_key);
-  if (tl_n == tl_cap) {
-    /* Drop entries of destroyed pools before growing. */
-    pthread_mutex_lock(&g_mu);
-    size_t k = 0;
-    for (size_t i = 0; i < tl_n; i++)
-      if (registered(tl_all[i].pool, tl_all[i].id)) tl_all[k++] = tl_all[i];
-    tl_n = k;
-    pthread_mutex_unlock(&g_mu);
-    if (tl_n == tl_cap) {
-      size_t cap = tl_cap ? tl_cap * 2 : 8;
-      tl_entry *a = realloc(tl_all, cap * sizeof *a);
-      if (!a) return NULL;
-      tl_all = a;
-      tl_cap = cap;
-    }
-  }
+  _ak_pool_heap *h = _ak_tls_get(p, create);
+  if (h) ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)] = (ak_pool_tentry){p->id, &h->pub};
+  return h;
+}
+
+/* _ak_tls_mode.create: a new heap of the calling thread for `p`, on the
+ * pool's heap list (NULL if out of memory). */
+static void *heap_create(_ak_pool_impl *p) {
   _ak_pool_heap *h = calloc(1, sizeof *h);
   if (!h) return NULL;
   h->pool = p;
@@ -236,12 +201,10 @@ static _ak_pool_heap *heap_find(_ak_pool_impl *p, bool create) {
   if (p->heaps) p->heaps->prev = h;
   p->heaps = h;
   pthread_mutex_unlock(&p->mu);
-  tl_all[tl_n++] = (tl_entry){p, p->id, h};
-  *e = (ak_pool_tentry){p->id, &h->pub};
-  (void)pthread_setspecific(g_key, (void *)1); /* so thread_exit runs */
   return h;
 }
 
+/* Under p->mu: takes `h` off the pool's heap list. */
 static void heap_unlink(_ak_pool_impl *p, _ak_pool_heap *h) {
   if (h->prev)
     h->prev->next = h->next;
@@ -287,41 +250,22 @@ static size_t heaps_live(_ak_pool_impl *p) {
   return ((ptrdiff_t)live < 0 ? 0 : live) + abandoned_live(p);
 }
 
-static void thread_exit(void *arg) {
-  (void)arg;
-  pthread_mutex_lock(&g_mu);
-  for (size_t i = 0; i < tl_n; i++) {
-    _ak_pool_impl *p = tl_all[i].pool;
-    if (!registered(p, tl_all[i].id)) continue; /* destroyed: heap already freed */
-    pthread_mutex_lock(&p->mu);
-    abandon(p, tl_all[i].h);
-    pthread_mutex_unlock(&p->mu);
-    free(tl_all[i].h);
-  }
-  pthread_mutex_unlock(&g_mu);
-  free(tl_all);
-  tl_all = NULL;
-  tl_n = tl_cap = 0;
-  memset(ak_pool_tcache, 0, sizeof ak_pool_tcache);
+/* _ak_tls_mode.thread_exit (under g_mu): the exiting thread's heap of `p`
+ * is abandoned and freed. */
+static void heap_exit(_ak_pool_impl *p, void *state) {
+  _ak_pool_heap *h = state;
+  pthread_mutex_lock(&p->mu);
+  abandon(p, h);
+  pthread_mutex_unlock(&p->mu);
+  free(h);
 }
 
-int _ak_threads_init(_ak_pool_impl *p) {
-  pthread_once(&g_once, make_key);
-  pthread_mutex_lock(&g_mu);
-  p->next_threads_pool = g_threads_pools;
-  g_threads_pools = p;
-  pthread_mutex_unlock(&g_mu);
-  return 0;
-}
+/* _ak_tls_mode.forget: the exiting thread's cache of heaps is emptied. */
+static void tcache_forget(void) { memset(ak_pool_tcache, 0, sizeof ak_pool_tcache); }
 
-void _ak_threads_destroy(_ak_pool_impl *p) {
-  pthread_mutex_lock(&g_mu);
-  for (_ak_pool_impl **pp = &g_threads_pools; *pp; pp = &(*pp)->next_threads_pool) {
-    if (*pp == p) {
-      *pp = p->next_threads_pool;
-      break;
-    }
-  }
+/* _ak_tls_mode.destroy (under g_mu, `p` unregistered): every heap of `p`
+ * is freed with its slabs, and `p` leaves the calling thread's cache. */
+static void heaps_destroy(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
   while (p->heaps) {
     _ak_pool_heap *h = p->heaps;
@@ -337,10 +281,12 @@ void _ak_threads_destroy(_ak_pool_impl *p) {
     free(h);
   }
   pthread_mutex_unlock(&p->mu);
-  pthread_mutex_unlock(&g_mu);
   for (size_t i = 0; i < AK_POOL_TCACHE; i++)
     if (ak_pool_tcache[i].key == p->id) memset(&ak_pool_tcache[i], 0, sizeof ak_pool_tcache[i]);
 }
+
+const _ak_tls_mode _ak_threads_tls = {
+    .create = heap_create, .thread_exit = heap_exit, .destroy = heaps_destroy, .forget = tcache_forget};
 
 size_t _ak_threads_live(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);

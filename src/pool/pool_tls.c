@@ -1,0 +1,141 @@
+/* pool_tls.c - the per-thread, per-pool state of the concurrent pool
+ * modes: a heap per thread and pool for AK_SYNC_THREADS (pool_threads.c), a
+ * magazine per thread and pool for AK_SYNC_SPINLOCK and AK_SYNC_LOCKFREE
+ * (pool_magazine.c). What the modes share lives here:
+ *
+ *   - the registry of live pools (g_mu and a list of them): a pool is
+ *     registered at create and unregistered at destroy;
+ *   - each thread's table of (pool, id, state) entries, with the search,
+ *     the insertion and its growth (entries of destroyed pools are pruned
+ *     first);
+ *   - the pthread key whose destructor walks the exiting thread's table and
+ *     hands each state back to its pool.
+ *
+ * What a state is and how it is made, handed back and freed is the mode's
+ * (its _ak_tls_mode hooks). The fast lookup is the mode's too: each mode
+ * keeps a direct-mapped cache of its own in front of _ak_tls_get (THREADS:
+ * the public ak_pool_tcache that the inline paths read; magazines:
+ * tl_cache), filled from what _ak_tls_get returns.
+ *
+ * Thread exit racing pool destroy: a pool's states are freed by destroy
+ * (under g_mu, after the pool left the registry) or by the thread's exit
+ * (under g_mu, only while the pool is registered), never both. An entry is
+ * keyed by the pool's id as well as its address: ids are unique over the
+ * process lifetime, so a destroyed pool whose address a new pool reuses is
+ * never taken for the new one (registered()).
+ *
+ * Locks: g_mu (the registry, thread exit, destroy) is taken before a pool's
+ * `mu` (its list of states), which comes before its spinlock. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+
+#include "pool/pool_internal.h"
+
+/* One entry of a thread's table: the state of `pool` (whose id was `id`
+ * when the state was made) and the mode that made it (kept for thread
+ * exit, where a destroyed pool can no longer be asked). */
+typedef struct tl_entry {
+  _ak_pool_impl *pool;
+  uint64_t id;
+  void *state;
+  const _ak_tls_mode *mode;
+} tl_entry;
+
+#define TL static __attribute__((tls_model("initial-exec"))) _Thread_local
+TL tl_entry *tl_all;
+TL size_t tl_n, tl_cap;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static _ak_pool_impl *g_pools; /* live THREADS, SPINLOCK and LOCKFREE pools (under g_mu) */
+static pthread_key_t g_key;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void thread_exit(void *arg);
+
+/* Creates the pthread key whose destructor is thread_exit (once). */
+static void make_key(void) { (void)pthread_key_create(&g_key, thread_exit); }
+
+/* Under g_mu: is `p` a live pool whose id is `id`? (False for a destroyed
+ * pool, even if a new pool took its address.) */
+static bool registered(const _ak_pool_impl *p, uint64_t id) {
+  for (_ak_pool_impl *q = g_pools; q; q = q->next_tls_pool)
+    if (q == p && q->id == id) return true;
+  return false;
+}
+
+/* Makes room for one more entry in the calling thread's table: drops the
+ * entries of destroyed pools, and grows the table if that freed nothing.
+ * False if out of memory. */
+static bool table_room(void) {
+  if (tl_n < tl_cap) return true;
+  pthread_mutex_lock(&g_mu);
+  size_t k = 0;
+  for (size_t i = 0; i < tl_n; i++)
+    if (registered(tl_all[i].pool, tl_all[i].id)) tl_all[k++] = tl_all[i];
+  tl_n = k;
+  pthread_mutex_unlock(&g_mu);
+  if (tl_n < tl_cap) return true;
+  size_t cap = tl_cap ? tl_cap * 2 : 8;
+  tl_entry *a = realloc(tl_all, cap * sizeof *a);
+  if (!a) return false;
+  tl_all = a;
+  tl_cap = cap;
+  return true;
+}
+
+void *_ak_tls_get(_ak_pool_impl *p, bool create) {
+  for (size_t i = 0; i < tl_n; i++)
+    if (tl_all[i].pool == p && tl_all[i].id == p->id) return tl_all[i].state;
+  if (!create) return NULL;
+  pthread_once(&g_once, make_key);
+  if (!table_room()) return NULL;
+  void *state = p->tls_mode->create(p);
+  if (!state) return NULL;
+  tl_all[tl_n++] = (tl_entry){p, p->id, state, p->tls_mode};
+  (void)pthread_setspecific(g_key, (void *)1); /* so thread_exit runs */
+  return state;
+}
+
+/* The pthread key's destructor: hands each state of the exiting thread
+ * back to its pool (skipping destroyed pools, whose states destroy freed),
+ * frees the table and empties the modes' caches. A later use of a pool by
+ * this thread (another destructor) starts a new table and sets the key
+ * again, so this runs again. */
+static void thread_exit(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&g_mu);
+  for (size_t i = 0; i < tl_n; i++) {
+    if (!registered(tl_all[i].pool, tl_all[i].id)) continue; /* destroyed: state already freed */
+    tl_all[i].mode->thread_exit(tl_all[i].pool, tl_all[i].state);
+  }
+  pthread_mutex_unlock(&g_mu);
+  for (size_t i = 0; i < tl_n; i++) {
+    size_t j = 0;
+    while (j < i && tl_all[j].mode != tl_all[i].mode) j++;
+    if (j == i) tl_all[i].mode->forget(); /* once per mode */
+  }
+  free(tl_all);
+  tl_all = NULL;
+  tl_n = tl_cap = 0;
+}
+
+void _ak_tls_register(_ak_pool_impl *p, const _ak_tls_mode *mode) {
+  pthread_once(&g_once, make_key);
+  p->tls_mode = mode;
+  pthread_mutex_lock(&g_mu);
+  p->next_tls_pool = g_pools;
+  g_pools = p;
+  pthread_mutex_unlock(&g_mu);
+}
+
+void _ak_tls_unregister(_ak_pool_impl *p) {
+  pthread_mutex_lock(&g_mu);
+  for (_ak_pool_impl **pp = &g_pools; *pp; pp = &(*pp)->next_tls_pool) {
+    if (*pp == p) {
+      *pp = p->next_tls_pool;
+      break;
+    }
+  }
+  p->tls_mode->destroy(p);
+  pthread_mutex_unlock(&g_mu);
+}
