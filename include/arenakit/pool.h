@@ -155,6 +155,8 @@ typedef struct ak_pool_theap {
   uintptr_t mask;     /**< ~(slab_size - 1), 0: frees go to the library */
   uintptr_t hot_key;  /**< hardened: links on `hot` are stored as next ^ hot_key */
   size_t live;        /**< live objects of this heap */
+  uintptr_t bump;     /**< the current slab's never-used slots: [bump, bump_end) */
+  uintptr_t bump_end; /**< == bump when there are none (or they must be shuffled) */
 } ak_pool_theap;
 
 /** An entry of the calling thread's cache of heaps: the heap of the pool
@@ -192,6 +194,11 @@ typedef struct ak_pool {
   uintptr_t hot_key;   /**< hardened: links on `hot` are stored as next ^ hot_key */
   uint64_t tkey;       /**< AK_SYNC_THREADS with inline paths: the pool's id,
                             its key in ak_pool_tcache; 0 otherwise */
+  uintptr_t bump;      /**< the current slab's never-used slots, handed out
+                            in address order after `hot`: [bump, bump_end) */
+  uintptr_t bump_end;  /**< == bump when there are none (or they must be
+                            shuffled: the library carves them) */
+  size_t slot;         /**< slot size: the step of `bump` */
 } ak_pool;
 
 /** Creates a pool. Returns NULL with EINVAL if object_size is 0, align is
@@ -261,10 +268,12 @@ AK_FAST_PATH bool ak_pool_not_free_(const void *obj, uintptr_t key, uintptr_t sb
  *
  *  Fast paths: AK_SYNC_NONE (5 instructions) pops the current slab's free
  *  list; the invariant that every slot on `hot` lies in `hot_slab` means no
- *  slab lookup is needed. AK_SYNC_THREADS does the same on the calling
- *  thread's heap, found in the thread cache (ak_pool_tcache) by the pool's
- *  key; only that thread touches the heap's current slab, so no atomic
- *  operation is needed. */
+ *  slab lookup is needed. When the list is empty, the slab's never-used
+ *  slots are handed out by address ([bump, bump_end)), so a fresh slab
+ *  needs no free list built through its memory. AK_SYNC_THREADS does the
+ *  same on the calling thread's heap, found in the thread cache
+ *  (ak_pool_tcache) by the pool's key; only that thread touches the heap's
+ *  current slab, so no atomic operation is needed. */
 AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
   void *o = p->hot;
 #if AK_POOL_INLINE_ENCODE
@@ -279,13 +288,28 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
       ((ak_pool_elink *)o)->next = 0;
       return o;
     }
+  } else if (p->bump < p->bump_end) {
+    o = (void *)p->bump;
+    p->bump += p->slot;
+    p->hot_used++;
+    ((ak_pool_elink *)o)->next = 0;
+    return o;
   } else if (p->tkey) {
     ak_pool_tentry *e = &ak_pool_tcache[p->tkey & (AK_POOL_TCACHE - 1)];
     ak_pool_theap *h = e->heap;
-    if (AK_LIKELY(e->key == p->tkey && (o = h->hot) != NULL)) {
-      uintptr_t next = ((ak_pool_elink *)o)->next ^ h->hot_key;
-      if (AK_LIKELY(next == 0 || (next & h->mask) == h->hot_slab)) {
-        h->hot = (void *)next;
+    if (AK_LIKELY(e->key == p->tkey)) {
+      if (AK_LIKELY((o = h->hot) != NULL)) {
+        uintptr_t next = ((ak_pool_elink *)o)->next ^ h->hot_key;
+        if (AK_LIKELY(next == 0 || (next & h->mask) == h->hot_slab)) {
+          h->hot = (void *)next;
+          h->hot_used++;
+          AK_POOL_STORE_(h->live, h->live + 1);
+          ((ak_pool_elink *)o)->next = 0;
+          return o;
+        }
+      } else if (h->bump < h->bump_end) {
+        o = (void *)h->bump;
+        h->bump += p->slot;
         h->hot_used++;
         AK_POOL_STORE_(h->live, h->live + 1);
         ((ak_pool_elink *)o)->next = 0;
@@ -299,6 +323,12 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
     p->hot_used++;
     return o;
   }
+  if (p->bump < p->bump_end) { /* a never-used slot of the current slab */
+    o = (void *)p->bump;
+    p->bump += p->slot;
+    p->hot_used++;
+    return o;
+  }
   if (p->tkey) { /* AK_SYNC_THREADS: the thread's heap, if cached */
     ak_pool_tentry *e = &ak_pool_tcache[p->tkey & (AK_POOL_TCACHE - 1)];
     if (AK_LIKELY(e->key == p->tkey)) {
@@ -306,6 +336,13 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
       o = h->hot;
       if (AK_LIKELY(o != NULL)) {
         h->hot = ((ak_pool_link *)o)->next;
+        h->hot_used++;
+        AK_POOL_STORE_(h->live, h->live + 1);
+        return o;
+      }
+      if (h->bump < h->bump_end) {
+        o = (void *)h->bump;
+        h->bump += p->slot;
         h->hot_used++;
         AK_POOL_STORE_(h->live, h->live + 1);
         return o;

@@ -491,6 +491,8 @@ static void inline_off(_ak_pool_impl *p) {
   if (p->pub.hot_slab != 1) p->pub.hot_slab = 1; /* no slab lives at address 1 */
   if (p->pub.slab_mask != 0) p->pub.slab_mask = 0;
   if (p->pub.hot_key != 0) p->pub.hot_key = 0;
+  if (p->pub.bump != 0) p->pub.bump = 0;
+  if (p->pub.bump_end != 0) p->pub.bump_end = 0;
 }
 
 /* Checks the current slab back in. If the inline free emptied it while
@@ -500,8 +502,10 @@ static void mirror_in(_ak_pool_impl *p) {
   _ak_slab *s = (_ak_slab *)p->pub.hot_slab;
   s->free = p->pub.hot;
   s->used = (uint32_t)p->pub.hot_used;
+  s->bump = p->pub.bump;
   p->pub.hot = NULL;
   p->pub.hot_slab = 0;
+  p->pub.bump = p->pub.bump_end = 0;
   if (s->used == 0 && p->avail.n > 1) {
     _ak_list_remove(&p->avail, s);
     _ak_pool_slab_put(p, s);
@@ -516,17 +520,23 @@ static void mirror_out(_ak_pool_impl *p) {
   p->pub.slab_mask = ~(uintptr_t)(p->slab_size - 1);
   _ak_slab *s = p->avail.head;
   if (s) {
-    if (!s->free && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
+    /* Never-used slots go out by address inline, unless they must be
+     * shuffled: then they are carved into `hot` in random order. */
+    bool shuffled = _ak_slab_shuffled(s);
+    if (shuffled && !s->free && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
     p->pub.hot = s->free;
     p->pub.hot_used = s->used;
     p->pub.hot_slab = (uintptr_t)s;
     p->pub.hot_key = s->key; /* the links of `hot` are encoded with it */
+    p->pub.bump = s->bump;
+    p->pub.bump_end = shuffled ? s->bump : s->end;
   } else {
     /* No current slab: 1, not 0, so that the inline free of NULL
      * (NULL & slab_mask == 0) never takes the current-slab branch. */
     p->pub.hot = NULL;
     p->pub.hot_used = 0;
     p->pub.hot_slab = 1;
+    p->pub.bump = p->pub.bump_end = 0;
   }
 }
 
@@ -802,7 +812,8 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
   p->debug = ak_config_checked || p->tracked;
   pthread_mutex_init(&p->mu, NULL);
   pthread_mutex_init(&b->slabs_mu, NULL);
-  mirror_out(p); /* the inline paths' initial state */
+  p->pub.slot = p->slot; /* the inline paths' step through never-used slots */
+  mirror_out(p);         /* the inline paths' initial state */
   /* AK_SYNC_THREADS: the inline paths work on the calling thread's heap,
    * unless a check, a tool or max_objects (counted on every call) needs the
    * library; the same conditions as mirrored(), bar the defragmenter, which

@@ -87,9 +87,11 @@ static _ak_slab *heap_checkin(_ak_pool_heap *h) {
   _ak_slab *s = (_ak_slab *)h->pub.hot_slab;
   s->free = h->pub.hot;
   s->used = (uint32_t)h->pub.hot_used;
+  s->bump = h->pub.bump;
   h->pub.hot = NULL;
   h->pub.hot_used = 0;
   h->pub.hot_slab = 1;
+  h->pub.bump = h->pub.bump_end = 0;
   return s;
 }
 
@@ -161,11 +163,16 @@ static void heap_out(_ak_pool_impl *p, _ak_pool_heap *h) {
   if (!p->pub.tkey) return;
   _ak_slab *s = h->avail.head;
   if (s) {
-    if (!s->free && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
+    /* Never-used slots go out by address inline, unless they must be
+     * shuffled: then the library carves them into `hot` in random order. */
+    bool shuffled = _ak_slab_shuffled(s);
+    if (shuffled && !s->free && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
     h->pub.hot = s->free;
     h->pub.hot_used = s->used;
     h->pub.hot_slab = (uintptr_t)s;
     h->pub.hot_key = s->key; /* the links of `hot` are encoded with it */
+    h->pub.bump = s->bump;
+    h->pub.bump_end = shuffled ? s->bump : s->end;
   }
   /* The defragmenter must see every free: frees go to the library. */
   h->pub.mask =
@@ -192,8 +199,12 @@ static _ak_pool_heap *heap_find(_ak_pool_impl *p, bool create) {
 /* _ak_tls_mode.create: a new heap of the calling thread for `p`, on the
  * pool's heap list (NULL if out of memory). */
 static void *heap_create(_ak_pool_impl *p) {
-  _ak_pool_heap *h = calloc(1, sizeof *h);
+  /* Lines of its own: the inline paths write `pub` on every call, and
+   * another thread's heap must not share its cache line. */
+  size_t size = (sizeof(_ak_pool_heap) + 63) & ~(size_t)63;
+  _ak_pool_heap *h = aligned_alloc(64, size);
   if (!h) return NULL;
+  memset(h, 0, size);
   h->pool = p;
   h->pub.hot_slab = 1; /* no current slab; mask 0 until heap_out */
   pthread_mutex_lock(&p->mu);
