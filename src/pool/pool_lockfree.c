@@ -329,9 +329,11 @@ void _ak_lockfree_trim(_ak_pool_impl *p) {
  * slabs, and the mixing compounds over the pool's life (a long-lived pool
  * ran the seed 000 table 6x slower than a fresh one): the stack is taken
  * down so that grow() carves the slabs again in address order, their pages
- * kept. Skipped if another thread holds the mutex (it is growing). */
+ * kept. Skipped if another thread holds the mutex (it is growing), and in
+ * a hardened build that checks double frees: the check searches the stack,
+ * and a slot of a slab taken down is on none. */
 static void reorder(_ak_pool_impl *p) {
-  if (pthread_mutex_trylock(&p->mu) != 0) return;
+  if (ak_harden_double_free || pthread_mutex_trylock(&p->mu) != 0) return;
   (void)takedown(p);
   pthread_mutex_unlock(&p->mu);
 }
