@@ -115,8 +115,12 @@ typedef struct ak_pool_stats {
                               max_objects; otherwise sampled: in SPINLOCK
                               and LOCKFREE whenever a thread's magazine
                               takes or gives a batch (off by < 128 per
-                              thread), in the other modes whenever the
-                              pool takes a slab (off by < one slab) */
+                              thread), in AK_SYNC_NONE whenever the pool
+                              takes a slab (off by < one slab), in
+                              AK_SYNC_THREADS whenever a thread takes a
+                              spare or abandoned slab and at every 8th new
+                              slab of a thread (off by < 8 slabs per
+                              thread) */
   size_t slabs;          /**< slabs held (in use or spare) */
   size_t peak_slabs;     /**< high-water mark of `slabs` */
   size_t bytes_reserved; /**< bytes of slabs held */

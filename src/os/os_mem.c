@@ -32,8 +32,32 @@ static int sys_decommit(void *p, size_t size, void *ctx) {
 static const _ak_os_hooks default_hooks = {sys_map, sys_unmap, sys_decommit, NULL};
 static _ak_os_hooks hooks = {sys_map, sys_unmap, sys_decommit, NULL};
 
-/* Counters: relaxed atomics; they are statistics, not synchronisation. */
-static atomic_size_t c_mapped_bytes, c_mappings, c_map_calls, c_failed_calls;
+/* Counters: relaxed atomics; they are statistics, not synchronisation.
+ * The live ones are striped: each thread adds to one of AK_OS_STRIPES
+ * cache lines, so threads that map and unmap all the time (a pool on the
+ * C heap churning slabs) do not pass one line back and forth; a reader
+ * sums the stripes (a stripe may go "negative" when one thread maps and
+ * another unmaps: unsigned wrap-around, the sum is right). */
+#define AK_OS_STRIPES 16
+typedef struct os_stripe {
+  _Alignas(64) atomic_size_t mapped_bytes;
+  atomic_size_t mappings, map_calls;
+} os_stripe;
+static os_stripe c_stripes[AK_OS_STRIPES];
+static atomic_uint c_next_stripe;
+static atomic_size_t c_failed_calls;
+static __thread unsigned tl_stripe __attribute__((tls_model("initial-exec"))); /* index + 1; 0: none yet */
+
+/* Adds the deltas (as unsigned, wrapping) to the calling thread's stripe. */
+static void count(size_t bytes, size_t mappings, size_t calls) {
+  unsigned i = tl_stripe;
+  if (AK_UNLIKELY(i == 0))
+    i = tl_stripe = atomic_fetch_add_explicit(&c_next_stripe, 1, memory_order_relaxed) % AK_OS_STRIPES + 1;
+  os_stripe *c = &c_stripes[i - 1];
+  if (bytes) atomic_fetch_add_explicit(&c->mapped_bytes, bytes, memory_order_relaxed);
+  if (mappings) atomic_fetch_add_explicit(&c->mappings, mappings, memory_order_relaxed);
+  if (calls) atomic_fetch_add_explicit(&c->map_calls, calls, memory_order_relaxed);
+}
 
 /* Fault injection (see os_mem.h): per kind, a countdown to the failing
  * call (0 = off), its errno, the calls seen since arming, the total fired. */
@@ -83,9 +107,12 @@ _ak_os_hooks _ak_os_set_hooks(const _ak_os_hooks *h) {
 _ak_os_hooks _ak_os_default_hooks(void) { return default_hooks; }
 
 void _ak_os_get_counters(_ak_os_counters *out) {
-  out->mapped_bytes = atomic_load_explicit(&c_mapped_bytes, memory_order_relaxed);
-  out->mappings = atomic_load_explicit(&c_mappings, memory_order_relaxed);
-  out->map_calls = atomic_load_explicit(&c_map_calls, memory_order_relaxed);
+  out->mapped_bytes = out->mappings = out->map_calls = 0;
+  for (size_t i = 0; i < AK_OS_STRIPES; i++) {
+    out->mapped_bytes += atomic_load_explicit(&c_stripes[i].mapped_bytes, memory_order_relaxed);
+    out->mappings += atomic_load_explicit(&c_stripes[i].mappings, memory_order_relaxed);
+    out->map_calls += atomic_load_explicit(&c_stripes[i].map_calls, memory_order_relaxed);
+  }
   out->failed_calls = atomic_load_explicit(&c_failed_calls, memory_order_relaxed);
 }
 
@@ -149,9 +176,7 @@ void *_ak_os_alloc(size_t size, size_t align) {
     if (errno == 0) errno = ENOMEM;
     return NULL;
   }
-  atomic_fetch_add_explicit(&c_mapped_bytes, len, memory_order_relaxed);
-  atomic_fetch_add_explicit(&c_mappings, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&c_map_calls, 1, memory_order_relaxed);
+  count(len, 1, 1);
   return p;
 }
 
@@ -161,8 +186,7 @@ void _ak_os_free(void *p, size_t size) {
   int saved = errno; /* freeing never changes errno for the caller */
   (void)hooks.unmap(p, len, hooks.ctx);
   errno = saved;
-  atomic_fetch_sub_explicit(&c_mapped_bytes, len, memory_order_relaxed);
-  atomic_fetch_sub_explicit(&c_mappings, 1, memory_order_relaxed);
+  count(-len, (size_t)-1, 0);
 }
 
 void *_ak_os_remap(void *p, size_t old_size, size_t new_size, size_t align) {
@@ -178,22 +202,17 @@ void *_ak_os_remap(void *p, size_t old_size, size_t new_size, size_t align) {
     /* Move: reserve an aligned range, then move the pages over it. */
     void *dst = _ak_os_alloc(new_len, align);
     if (!dst) return NULL;
-    atomic_fetch_sub_explicit(&c_mapped_bytes, new_len, memory_order_relaxed); /* counted below */
-    atomic_fetch_sub_explicit(&c_mappings, 1, memory_order_relaxed);
+    count(-new_len, (size_t)-1, 0); /* counted below */
     q = mremap(p, old_len, new_len, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
     if (q == MAP_FAILED) {
       int e = errno;
-      atomic_fetch_add_explicit(&c_mappings, 1, memory_order_relaxed);
-      atomic_fetch_add_explicit(&c_mapped_bytes, new_len, memory_order_relaxed);
+      count(new_len, 1, 0);
       _ak_os_free(dst, new_len);
       errno = e;
       return NULL;
     }
   }
-  if (new_len > old_len)
-    atomic_fetch_add_explicit(&c_mapped_bytes, new_len - old_len, memory_order_relaxed);
-  else
-    atomic_fetch_sub_explicit(&c_mapped_bytes, old_len - new_len, memory_order_relaxed);
+  count(new_len - old_len, 0, 0); /* wraps when shrinking */
   return q;
 }
 
@@ -236,17 +255,14 @@ void *_ak_os_heap_alloc(size_t size, size_t align) {
     if (errno == 0) errno = ENOMEM;
     return NULL;
   }
-  atomic_fetch_add_explicit(&c_mapped_bytes, len, memory_order_relaxed);
-  atomic_fetch_add_explicit(&c_mappings, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&c_map_calls, 1, memory_order_relaxed);
+  count(len, 1, 1);
   return p;
 }
 
 void _ak_os_heap_free(void *p, size_t size) {
   if (!p) return;
   free(p);
-  atomic_fetch_sub_explicit(&c_mapped_bytes, size, memory_order_relaxed);
-  atomic_fetch_sub_explicit(&c_mappings, 1, memory_order_relaxed);
+  count(-size, (size_t)-1, 0);
 }
 
 void _ak_os_fail_file_op(int nth, int err) {

@@ -43,6 +43,31 @@ static pthread_mutex_t g_pools_mu = PTHREAD_MUTEX_INITIALIZER;
 static _ak_pool_impl *g_pools[1024]; /* checked-build wrong-pool lookups */
 static atomic_uint_least64_t g_next_id = 1;
 
+/* A test-and-test-and-set lock with exponential backoff, then yield (it
+ * survives far more threads than cores): AK_SYNC_SPINLOCK's lock, and the
+ * slab table's, whose critical sections are a few dozen instructions
+ * (a mutex there convoys threads that churn slabs through futex waits). */
+static void word_lock(atomic_int *l) {
+  unsigned backoff = 1;
+  for (;;) {
+    if (!atomic_load_explicit(l, memory_order_relaxed) &&
+        !atomic_exchange_explicit(l, 1, memory_order_acquire))
+      return;
+    if (backoff <= 64) {
+      for (unsigned i = 0; i < backoff; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      }
+      backoff *= 2;
+    } else {
+      sched_yield(); /* more threads than cores: let the holder run */
+    }
+  }
+}
+
+static void word_unlock(atomic_int *l) { atomic_store_explicit(l, 0, memory_order_release); }
+
 /* Sorted slab addresses of one pool, for ak_pool_owns and checked frees.
  * Kept in a side table so that a foreign pointer is never dereferenced. */
 typedef struct slab_set {
@@ -96,45 +121,45 @@ static bool set_has(const slab_set *s, uintptr_t x) {
 typedef struct pool_block {
   _ak_pool_impl impl;
   slab_set slabs;
-  /* A leaf lock (taken inside any other, never around one): guards
+  /* A leaf lock (a word_lock, taken inside any other, never around one): guards
    * `slabs`, the slab counters of the impl and the file backing's state,
    * so that a slab can be obtained and released without the pool's own
    * lock (AK_SYNC_THREADS calls the backing outside `mu`, as ARAL
    * allocates its pages without any lock held). */
-  pthread_mutex_t slabs_mu;
+  atomic_int slabs_mu;
 } pool_block;
 
 static slab_set *set_of(_ak_pool_impl *p) { return &((pool_block *)p)->slabs; }
-static pthread_mutex_t *set_mu(_ak_pool_impl *p) { return &((pool_block *)p)->slabs_mu; }
+static atomic_int *set_mu(_ak_pool_impl *p) { return &((pool_block *)p)->slabs_mu; }
 
 /* The slab table is read by ak_pool_owns and checked frees from any thread
  * while the modes change it under different locks (or none): every access
  * goes through these, under its own mutex, which also guards the slab
  * counters. */
 static int table_add(_ak_pool_impl *p, uintptr_t x) {
-  pthread_mutex_lock(set_mu(p));
+  word_lock(set_mu(p));
   int rc = set_add(set_of(p), x);
   if (rc == 0) {
     p->slabs++;
     p->slab_allocs++;
     if (p->slabs > p->peak_slabs) p->peak_slabs = p->slabs;
   }
-  pthread_mutex_unlock(set_mu(p));
+  word_unlock(set_mu(p));
   return rc;
 }
 
 static void table_del(_ak_pool_impl *p, uintptr_t x) {
-  pthread_mutex_lock(set_mu(p));
+  word_lock(set_mu(p));
   set_del(set_of(p), x);
   p->slabs--;
   p->slab_releases++;
-  pthread_mutex_unlock(set_mu(p));
+  word_unlock(set_mu(p));
 }
 
 static bool table_has(_ak_pool_impl *p, uintptr_t x) {
-  pthread_mutex_lock(set_mu(p));
+  word_lock(set_mu(p));
   bool has = set_has(set_of(p), x);
-  pthread_mutex_unlock(set_mu(p));
+  word_unlock(set_mu(p));
   return has;
 }
 
@@ -362,9 +387,9 @@ static void *backing_get(_ak_pool_impl *p, size_t *offset) {
   switch (p->backing) {
     case AK_BACKING_HEAP: return _ak_os_heap_alloc(p->slab_size, p->slab_size);
     case AK_BACKING_FILE: {
-      pthread_mutex_lock(set_mu(p));
+      word_lock(set_mu(p));
       void *m = file_get(p, offset);
-      pthread_mutex_unlock(set_mu(p));
+      word_unlock(set_mu(p));
       return m;
     }
     default: return _ak_os_alloc(p->slab_size, p->slab_size);
@@ -382,11 +407,11 @@ static void backing_put(_ak_pool_impl *p, void *m, size_t off) {
       _ak_os_heap_free(m, p->slab_size);
       break;
     case AK_BACKING_FILE:
-      pthread_mutex_lock(set_mu(p));
+      word_lock(set_mu(p));
       _ak_os_file_unmap(p->fd, m, off, p->slab_size);
       if (p->nfree_offsets < p->cap_free_offsets) p->free_offsets[p->nfree_offsets++] = off;
       file_shrink_tail(p);
-      pthread_mutex_unlock(set_mu(p));
+      word_unlock(set_mu(p));
       break;
     default: _ak_os_free(m, p->slab_size); break;
   }
@@ -622,26 +647,9 @@ static void serial_free(_ak_pool_impl *p, void *o) {
   serial_push(p, s, o, true);
 }
 
-static void spin_lock(_ak_pool_impl *p) {
-  unsigned backoff = 1;
-  for (;;) {
-    if (!atomic_load_explicit(&p->spin, memory_order_relaxed) &&
-        !atomic_exchange_explicit(&p->spin, 1, memory_order_acquire))
-      return;
-    if (backoff <= 64) {
-      for (unsigned i = 0; i < backoff; i++) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-      }
-      backoff *= 2;
-    } else {
-      sched_yield(); /* more threads than cores: let the holder run */
-    }
-  }
-}
+static void spin_lock(_ak_pool_impl *p) { word_lock(&p->spin); }
 
-static void spin_unlock(_ak_pool_impl *p) { atomic_store_explicit(&p->spin, 0, memory_order_release); }
+static void spin_unlock(_ak_pool_impl *p) { word_unlock(&p->spin); }
 
 /* ---- the shared structure behind SPINLOCK magazines (pool_magazine.c) ---------- */
 
@@ -811,7 +819,7 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
   p->tracked = _ak_track_mode();
   p->debug = ak_config_checked || p->tracked;
   pthread_mutex_init(&p->mu, NULL);
-  pthread_mutex_init(&b->slabs_mu, NULL);
+  atomic_init(&b->slabs_mu, 0);
   p->pub.slot = p->slot; /* the inline paths' step through never-used slots */
   mirror_out(p);         /* the inline paths' initial state */
   /* AK_SYNC_THREADS: the inline paths work on the calling thread's heap,
@@ -891,7 +899,6 @@ void ak_pool_destroy(ak_pool *pub) {
   free(p->path);
   free(p->free_offsets);
   free(set_of(p)->a);
-  pthread_mutex_destroy(set_mu(p));
   pthread_mutex_destroy(&p->mu);
   free((pool_block *)p);
 }
@@ -1001,10 +1008,10 @@ const char *ak_pool_name(const ak_pool *pub) { return pub ? _ak_impl(pub)->name 
 
 static size_t resident_of(_ak_pool_impl *p) {
   size_t r = 0;
-  pthread_mutex_lock(set_mu(p));
+  word_lock(set_mu(p));
   slab_set *set = set_of(p);
   for (size_t i = 0; i < set->n; i++) r += _ak_os_resident((void *)set->a[i], p->slab_size);
-  pthread_mutex_unlock(set_mu(p));
+  word_unlock(set_mu(p));
   return r;
 }
 
@@ -1030,13 +1037,13 @@ void ak_pool_stats_get(const ak_pool *pub, ak_pool_stats *out) {
     out->peak_live = p->peak_live;
   }
   out->bytes_resident = resident_of(p);
-  pthread_mutex_lock(set_mu(p));
+  word_lock(set_mu(p));
   out->slabs = p->slabs;
   out->peak_slabs = p->peak_slabs;
   out->bytes_reserved = p->slabs * p->slab_size;
   out->slab_allocs = p->slab_allocs;
   out->slab_releases = p->slab_releases;
-  pthread_mutex_unlock(set_mu(p));
+  word_unlock(set_mu(p));
 }
 
 int ak_pool_stats_print(const ak_pool *pub, FILE *f) {

@@ -102,6 +102,7 @@ typedef struct _ak_pool_impl {
    * owner's full list: the owners walk their full lists only when it
    * changed (pool_threads.c, full_push). */
   atomic_size_t full_epoch;
+  atomic_bool t_adoptable; /* set when a slab is abandoned; cleared under mu when none is */
 } _ak_pool_impl;
 
 static inline _ak_pool_impl *_ak_impl(const ak_pool *p) { return (_ak_pool_impl *)(uintptr_t)p; }

@@ -49,6 +49,7 @@ struct _ak_pool_heap {
   _ak_slab_list full;         /* owner only: slabs without local free slots */
   atomic_int trim_req;        /* another thread asked for a trim */
   size_t full_seen;           /* owner only: p->full_epoch at the last walk of `full` */
+  unsigned takes;             /* owner only: slabs taken (take_slab) */
   _ak_pool_heap *prev, *next; /* the pool's heap list (under mu) */
 };
 
@@ -239,6 +240,7 @@ static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
         _ak_pool_slab_put(p, s);
       } else {
         _ak_list_push_back(&p->abandoned, s, AK_SLAB_ABANDONED);
+        atomic_store_explicit(&p->t_adoptable, true, memory_order_relaxed);
       }
     }
   }
@@ -306,12 +308,31 @@ size_t _ak_threads_live(_ak_pool_impl *p) {
   return live;
 }
 
+/* A new slab from the backing for `h`: nobody else knows it yet, so it
+ * needs no lock. */
+static _ak_slab *new_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
+  _ak_slab *s = _ak_pool_slab_new(p);
+  if (s) {
+    s->heap = h;
+    atomic_store_explicit(&s->owner, (uintptr_t)h, memory_order_release);
+  }
+  return s;
+}
+
 /* Takes a slab for `h`: an abandoned one (adopted), a spare one, or a new
  * one from the backing, obtained after p->mu is dropped (the system
  * allocator is not called under the pool's lock). */
 static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
+  /* Without spares and abandoned slabs there is nothing to take under the
+   * mutex (threads churning slabs through the backing would meet there):
+   * then it is taken only for every 8th slab of a heap, to sample the
+   * high-water mark. A stale `t_adoptable` only delays an adoption. */
+  if (!p->spare_limit && !atomic_load_explicit(&p->t_adoptable, memory_order_relaxed) &&
+      (++h->takes & 7) != 0)
+    return new_slab(p, h);
   pthread_mutex_lock(&p->mu);
   _ak_slab *s = p->abandoned.head;
+  if (!s) atomic_store_explicit(&p->t_adoptable, false, memory_order_relaxed);
   if (s) {
     _ak_list_remove(&p->abandoned, s);
     /* Its live objects now count for this heap. */
@@ -333,13 +354,7 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
     live_sub(h, _ak_slab_collect(s));
     return s;
   }
-  /* A new slab: nobody else knows it yet, so it needs no lock. */
-  s = _ak_pool_slab_new(p);
-  if (s) {
-    s->heap = h;
-    atomic_store(&s->owner, (uintptr_t)h);
-  }
-  return s;
+  return new_slab(p, h);
 }
 
 static void heap_trim(_ak_pool_impl *p, _ak_pool_heap *h) {

@@ -47,6 +47,8 @@ void _ak_slab_carve(_ak_slab *s, size_t bytes) {
 }
 
 uint32_t _ak_slab_collect(_ak_slab *s) {
+  /* Nothing to collect (the common case): a load, not an atomic exchange. */
+  if (atomic_load_explicit(&s->remote, memory_order_relaxed) == NULL) return 0;
   /* Clears the tag too: the caller takes a slab with remote frees off the
    * full list. */
   void *list = _ak_slab_remote_list(atomic_exchange_explicit(&s->remote, NULL, memory_order_acquire));
