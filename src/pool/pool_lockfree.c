@@ -245,10 +245,16 @@ size_t _ak_lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n) {
 }
 
 /* Hardened double-free check: if the first word of `o` decodes to a
- * plausible link, search the stack (bounded; a link changed under the
- * walk by a concurrent pop ends it). */
+ * plausible link, `o` is free if its slab was taken down (a spare: no slot
+ * of it is allocated; see reorder and trim), or if it is on the stack
+ * (bounded search; a link changed under the walk by a concurrent pop ends
+ * it). Called with no pool lock held. */
 bool _ak_lockfree_on_stack(_ak_pool_impl *p, void *o) {
   if (!plausible(p, (uintptr_t)decode(p, o, *(uintptr_t *)o))) return false;
+  pthread_mutex_lock(&p->mu);
+  bool spare = slab_of(p, o)->list == AK_SLAB_SPARE;
+  pthread_mutex_unlock(&p->mu);
+  if (spare) return true;
   size_t limit = (atomic_load_explicit(&p->lf_hi, memory_order_relaxed) -
                   atomic_load_explicit(&p->lf_lo, memory_order_relaxed)) /
                      p->slot +
@@ -329,11 +335,11 @@ void _ak_lockfree_trim(_ak_pool_impl *p) {
  * slabs, and the mixing compounds over the pool's life (a long-lived pool
  * ran the seed 000 table 6x slower than a fresh one): the stack is taken
  * down so that grow() carves the slabs again in address order, their pages
- * kept. Skipped if another thread holds the mutex (it is growing), and in
- * a hardened build that checks double frees: the check searches the stack,
- * and a slot of a slab taken down is on none. */
+ * kept. Skipped if another thread holds the mutex (it is growing). The
+ * hardened double-free check knows a slot of a slab taken down by the
+ * slab's state (_ak_lockfree_on_stack). */
 static void reorder(_ak_pool_impl *p) {
-  if (ak_harden_double_free || pthread_mutex_trylock(&p->mu) != 0) return;
+  if (pthread_mutex_trylock(&p->mu) != 0) return;
   (void)takedown(p);
   pthread_mutex_unlock(&p->mu);
 }
