@@ -301,8 +301,28 @@ static void heaps_destroy(_ak_pool_impl *p) {
 const _ak_tls_mode _ak_threads_tls = {
     .create = heap_create, .thread_exit = heap_exit, .destroy = heaps_destroy, .forget = tcache_forget};
 
+/* Under p->mu: collects the remote lists of the abandoned slabs and gives
+ * back those that are empty. A remote free that read the owner just before
+ * the owner exited pushes onto the remote list after abandon() collected
+ * it; nobody owns the slab to collect it then, so the pool does here (the
+ * stats, trim; adoption and the next free into the slab collect too). */
+static void collect_abandoned(_ak_pool_impl *p, bool release) {
+  for (_ak_slab *s = p->abandoned.head, *next; s; s = next) {
+    next = s->next;
+    (void)_ak_slab_collect(s);
+    if (s->used == 0) {
+      _ak_list_remove(&p->abandoned, s);
+      if (release)
+        _ak_pool_slab_release(p, s);
+      else
+        _ak_pool_slab_put(p, s);
+    }
+  }
+}
+
 size_t _ak_threads_live(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
+  collect_abandoned(p, false);
   size_t live = heaps_live(p);
   pthread_mutex_unlock(&p->mu);
   return live;
@@ -549,14 +569,7 @@ void _ak_threads_trim(_ak_pool_impl *p) {
     heap_out(p, mine);
   }
   pthread_mutex_lock(&p->mu);
-  for (_ak_slab *s = p->abandoned.head, *next; s; s = next) {
-    next = s->next;
-    (void)_ak_slab_collect(s);
-    if (s->used == 0) {
-      _ak_list_remove(&p->abandoned, s);
-      _ak_pool_slab_release(p, s);
-    }
-  }
+  collect_abandoned(p, true);
   while (p->spare.head) {
     _ak_slab *s = p->spare.head;
     _ak_list_remove(&p->spare, s);
