@@ -292,7 +292,7 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
       ((ak_pool_elink *)o)->next = 0;
       return o;
     }
-  } else if (p->bump < p->bump_end) {
+  } else if (p->bump < p->bump_end) { /* a never-used slot (as below) */
     o = (void *)p->bump;
     p->bump += p->slot;
     p->hot_used++;
@@ -327,7 +327,10 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
     p->hot_used++;
     return o;
   }
-  if (p->bump < p->bump_end) { /* a never-used slot of the current slab */
+  /* Invariant: [bump, bump_end) are never-used slots of the current slab,
+   * checked out with it (empty when they must be shuffled or the inline
+   * paths are off): no link to read, no slab lookup. */
+  if (p->bump < p->bump_end) {
     o = (void *)p->bump;
     p->bump += p->slot;
     p->hot_used++;

@@ -195,6 +195,10 @@ void _ak_tls_unregister(_ak_pool_impl *p);
  *  the mode's `create`, adds it and arms the thread-exit walk. NULL if none
  *  (or out of memory). */
 void *_ak_tls_get(_ak_pool_impl *p, bool create);
+/** Zeroed memory for a per-thread state of `size` bytes on cache lines of
+ *  its own (the owner writes it on every call; another thread's state must
+ *  not share a line); free() it. NULL if out of memory. */
+void *_ak_tls_state_alloc(size_t size);
 
 /* ---- pool_threads.c ------------------------------------------------------------ */
 /** The hooks of AK_SYNC_THREADS heaps (pool_tls.c). */

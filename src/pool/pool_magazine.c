@@ -148,9 +148,8 @@ static _ak_pool_mag *mag_find(_ak_pool_impl *p) {
  * cache line of its own, on the pool's magazine list (NULL if out of
  * memory). */
 static void *mag_create(_ak_pool_impl *p) {
-  _ak_pool_mag *m = aligned_alloc(64, (sizeof *m + 63) & ~(size_t)63); /* a line of its own */
+  _ak_pool_mag *m = _ak_tls_state_alloc(sizeof *m);
   if (!m) return NULL;
-  memset(m, 0, sizeof *m);
   m->pool = p;
   pthread_mutex_lock(&p->mu);
   m->next = p->mags;

@@ -200,12 +200,8 @@ static _ak_pool_heap *heap_find(_ak_pool_impl *p, bool create) {
 /* _ak_tls_mode.create: a new heap of the calling thread for `p`, on the
  * pool's heap list (NULL if out of memory). */
 static void *heap_create(_ak_pool_impl *p) {
-  /* Lines of its own: the inline paths write `pub` on every call, and
-   * another thread's heap must not share its cache line. */
-  size_t size = (sizeof(_ak_pool_heap) + 63) & ~(size_t)63;
-  _ak_pool_heap *h = aligned_alloc(64, size);
+  _ak_pool_heap *h = _ak_tls_state_alloc(sizeof *h); /* the inline paths write `pub` */
   if (!h) return NULL;
-  memset(h, 0, size);
   h->pool = p;
   h->pub.hot_slab = 1; /* no current slab; mask 0 until heap_out */
   pthread_mutex_lock(&p->mu);

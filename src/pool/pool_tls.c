@@ -28,6 +28,7 @@
  * `mu` (its list of states), which comes before its spinlock. */
 #define _GNU_SOURCE
 #include <stdlib.h>
+#include <string.h>
 
 #include "pool/pool_internal.h"
 
@@ -81,6 +82,13 @@ static bool table_room(void) {
   tl_all = a;
   tl_cap = cap;
   return true;
+}
+
+void *_ak_tls_state_alloc(size_t size) {
+  size = (size + 63) & ~(size_t)63;
+  void *s = aligned_alloc(64, size);
+  if (s) memset(s, 0, size);
+  return s;
 }
 
 void *_ak_tls_get(_ak_pool_impl *p, bool create) {
