@@ -382,6 +382,42 @@ TEST_P(PoolModes, OwnsIsPreciseAndNeverFaults) {
   ak_pool_free(b.p, y);
 }
 
+// Hundreds of slabs spread over every shard of the slab table: each is
+// found by ak_pool_owns, and the counts add up; growth without frees keeps
+// the high-water mark exact, and it stays after everything is freed.
+TEST_P(PoolModes, SlabTableKnowsEverySlab) {
+  ak_pool_options o{};
+  o.object_size = 64;
+  o.slab_size = 4096;
+  o.sync = GetParam();
+  o.name = "table";
+  Pool t(o);
+  std::vector<void *> v;
+  for (int i = 0; i < 20000; i++) v.push_back(ak_pool_alloc(t.p));
+  ak_pool_stats s = t.stats();
+  ASSERT_GE(s.slabs, 300u) << "the test needs slabs in every shard";
+  EXPECT_EQ(s.peak_slabs, s.slabs);
+  EXPECT_EQ(s.slab_allocs - s.slab_releases, s.slabs);
+  for (void *x : v) ASSERT_TRUE(ak_pool_owns(t.p, x)) << x;
+  int outside = 0;
+  for (void *x : v) outside += ak_pool_owns(t.p, static_cast<char *>(x) + 0x100000) ? 0 : 1;
+  EXPECT_GT(outside, 0) << "addresses 1 MiB away are not all in the pool's slabs";
+  for (void *x : v) ak_pool_free(t.p, x);
+  ak_pool_trim(t.p);
+  ak_pool_stats e = t.stats();
+  EXPECT_EQ(e.peak_slabs, s.slabs);
+  if (GetParam() == AK_SYNC_LOCKFREE) {
+    /* Its slabs stay mapped (a popper may still read a link); trim
+     * decommits all but their header page (one page here). */
+    EXPECT_EQ(e.slabs, s.slabs);
+    EXPECT_TRUE(ak_pool_owns(t.p, v[0]));
+    return;
+  }
+  EXPECT_EQ(e.slabs, 0u);
+  EXPECT_EQ(e.slab_releases, e.slab_allocs);
+  EXPECT_FALSE(ak_pool_owns(t.p, v[0]));
+}
+
 TEST_P(PoolModes, StatsAddUp) {
   Pool t(100, GetParam());
   std::vector<void *> v;

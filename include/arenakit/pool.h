@@ -103,26 +103,32 @@ typedef struct ak_pool_options {
 
 /** Statistics of one pool (ak_pool_stats_get()). Version 1. */
 typedef struct ak_pool_stats {
-  unsigned version;      /**< AK_POOL_STATS_VERSION */
-  size_t object_size;    /**< bytes per object as configured */
-  size_t slot_size;      /**< bytes per slot (object size rounded) */
-  size_t live;           /**< objects allocated and not yet freed; in
-                              AK_SYNC_THREADS an object freed by a thread
-                              other than its slab's owner counts until the
-                              owner collects it (when it needs a slot, or
-                              at ak_pool_trim) */
-  size_t peak_live;      /**< high-water mark of `live`: exact with
-                              max_objects; otherwise sampled: in SPINLOCK
-                              and LOCKFREE whenever a thread's magazine
-                              takes or gives a batch (off by < 128 per
-                              thread), in AK_SYNC_NONE whenever the pool
-                              takes a slab (off by < one slab), in
-                              AK_SYNC_THREADS whenever a thread takes a
-                              spare or abandoned slab and at every 8th new
-                              slab of a thread (off by < 8 slabs per
-                              thread) */
-  size_t slabs;          /**< slabs held (in use or spare) */
-  size_t peak_slabs;     /**< high-water mark of `slabs` */
+  unsigned version;   /**< AK_POOL_STATS_VERSION */
+  size_t object_size; /**< bytes per object as configured */
+  size_t slot_size;   /**< bytes per slot (object size rounded) */
+  size_t live;        /**< objects allocated and not yet freed; in
+                           AK_SYNC_THREADS an object freed by a thread
+                           other than its slab's owner counts until the
+                           owner collects it (when it needs a slot, or
+                           at ak_pool_trim) */
+  size_t peak_live;   /**< high-water mark of `live`: exact with
+                           max_objects; otherwise sampled: in SPINLOCK
+                           and LOCKFREE whenever a thread's magazine
+                           takes or gives a batch (off by < 128 per
+                           thread), in AK_SYNC_NONE whenever the pool
+                           takes a slab (off by < one slab), in
+                           AK_SYNC_THREADS whenever a thread takes a
+                           spare or abandoned slab and at every 8th new
+                           slab of a thread (off by < 8 slabs per
+                           thread) */
+  size_t slabs;       /**< slabs held (in use or spare) */
+  /** High-water mark of `slabs`, sampled: exact while the pool only grows;
+   *  once slabs are also given back, a peak is recorded when part of the
+   *  slab table (1/64 of it, by address) reaches a new high of its own and
+   *  at every stats call, so a brief peak between samples can be missed
+   *  (an exact count would be one word written by every thread on every
+   *  slab). Never below `slabs`. */
+  size_t peak_slabs;
   size_t bytes_reserved; /**< bytes of slabs held */
   size_t bytes_resident; /**< bytes of those that are resident (mincore) */
   size_t slab_allocs;    /**< slabs obtained from the backing so far */

@@ -43,125 +43,10 @@ static pthread_mutex_t g_pools_mu = PTHREAD_MUTEX_INITIALIZER;
 static _ak_pool_impl *g_pools[1024]; /* checked-build wrong-pool lookups */
 static atomic_uint_least64_t g_next_id = 1;
 
-/* A test-and-test-and-set lock with exponential backoff, then yield (it
- * survives far more threads than cores): AK_SYNC_SPINLOCK's lock, and the
- * slab table's, whose critical sections are a few dozen instructions
- * (a mutex there convoys threads that churn slabs through futex waits). */
-static void word_lock(atomic_int *l) {
-  unsigned backoff = 1;
-  for (;;) {
-    if (!atomic_load_explicit(l, memory_order_relaxed) &&
-        !atomic_exchange_explicit(l, 1, memory_order_acquire))
-      return;
-    if (backoff <= 64) {
-      for (unsigned i = 0; i < backoff; i++) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-      }
-      backoff *= 2;
-    } else {
-      sched_yield(); /* more threads than cores: let the holder run */
-    }
-  }
-}
-
-static void word_unlock(atomic_int *l) { atomic_store_explicit(l, 0, memory_order_release); }
-
-/* Sorted slab addresses of one pool, for ak_pool_owns and checked frees.
- * Kept in a side table so that a foreign pointer is never dereferenced. */
-typedef struct slab_set {
-  uintptr_t *a;
-  size_t n, cap;
-} slab_set;
-
-static slab_set *set_of(_ak_pool_impl *p);
-
-static size_t set_find(const slab_set *s, uintptr_t x) {
-  size_t lo = 0, hi = s->n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (s->a[mid] < x)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
-static int set_add(slab_set *s, uintptr_t x) {
-  if (s->n == s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 64;
-    uintptr_t *a = realloc(s->a, cap * sizeof *a);
-    if (!a) return -1;
-    s->a = a;
-    s->cap = cap;
-  }
-  size_t i = set_find(s, x);
-  memmove(s->a + i + 1, s->a + i, (s->n - i) * sizeof *s->a);
-  s->a[i] = x;
-  s->n++;
-  return 0;
-}
-
-static void set_del(slab_set *s, uintptr_t x) {
-  size_t i = set_find(s, x);
-  if (i < s->n && s->a[i] == x) {
-    memmove(s->a + i, s->a + i + 1, (s->n - i - 1) * sizeof *s->a);
-    s->n--;
-  }
-}
-
-static bool set_has(const slab_set *s, uintptr_t x) {
-  size_t i = set_find(s, x);
-  return i < s->n && s->a[i] == x;
-}
-
-/* The slab set lives right after the impl struct (see ak_pool_create). */
-typedef struct pool_block {
-  _ak_pool_impl impl;
-  slab_set slabs;
-  /* A leaf lock (a word_lock, taken inside any other, never around one): guards
-   * `slabs`, the slab counters of the impl and the file backing's state,
-   * so that a slab can be obtained and released without the pool's own
-   * lock (AK_SYNC_THREADS calls the backing outside `mu`, as ARAL
-   * allocates its pages without any lock held). */
-  atomic_int slabs_mu;
-} pool_block;
-
-static slab_set *set_of(_ak_pool_impl *p) { return &((pool_block *)p)->slabs; }
-static atomic_int *set_mu(_ak_pool_impl *p) { return &((pool_block *)p)->slabs_mu; }
-
-/* The slab table is read by ak_pool_owns and checked frees from any thread
- * while the modes change it under different locks (or none): every access
- * goes through these, under its own mutex, which also guards the slab
- * counters. */
-static int table_add(_ak_pool_impl *p, uintptr_t x) {
-  word_lock(set_mu(p));
-  int rc = set_add(set_of(p), x);
-  if (rc == 0) {
-    p->slabs++;
-    p->slab_allocs++;
-    if (p->slabs > p->peak_slabs) p->peak_slabs = p->slabs;
-  }
-  word_unlock(set_mu(p));
-  return rc;
-}
-
-static void table_del(_ak_pool_impl *p, uintptr_t x) {
-  word_lock(set_mu(p));
-  set_del(set_of(p), x);
-  p->slabs--;
-  p->slab_releases++;
-  word_unlock(set_mu(p));
-}
-
-static bool table_has(_ak_pool_impl *p, uintptr_t x) {
-  word_lock(set_mu(p));
-  bool has = set_has(set_of(p), x);
-  word_unlock(set_mu(p));
-  return has;
-}
+/* The slab table (pool_table.c) under its pool. */
+static int table_add(_ak_pool_impl *p, uintptr_t x) { return _ak_table_add(&p->table, x); }
+static void table_del(_ak_pool_impl *p, uintptr_t x) { _ak_table_del(&p->table, x); }
+static bool table_has(_ak_pool_impl *p, uintptr_t x) { return _ak_table_has(&p->table, x); }
 
 /* ---- errors and checks -------------------------------------------------- */
 
@@ -328,7 +213,7 @@ void _ak_pool_list_settle(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
 
 /* Drops free windows at the end of the file and truncates it there, so
  * the file never keeps a free tail (and no free offset lies past its end).
- * Under the slab table's mutex. */
+ * Under file_mu. */
 static void file_shrink_tail(_ak_pool_impl *p) {
   size_t end = p->file_size;
   for (bool found = true; found && end;) {
@@ -348,7 +233,7 @@ static void file_shrink_tail(_ak_pool_impl *p) {
   }
 }
 
-/* The file backing's windows, under the slab table's mutex. */
+/* The file backing's windows, under file_mu. */
 static void *file_get(_ak_pool_impl *p, size_t *offset) {
   size_t off;
   bool grown = false;
@@ -387,9 +272,9 @@ static void *backing_get(_ak_pool_impl *p, size_t *offset) {
   switch (p->backing) {
     case AK_BACKING_HEAP: return _ak_os_heap_alloc(p->slab_size, p->slab_size);
     case AK_BACKING_FILE: {
-      word_lock(set_mu(p));
+      _ak_word_lock(&p->file_mu);
       void *m = file_get(p, offset);
-      word_unlock(set_mu(p));
+      _ak_word_unlock(&p->file_mu);
       return m;
     }
     default: return _ak_os_alloc(p->slab_size, p->slab_size);
@@ -407,11 +292,11 @@ static void backing_put(_ak_pool_impl *p, void *m, size_t off) {
       _ak_os_heap_free(m, p->slab_size);
       break;
     case AK_BACKING_FILE:
-      word_lock(set_mu(p));
+      _ak_word_lock(&p->file_mu);
       _ak_os_file_unmap(p->fd, m, off, p->slab_size);
       if (p->nfree_offsets < p->cap_free_offsets) p->free_offsets[p->nfree_offsets++] = off;
       file_shrink_tail(p);
-      word_unlock(set_mu(p));
+      _ak_word_unlock(&p->file_mu);
       break;
     default: _ak_os_free(m, p->slab_size); break;
   }
@@ -647,9 +532,9 @@ static void serial_free(_ak_pool_impl *p, void *o) {
   serial_push(p, s, o, true);
 }
 
-static void spin_lock(_ak_pool_impl *p) { word_lock(&p->spin); }
+static void spin_lock(_ak_pool_impl *p) { _ak_word_lock(&p->spin); }
 
-static void spin_unlock(_ak_pool_impl *p) { word_unlock(&p->spin); }
+static void spin_unlock(_ak_pool_impl *p) { _ak_word_unlock(&p->spin); }
 
 /* ---- the shared structure behind SPINLOCK magazines (pool_magazine.c) ---------- */
 
@@ -793,14 +678,13 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
     return NULL;
   }
 
-  size_t bsize = (sizeof(pool_block) + 63) & ~(size_t)63;
-  pool_block *b = aligned_alloc(64, bsize); /* the contended fields are cache-line aligned */
-  if (b) memset(b, 0, bsize);
-  if (!b) {
+  size_t bsize = (sizeof(_ak_pool_impl) + 63) & ~(size_t)63;
+  _ak_pool_impl *p = aligned_alloc(64, bsize); /* the contended fields are cache-line aligned */
+  if (!p) {
     _ak_error(ENOMEM, "%s: out of memory", call);
     return NULL;
   }
-  _ak_pool_impl *p = &b->impl;
+  memset(p, 0, bsize);
   p->sync = o.sync;
   p->object_size = o.object_size;
   p->align = ialign;
@@ -819,7 +703,7 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
   p->tracked = _ak_track_mode();
   p->debug = ak_config_checked || p->tracked;
   pthread_mutex_init(&p->mu, NULL);
-  atomic_init(&b->slabs_mu, 0);
+  atomic_init(&p->file_mu, 0);
   p->pub.slot = p->slot; /* the inline paths' step through never-used slots */
   mirror_out(p);         /* the inline paths' initial state */
   /* AK_SYNC_THREADS: the inline paths work on the calling thread's heap,
@@ -843,7 +727,7 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
       free(p->path);
       free(p->free_offsets);
       pthread_mutex_destroy(&p->mu);
-      free(b);
+      free(p);
       errno = e;
       return NULL;
     }
@@ -898,9 +782,9 @@ void ak_pool_destroy(ak_pool *pub) {
   if (p->fd >= 0) _ak_os_file_close(p->fd);
   free(p->path);
   free(p->free_offsets);
-  free(set_of(p)->a);
+  _ak_table_free(&p->table);
   pthread_mutex_destroy(&p->mu);
-  free((pool_block *)p);
+  free(p);
 }
 
 /* A failed reserve reports itself as ak_pool_reserve, keeping the reason
@@ -1006,15 +890,6 @@ void ak_pool_set_defragment(ak_pool *pub, bool on) {
 
 const char *ak_pool_name(const ak_pool *pub) { return pub ? _ak_impl(pub)->name : "(null)"; }
 
-static size_t resident_of(_ak_pool_impl *p) {
-  size_t r = 0;
-  word_lock(set_mu(p));
-  slab_set *set = set_of(p);
-  for (size_t i = 0; i < set->n; i++) r += _ak_os_resident((void *)set->a[i], p->slab_size);
-  word_unlock(set_mu(p));
-  return r;
-}
-
 void ak_pool_stats_get(const ak_pool *pub, ak_pool_stats *out) {
   if (!out) return;
   memset(out, 0, sizeof *out);
@@ -1036,14 +911,7 @@ void ak_pool_stats_get(const ak_pool *pub, ak_pool_stats *out) {
     if (out->live > p->peak_live) p->peak_live = out->live;
     out->peak_live = p->peak_live;
   }
-  out->bytes_resident = resident_of(p);
-  word_lock(set_mu(p));
-  out->slabs = p->slabs;
-  out->peak_slabs = p->peak_slabs;
-  out->bytes_reserved = p->slabs * p->slab_size;
-  out->slab_allocs = p->slab_allocs;
-  out->slab_releases = p->slab_releases;
-  word_unlock(set_mu(p));
+  _ak_table_stats(&p->table, p->slab_size, out);
 }
 
 int ak_pool_stats_print(const ak_pool *pub, FILE *f) {

@@ -1,6 +1,7 @@
 /* pool_internal.h - the pool's private state, shared by the files of the
  * pool component (internal): pool.c (options, the serial core used by
  * AK_SYNC_NONE and AK_SYNC_SPINLOCK, slab lists and policies, stats),
+ * pool_table.c (the slab table by address, its counters, the word lock),
  * pool_tls.c (the per-thread, per-pool state of the concurrent modes: the
  * registry of pools, each thread's table, thread exit), pool_threads.c
  * (AK_SYNC_THREADS), pool_magazine.c (the per-thread front of SPINLOCK and
@@ -30,6 +31,55 @@ typedef struct _ak_slab_list {
   _ak_slab *head, *tail;
   size_t n;
 } _ak_slab_list;
+
+/* ---- pool_table.c: the word lock and the slab table ----------------------- */
+
+void _ak_word_lock_slow(atomic_int *l);
+/** A test-and-test-and-set lock with exponential backoff, then yield (it
+ *  survives far more threads than cores): AK_SYNC_SPINLOCK's lock and the
+ *  slab table's, whose critical sections are a few dozen instructions. */
+static inline void _ak_word_lock(atomic_int *l) {
+  if (AK_LIKELY(!atomic_exchange_explicit(l, 1, memory_order_acquire))) return;
+  _ak_word_lock_slow(l);
+}
+static inline void _ak_word_unlock(atomic_int *l) { atomic_store_explicit(l, 0, memory_order_release); }
+
+#define AK_TABLE_SHARD_BITS 6
+#define AK_TABLE_SHARDS (1u << AK_TABLE_SHARD_BITS)
+
+/** One shard of the slab table: sorted slab addresses under a word lock,
+ *  and the slabs obtained and released through it. */
+typedef struct _ak_table_shard {
+  _Alignas(64) atomic_int mu;
+  size_t n;    /* written under `mu`, read without it by _ak_table_sample */
+  size_t high; /* the most slabs this shard has held */
+  size_t cap;
+  uintptr_t *a;
+  size_t allocs, releases;
+} _ak_table_shard;
+
+/** A pool's slab table (pool_table.c): every slab the pool holds, sharded
+ *  by address. Leaf locks: taken inside any other lock, never around one. */
+typedef struct _ak_slab_table {
+  _ak_table_shard shard[AK_TABLE_SHARDS];
+  /* High-water mark of the slab count, sampled (_ak_table_sample) when a
+   * shard reaches a new high of its own and at every stats call. */
+  _Alignas(64) atomic_size_t peak;
+} _ak_slab_table;
+
+/** Adds slab address `x`; -1 if out of memory (nothing changed). */
+int _ak_table_add(_ak_slab_table *t, uintptr_t x);
+/** Adds the shards' counts up and raises the sampled high-water mark. */
+void _ak_table_sample(_ak_slab_table *t);
+/** Removes slab address `x` (a no-op if absent). */
+void _ak_table_del(_ak_slab_table *t, uintptr_t x);
+/** Whether `x` is a slab address of the table. Any thread. */
+bool _ak_table_has(_ak_slab_table *t, uintptr_t x);
+/** Fills the slab fields of `out`: slabs, peak, bytes reserved and
+ *  resident, slabs obtained and released. */
+void _ak_table_stats(_ak_slab_table *t, size_t slab_size, ak_pool_stats *out);
+/** Frees the table's arrays (the pool is being destroyed). */
+void _ak_table_free(_ak_slab_table *t);
 
 typedef struct _ak_pool_heap _ak_pool_heap;
 typedef struct _ak_pool_mag _ak_pool_mag;
@@ -63,11 +113,13 @@ typedef struct _ak_pool_impl {
   _ak_slab_list abandoned; /* THREADS: slabs of exited threads */
   size_t live, peak_live;  /* serial modes: exact */
 
-  /* `mu`: the shared lists of the concurrent modes. The slab counters
-   * and the file backing's state are under the slab table's leaf mutex
-   * (pool.c). */
+  /* `mu`: the shared lists of the concurrent modes. The slab counters are
+   * the slab table's (pool_table.c); the file backing's state is under
+   * `file_mu`, a leaf word lock, so that a slab is obtained and released
+   * without the pool's own lock (AK_SYNC_THREADS calls the backing outside
+   * `mu`, as ARAL allocates its pages without any lock held). */
   pthread_mutex_t mu;
-  size_t slabs, peak_slabs, slab_allocs, slab_releases;
+  atomic_int file_mu;
   atomic_uintptr_t lf_lo, lf_hi; /* LOCKFREE, hardened: address range of the slabs */
   size_t lf_hdr;                 /* LOCKFREE: offset of the first slot in a slab */
 
@@ -103,6 +155,8 @@ typedef struct _ak_pool_impl {
    * changed (pool_threads.c, full_push). */
   atomic_size_t full_epoch;
   atomic_bool t_adoptable; /* set when a slab is abandoned; cleared under mu when none is */
+
+  _ak_slab_table table; /* every slab of the pool (ak_pool_owns, checks, counters) */
 } _ak_pool_impl;
 
 static inline _ak_pool_impl *_ak_impl(const ak_pool *p) { return (_ak_pool_impl *)(uintptr_t)p; }
@@ -117,7 +171,7 @@ void _ak_list_remove(_ak_slab_list *l, _ak_slab *s);
  *  errno + message on failure. */
 _ak_slab *_ak_pool_slab_get(_ak_pool_impl *p);
 /** A fresh slab from the backing; needs no pool lock (the slab table, the
- *  counters and the file backing have their own leaf mutex). NULL + errno +
+ *  counters and the file backing have their own leaf locks). NULL + errno +
  *  message on failure. */
 _ak_slab *_ak_pool_slab_new(_ak_pool_impl *p);
 /** Keeps an empty slab as a spare if there is room (under `mu` in

@@ -99,7 +99,7 @@ static _ak_slab *heap_checkin(_ak_pool_heap *h) {
 /* Gives an empty slab (no longer listed, owner cleared) back: a spare
  * under p->mu if there is room, else to the backing with no lock held
  * (ARAL allocates and frees its pages without a lock; the slab table has
- * its own leaf mutex). Nobody else can reach the slab: it has no live
+ * its own leaf locks). Nobody else can reach the slab: it has no live
  * object to be freed into it. */
 static void give_slab(_ak_pool_impl *p, _ak_slab *s) {
   if (p->spare_limit) {

@@ -1,0 +1,143 @@
+/* pool_table.c - a pool's slab table: the set of its slab addresses, read
+ * by ak_pool_owns and the checked build's frees (a foreign pointer is
+ * looked up here, never dereferenced), and the slab counters. Also the
+ * word lock the table and AK_SYNC_SPINLOCK use.
+ *
+ * The table is split into AK_TABLE_SHARDS shards by a hash of the slab's
+ * address, each a sorted array under its own word lock on its own cache
+ * line. Threads that obtain and release slabs at once (AK_SYNC_THREADS
+ * with the ARAL policy gives every empty slab back at once) mostly meet
+ * different shards: with one table and one lock, its line, the array and
+ * the counters moved between cores on every slab (19 % of the time of
+ * ARAL's stress test at T=2, perf). The hash takes 64 KiB of address at a
+ * time, so the small slabs of one thread's C-heap arena share a few
+ * shards and those of another thread's arena others. */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "os/os_mem.h"
+#include "pool/pool_internal.h"
+
+void _ak_word_lock_slow(atomic_int *l) {
+  unsigned backoff = 1;
+  for (;;) {
+    if (!atomic_load_explicit(l, memory_order_relaxed) &&
+        !atomic_exchange_explicit(l, 1, memory_order_acquire))
+      return;
+    if (backoff <= 64) {
+      for (unsigned i = 0; i < backoff; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      }
+      backoff *= 2;
+    } else {
+      sched_yield(); /* more threads than cores: let the holder run */
+    }
+  }
+}
+
+static _ak_table_shard *shard_of(_ak_slab_table *t, uintptr_t x) {
+  uint64_t h = (uint64_t)(x >> 16) * UINT64_C(0x9E3779B97F4A7C15);
+  return &t->shard[h >> (64 - AK_TABLE_SHARD_BITS)];
+}
+
+/* First index whose address is >= x (binary search of the sorted array). */
+static size_t find(const _ak_table_shard *s, uintptr_t x) {
+  size_t lo = 0, hi = s->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (s->a[mid] < x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+int _ak_table_add(_ak_slab_table *t, uintptr_t x) {
+  _ak_table_shard *s = shard_of(t, x);
+  _ak_word_lock(&s->mu);
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 8;
+    uintptr_t *a = realloc(s->a, cap * sizeof *a);
+    if (!a) {
+      _ak_word_unlock(&s->mu);
+      return -1;
+    }
+    s->a = a;
+    s->cap = cap;
+  }
+  size_t i = find(s, x);
+  memmove(s->a + i + 1, s->a + i, (s->n - i) * sizeof *s->a);
+  s->a[i] = x;
+  __atomic_store_n(&s->n, s->n + 1, __ATOMIC_RELAXED);
+  s->allocs++;
+  bool high = s->n > s->high;
+  if (high) s->high = s->n;
+  _ak_word_unlock(&s->mu);
+  /* The high-water mark is sampled, not kept exactly: an exact one needs a
+   * count shared by all shards, and that one word, moving between cores on
+   * every slab, cost as much as the rest of the table. */
+  if (AK_UNLIKELY(high)) _ak_table_sample(t);
+  return 0;
+}
+
+void _ak_table_sample(_ak_slab_table *t) {
+  size_t n = 0;
+  for (size_t k = 0; k < AK_TABLE_SHARDS; k++) n += __atomic_load_n(&t->shard[k].n, __ATOMIC_RELAXED);
+  size_t peak = atomic_load_explicit(&t->peak, memory_order_relaxed);
+  while (n > peak && !atomic_compare_exchange_weak_explicit(&t->peak, &peak, n, memory_order_relaxed,
+                                                            memory_order_relaxed)) {
+  }
+}
+
+void _ak_table_del(_ak_slab_table *t, uintptr_t x) {
+  _ak_table_shard *s = shard_of(t, x);
+  _ak_word_lock(&s->mu);
+  size_t i = find(s, x);
+  if (i < s->n && s->a[i] == x) {
+    memmove(s->a + i, s->a + i + 1, (s->n - i - 1) * sizeof *s->a);
+    __atomic_store_n(&s->n, s->n - 1, __ATOMIC_RELAXED);
+    s->releases++;
+  }
+  _ak_word_unlock(&s->mu);
+}
+
+bool _ak_table_has(_ak_slab_table *t, uintptr_t x) {
+  _ak_table_shard *s = shard_of(t, x);
+  _ak_word_lock(&s->mu);
+  size_t i = find(s, x);
+  bool has = i < s->n && s->a[i] == x;
+  _ak_word_unlock(&s->mu);
+  return has;
+}
+
+void _ak_table_stats(_ak_slab_table *t, size_t slab_size, ak_pool_stats *out) {
+  size_t n = 0, resident = 0, allocs = 0, releases = 0;
+  for (size_t k = 0; k < AK_TABLE_SHARDS; k++) {
+    _ak_table_shard *s = &t->shard[k];
+    _ak_word_lock(&s->mu);
+    for (size_t i = 0; i < s->n; i++) resident += _ak_os_resident((void *)s->a[i], slab_size);
+    n += s->n;
+    allocs += s->allocs;
+    releases += s->releases;
+    _ak_word_unlock(&s->mu);
+  }
+  _ak_table_sample(t);
+  out->slabs = n;
+  out->peak_slabs = atomic_load_explicit(&t->peak, memory_order_relaxed);
+  if (out->peak_slabs < n) out->peak_slabs = n; /* shards read one after another */
+  out->bytes_reserved = n * slab_size;
+  out->bytes_resident = resident;
+  out->slab_allocs = allocs;
+  out->slab_releases = releases;
+}
+
+void _ak_table_free(_ak_slab_table *t) {
+  for (size_t k = 0; k < AK_TABLE_SHARDS; k++) {
+    free(t->shard[k].a);
+    t->shard[k] = (_ak_table_shard){0};
+  }
+}
