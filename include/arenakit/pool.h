@@ -155,8 +155,10 @@ typedef struct ak_pool_slab_head {
  *  use. Never touch it. Only the owning thread writes it. Invariants: `hot`
  *  is the free list of the heap's current slab at `hot_slab` (1: none), a
  *  slab this heap owns; `hot_used` is that slab's live count; `live` counts
- *  the heap's live objects (stats read it from other threads, so it is
- *  stored atomically); `mask` is ~(slab_size - 1), or 0 while every free
+ *  the heap's live objects outside the current slab (and the current
+ *  slab's as they were when it became current: the calls on it change
+ *  only `hot_used`); stats read both from other threads, so they are
+ *  stored atomically; `mask` is ~(slab_size - 1), or 0 while every free
  *  must reach the library (the defragmenter keeps its order there). */
 typedef struct ak_pool_theap {
   void *hot;          /**< next free slot of the current slab */
@@ -164,7 +166,7 @@ typedef struct ak_pool_theap {
   uintptr_t hot_slab; /**< address of the current slab (1: none) */
   uintptr_t mask;     /**< ~(slab_size - 1), 0: frees go to the library */
   uintptr_t hot_key;  /**< hardened: links on `hot` are stored as next ^ hot_key */
-  size_t live;        /**< live objects of this heap */
+  size_t live;        /**< live objects of this heap outside `hot_used`'s changes */
   uintptr_t bump;     /**< the current slab's never-used slots: [bump, bump_end) */
   uintptr_t bump_end; /**< == bump when there are none (or they must be shuffled) */
 } ak_pool_theap;
@@ -312,16 +314,14 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
         uintptr_t next = ((ak_pool_elink *)o)->next ^ h->hot_key;
         if (AK_LIKELY(next == 0 || (next & h->mask) == h->hot_slab)) {
           h->hot = (void *)next;
-          h->hot_used++;
-          AK_POOL_STORE_(h->live, h->live + 1);
+          AK_POOL_STORE_(h->hot_used, h->hot_used + 1);
           ((ak_pool_elink *)o)->next = 0;
           return o;
         }
       } else if (h->bump < h->bump_end) {
         o = (void *)h->bump;
         h->bump += p->slot;
-        h->hot_used++;
-        AK_POOL_STORE_(h->live, h->live + 1);
+        AK_POOL_STORE_(h->hot_used, h->hot_used + 1);
         ((ak_pool_elink *)o)->next = 0;
         return o;
       }
@@ -349,15 +349,13 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
       o = h->hot;
       if (AK_LIKELY(o != NULL)) {
         h->hot = ((ak_pool_link *)o)->next;
-        h->hot_used++;
-        AK_POOL_STORE_(h->live, h->live + 1);
+        AK_POOL_STORE_(h->hot_used, h->hot_used + 1);
         return o;
       }
       if (h->bump < h->bump_end) {
         o = (void *)h->bump;
         h->bump += p->slot;
-        h->hot_used++;
-        AK_POOL_STORE_(h->live, h->live + 1);
+        AK_POOL_STORE_(h->hot_used, h->hot_used + 1);
         return o;
       }
     }
@@ -403,8 +401,7 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
         if (AK_LIKELY(ak_pool_not_free_(obj, h->hot_key, sb, h->mask))) {
           ((ak_pool_elink *)obj)->next = (uintptr_t)h->hot ^ h->hot_key;
           h->hot = obj;
-          h->hot_used--;
-          AK_POOL_STORE_(h->live, h->live - 1);
+          AK_POOL_STORE_(h->hot_used, h->hot_used - 1);
           return;
         }
       } else if (AK_LIKELY(sb != 0 && AK_POOL_LOAD_(s->owner) == (uintptr_t)h && s->state == 1 &&
@@ -440,8 +437,7 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
       if (AK_LIKELY(sb == h->hot_slab)) { /* the heap's current slab */
         ((ak_pool_link *)obj)->next = h->hot;
         h->hot = obj;
-        h->hot_used--;
-        AK_POOL_STORE_(h->live, h->live - 1);
+        AK_POOL_STORE_(h->hot_used, h->hot_used - 1);
         return;
       }
       /* A slab of this heap with free slots that keeps an object: only

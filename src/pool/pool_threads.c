@@ -50,6 +50,7 @@ struct _ak_pool_heap {
   atomic_int trim_req;        /* another thread asked for a trim */
   size_t full_seen;           /* owner only: p->full_epoch at the last walk of `full` */
   unsigned takes;             /* owner only: slabs taken (take_slab) */
+  size_t hot_base;            /* pub.hot_used when the current slab was checked out */
   _ak_pool_heap *prev, *next; /* the pool's heap list (under mu) */
 };
 
@@ -71,8 +72,17 @@ _Static_assert(offsetof(_ak_slab, free) == offsetof(ak_pool_slab_head, free) &&
 AK_API __thread ak_pool_tentry ak_pool_tcache[AK_POOL_TCACHE] __attribute__((tls_model("initial-exec")));
 
 /* The heap's live count: written by the owner only (a relaxed load and
- * store, as the inline paths do), read by stats from any thread. */
-static inline size_t live_get(_ak_pool_heap *h) { return __atomic_load_n(&h->pub.live, __ATOMIC_RELAXED); }
+ * store, as the inline paths do), read by stats from any thread. The
+ * inline paths count the current slab's objects in `hot_used` alone (one
+ * store less per call): `live` counts the other slabs' objects, plus the
+ * current slab's as they were at check-out (`hot_base`); heap_checkin
+ * folds the difference in. From another thread the sum is a snapshot of
+ * three words, exact when the owner is outside a call. */
+static inline size_t live_get(_ak_pool_heap *h) {
+  return __atomic_load_n(&h->pub.live, __ATOMIC_RELAXED) +
+         __atomic_load_n(&h->pub.hot_used, __ATOMIC_RELAXED) -
+         __atomic_load_n(&h->hot_base, __ATOMIC_RELAXED);
+}
 static inline void live_add(_ak_pool_heap *h, size_t n) {
   __atomic_store_n(&h->pub.live, h->pub.live + n, __ATOMIC_RELAXED);
 }
@@ -89,8 +99,10 @@ static _ak_slab *heap_checkin(_ak_pool_heap *h) {
   s->free = h->pub.hot;
   s->used = (uint32_t)h->pub.hot_used;
   s->bump = h->pub.bump;
+  live_add(h, h->pub.hot_used - h->hot_base); /* see live_get */
+  __atomic_store_n(&h->hot_base, 0, __ATOMIC_RELAXED);
   h->pub.hot = NULL;
-  h->pub.hot_used = 0;
+  __atomic_store_n(&h->pub.hot_used, 0, __ATOMIC_RELAXED);
   h->pub.hot_slab = 1;
   h->pub.bump = h->pub.bump_end = 0;
   return s;
@@ -169,7 +181,8 @@ static void heap_out(_ak_pool_impl *p, _ak_pool_heap *h) {
     bool shuffled = _ak_slab_shuffled(s);
     if (shuffled && !s->free && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
     h->pub.hot = s->free;
-    h->pub.hot_used = s->used;
+    __atomic_store_n(&h->hot_base, s->used, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->pub.hot_used, s->used, __ATOMIC_RELAXED);
     h->pub.hot_slab = (uintptr_t)s;
     h->pub.hot_key = s->key; /* the links of `hot` are encoded with it */
     h->pub.bump = s->bump;
