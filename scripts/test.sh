@@ -21,7 +21,8 @@
 #   hardened  the hardened build (AK_HARDENED=ON, docs/hardening.md): every
 #             ctest suite, including the attacks of tests/hardened_test.cpp
 #   fuzz      the libFuzzer targets (clang, ASan+UBSan), AK_FUZZ_SECONDS
-#             each (default 40), from the committed corpora
+#             each (default 24, split over the ASan and the fast build),
+#             from the committed corpora
 #             (tests/fuzz/run.sh; a crash input is kept as a regression test)
 #   soak      the soak program for AK_SOAK_SECONDS (default 60) under the
 #             release and the hardened build (tests/soak/run.sh)
@@ -136,8 +137,8 @@ for stage in "${stages[@]}"; do
       fi
       ;;
     fuzz)
-      echo "==== libFuzzer targets, ${AK_FUZZ_SECONDS:-40} s each"
-      step "fuzz" bash tests/fuzz/run.sh "${AK_FUZZ_SECONDS:-40}"
+      echo "==== libFuzzer targets, ${AK_FUZZ_SECONDS:-24} s each"
+      step "fuzz" bash tests/fuzz/run.sh "${AK_FUZZ_SECONDS:-24}"
       ;;
     soak)
       echo "==== soak, ${AK_SOAK_SECONDS:-60} s under the release and the hardened build"
