@@ -23,7 +23,6 @@
  * back and forth around every slow operation. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,11 +41,6 @@
 static pthread_mutex_t g_pools_mu = PTHREAD_MUTEX_INITIALIZER;
 static _ak_pool_impl *g_pools[1024]; /* checked-build wrong-pool lookups */
 static atomic_uint_least64_t g_next_id = 1;
-
-/* The slab table (pool_table.c) under its pool. */
-static int table_add(_ak_pool_impl *p, uintptr_t x) { return _ak_table_add(&p->table, x); }
-static void table_del(_ak_pool_impl *p, uintptr_t x) { _ak_table_del(&p->table, x); }
-static bool table_has(_ak_pool_impl *p, uintptr_t x) { return _ak_table_has(&p->table, x); }
 
 /* ---- errors and checks -------------------------------------------------- */
 
@@ -72,7 +66,7 @@ static const char *owner_name(uintptr_t s) {
   for (size_t i = 0; i < sizeof g_pools / sizeof g_pools[0] && !name; i++) {
     _ak_pool_impl *q = g_pools[i];
     if (!q) continue;
-    if (table_has(q, s & ~(uintptr_t)(q->slab_size - 1))) name = q->name;
+    if (_ak_table_has(&q->table, s & ~(uintptr_t)(q->slab_size - 1))) name = q->name;
   }
   pthread_mutex_unlock(&g_pools_mu);
   return name;
@@ -82,7 +76,7 @@ _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call) {
   uintptr_t u = (uintptr_t)o;
   uintptr_t base = u & ~(uintptr_t)(p->slab_size - 1);
   if (ak_config_checked) {
-    if (!table_has(p, base)) {
+    if (!_ak_table_has(&p->table, base)) {
       const char *other = owner_name(u);
       if (other) die("%s(%p): pointer belongs to pool '%s', not to pool '%s'", call, o, other, p->name);
       die("%s(%p): pointer was not allocated by pool '%s' (no slab of it contains the address)", call, o,
@@ -318,7 +312,7 @@ static _ak_slab *slab_new(_ak_pool_impl *p, const char *call) {
     _ak_pool_error(p, e, call, "cannot protect the slab's guard page");
     return NULL;
   }
-  if (table_add(p, (uintptr_t)m) != 0) {
+  if (_ak_table_add(&p->table, (uintptr_t)m) != 0) {
     backing_put(p, m, off);
     _ak_pool_error(p, ENOMEM, call, "out of memory for the slab table");
     return NULL;
@@ -342,7 +336,7 @@ _ak_slab *_ak_pool_slab_get(_ak_pool_impl *p) {
 }
 
 void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s) {
-  table_del(p, (uintptr_t)s);
+  _ak_table_del(&p->table, (uintptr_t)s);
   if (p->tracked) AK_TRACK_INTERNAL((void *)s, p->slab_size);
   s->magic = 0;
   backing_put(p, s, s->file_offset);
@@ -842,7 +836,7 @@ bool ak_pool_owns(const ak_pool *pub, const void *ptr) {
   if (!pub || !ptr) return false;
   _ak_pool_impl *p = _ak_impl(pub);
   uintptr_t base = (uintptr_t)ptr & ~(uintptr_t)(p->slab_size - 1);
-  return table_has(p, base) && _ak_slab_is_slot((const _ak_slab *)base, (uintptr_t)ptr);
+  return _ak_table_has(&p->table, base) && _ak_slab_is_slot((const _ak_slab *)base, (uintptr_t)ptr);
 }
 
 void ak_pool_trim(ak_pool *pub) {

@@ -39,6 +39,8 @@ void _ak_word_lock_slow(atomic_int *l);
  *  survives far more threads than cores): AK_SYNC_SPINLOCK's lock and the
  *  slab table's, whose critical sections are a few dozen instructions. */
 static inline void _ak_word_lock(atomic_int *l) {
+  /* One exchange first (the lock is usually free), then the test-and-test-
+   * and-set loop out of line. */
   if (AK_LIKELY(!atomic_exchange_explicit(l, 1, memory_order_acquire))) return;
   _ak_word_lock_slow(l);
 }
