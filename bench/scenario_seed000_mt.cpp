@@ -450,7 +450,7 @@ const akb::Scenario akb_scenario_seed000_mt = {
     prepare,
     child,
     report,
-    1,
+    3,  // medians of 3: one run's per-T figures move by up to 2x (docs/benchmarks.md, "Noise")
     1,
     {
         {"wall.spinlock.T*", akb::Better::lower, "s"},
