@@ -592,9 +592,8 @@ int run_scenario(const Scenario &sc, const Options &opts, const std::vector<Allo
   for (const auto &kv : params) params_line += (params_line.empty() ? "" : ", ") + kv.first + "=" + kv.second;
   std::string method =
       std::to_string(reps) + (reps == 1 ? " repetition" : " interleaved repetitions") +
-      " of one child process per allocator (" +
-      std::to_string(allocs.size()) + " allocators, LD_PRELOAD, " + opts.pinned +
-      "), medians quoted; parameters: " + params_line +
+      " of one child process per allocator (" + std::to_string(allocs.size()) + " allocators, LD_PRELOAD, " +
+      opts.pinned + "), medians quoted; parameters: " + params_line +
       (opts.quick ? " (--quick: not for publication)" : "") + "; " + fmt_num(elapsed, 0) + " s.";
 
   // stdout
