@@ -504,13 +504,13 @@ TEST(ArenaDestroy, ReturnsEverythingToTheOs) {
 // ---- fault injection: the OS layer refuses the Nth mapping ----------------
 struct FailingOs {
   static inline int countdown = -1;
-  static void *map(size_t size, void *ctx) {
+  static void *map(void *hint, size_t size, void *ctx) {
     if (countdown == 0) {
       errno = ENOMEM;
       return nullptr;
     }
     if (countdown > 0) countdown--;
-    return _ak_os_default_hooks().map(size, ctx);
+    return _ak_os_default_hooks().map(hint, size, ctx);
   }
   _ak_os_hooks saved;
   explicit FailingOs(int n) {

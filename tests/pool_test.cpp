@@ -352,6 +352,54 @@ TEST_P(PoolPolicy, SpareSlabsAreKept) {
   EXPECT_LT(t.stats().slabs, slabs);
 }
 
+// Slabs are aligned mappings: the OS layer keeps a mapping that comes out
+// aligned (Linux places each one right below the previous), so a growing
+// pool maps each slab with one call and trims (unmaps) almost never; an
+// unmap in a multi-threaded process interrupts every core that runs it.
+struct CountingOs {
+  static inline size_t maps = 0, unmaps = 0;
+  static void *map(void *hint, size_t size, void *ctx) {
+    maps++;
+    return _ak_os_default_hooks().map(hint, size, ctx);
+  }
+  static int unmap(void *p, size_t size, void *ctx) {
+    unmaps++;
+    return _ak_os_default_hooks().unmap(p, size, ctx);
+  }
+  _ak_os_hooks saved;
+  CountingOs() {
+    maps = unmaps = 0;
+    _ak_os_hooks h = _ak_os_default_hooks();
+    h.map = map;
+    h.unmap = unmap;
+    saved = _ak_os_set_hooks(&h);
+  }
+  ~CountingOs() { _ak_os_set_hooks(&saved); }
+};
+
+TEST(PoolSlabs, AlignedMappingsNeedNoTrim) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ASan and TSan keep the region of aligned hints for themselves (every slab is over-mapped)";
+#endif
+  Pool t(64, AK_SYNC_NONE);
+  std::vector<void *> v;
+  size_t allocs, maps, unmaps;
+  {
+    CountingOs os;
+    for (int i = 0; i < 64 * 1000; i++) v.push_back(ak_pool_alloc(t.p));  // about 64 slabs
+    allocs = t.stats().slab_allocs;
+    maps = CountingOs::maps;
+    unmaps = CountingOs::unmaps;
+  }
+  EXPECT_GE(allocs, 60u);
+  EXPECT_LE(maps, allocs + allocs / 4) << "one map per slab, a few retries";
+  EXPECT_LE(unmaps, allocs / 4) << "over-map and trim only when a mapping was not aligned";
+  for (void *x : v) {
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(x) % 16, 0u);
+    ak_pool_free(t.p, x);
+  }
+}
+
 TEST_P(PoolModes, ReserveAvoidsLaterSlabAllocations) {
   Pool t(48, GetParam());
   ASSERT_EQ(ak_pool_reserve(t.p, 50000), 0);
@@ -934,6 +982,90 @@ TEST(PoolThreads, RemoteFreesIntoFullSlabsAreReused) {
   }
   for (void *o : v) ak_pool_free(t.p, o);
   EXPECT_EQ(t.stats().live, 0u);
+}
+
+// Each thread keeps up to spare_slabs of the slabs it emptied, for itself:
+// it gets exactly those back (no new slab, no other thread's), never keeps
+// more, hands them to the pool when it exits, and ak_pool_trim gives them
+// back (the caller's at once, another thread's at its next slow path).
+TEST(PoolThreads, EachThreadReusesTheSlabsItEmptied) {
+  ak_pool_options o{};
+  o.object_size = 64;
+  o.sync = AK_SYNC_THREADS;
+  o.spare_slabs = 8;
+  Pool t(o);
+  constexpr int kN = 6000;  // about 6 slabs of 64 KiB
+  auto fill = [&](std::vector<void *> &v) {
+    v.clear();
+    for (int i = 0; i < kN; i++) v.push_back(ak_pool_alloc(t.p));
+  };
+  auto slabs_of = [](const std::vector<void *> &v) {
+    std::set<uintptr_t> s;
+    for (void *x : v) s.insert(reinterpret_cast<uintptr_t>(x) & ~uintptr_t{65535});
+    return s;
+  };
+  std::vector<void *> a, b;
+  std::set<uintptr_t> a_slabs, b_slabs;
+  std::atomic<int> step{0};
+  auto wait_for = [&](int k) {
+    while (step.load() < k) std::this_thread::yield();
+  };
+  // Two threads fill and empty their slabs in turn: their spares interleave
+  // in time, and each must get its own back.
+  std::thread ta([&] {
+    fill(a);
+    a_slabs = slabs_of(a);
+    for (void *x : a) ak_pool_free(t.p, x);
+    step = 1;
+    wait_for(2);
+    fill(a);
+    EXPECT_EQ(slabs_of(a), a_slabs) << "thread A got back the slabs it emptied";
+    for (void *x : a) ak_pool_free(t.p, x);
+    step = 3;
+    wait_for(4);
+  });
+  std::thread tb([&] {
+    wait_for(1);
+    fill(b);
+    b_slabs = slabs_of(b);
+    for (void *x : b) ak_pool_free(t.p, x);
+    step = 2;
+    wait_for(3);
+    size_t allocs = t.stats().slab_allocs;
+    fill(b);
+    EXPECT_EQ(slabs_of(b), b_slabs) << "thread B got back the slabs it emptied";
+    EXPECT_EQ(t.stats().slab_allocs, allocs) << "no new slab while the thread had spares";
+    for (void *x : b) ak_pool_free(t.p, x);
+    // A keeps its spares while it waits: ask for a trim; B's go at once.
+    size_t before = t.stats().slabs;
+    ak_pool_trim(t.p);
+    EXPECT_LE(t.stats().slabs + b_slabs.size() - 1, before) << "the caller's spares went back at once";
+    step = 4;
+  });
+  ta.join();
+  tb.join();
+  for (uintptr_t s : a_slabs) EXPECT_EQ(b_slabs.count(s), 0u) << "the threads' slabs are distinct";
+  EXPECT_EQ(t.stats().live, 0u);
+  // The exited threads' spares went to the pool (at most spare_slabs);
+  // a trim gives them back.
+  EXPECT_LE(t.stats().slabs, o.spare_slabs);
+  ak_pool_trim(t.p);
+  EXPECT_EQ(t.stats().slabs, 0u);
+}
+
+// A thread keeps at most spare_slabs of its emptied slabs.
+TEST(PoolThreads, ThreadSparesAreBounded) {
+  ak_pool_options o{};
+  o.object_size = 64;
+  o.sync = AK_SYNC_THREADS;
+  o.spare_slabs = 2;
+  Pool t(o);
+  std::vector<void *> v;
+  for (int i = 0; i < 20000; i++) v.push_back(ak_pool_alloc(t.p));  // about 20 slabs
+  size_t releases = t.stats().slab_releases;
+  for (void *x : v) ak_pool_free(t.p, x);
+  EXPECT_EQ(t.stats().slabs, 1u + o.spare_slabs) << "the current slab and two spares";
+  EXPECT_GT(t.stats().slab_releases, releases) << "the rest went back to the OS";
 }
 
 TEST(PoolThreads, ManyShortLivedThreads) {

@@ -97,7 +97,11 @@ typedef struct ak_pool_options {
   size_t spare_slabs; /**< empty slabs kept for reuse instead of released
                            (0: none - an empty slab goes back at once, as
                            in ARAL, except the current slab while it is the
-                           only one with free slots) */
+                           only one with free slots). AK_SYNC_THREADS: up
+                           to this many per thread, of the slabs the
+                           thread emptied, reused by it without a lock
+                           (the pool keeps up to this many more, from
+                           exited threads) */
   const char *name;   /**< for messages and stats; copied; default "pool" */
 } ak_pool_options;
 
@@ -117,10 +121,10 @@ typedef struct ak_pool_stats {
                            takes or gives a batch (off by < 128 per
                            thread), in AK_SYNC_NONE whenever the pool
                            takes a slab (off by < one slab), in
-                           AK_SYNC_THREADS whenever a thread takes a
-                           spare or abandoned slab and at every 8th new
-                           slab of a thread (off by < 8 slabs per
-                           thread) */
+                           AK_SYNC_THREADS whenever a thread takes one
+                           of the pool's spare or abandoned slabs and at
+                           every 8th other slab of a thread (new or its
+                           own spare; off by < 8 slabs per thread) */
   size_t slabs;       /**< slabs held (in use or spare) */
   /** High-water mark of `slabs`, sampled: exact while the pool only grows;
    *  once slabs are also given back, a peak is recorded when part of the
@@ -481,9 +485,9 @@ AK_API bool ak_pool_owns(const ak_pool *p, const void *ptr);
 /** Gives cached and empty memory back now: spare slabs, empty slabs, and
  *  the empty slabs of exited threads (after collecting the frees other
  *  threads made into them) are released. In AK_SYNC_THREADS the calling
- *  thread's slabs are trimmed at once; each other live thread owns its
- *  lists privately and trims them at its next slow path (it keeps at most
- *  one empty slab meanwhile). In AK_SYNC_SPINLOCK and AK_SYNC_LOCKFREE the
+ *  thread's slabs and spares are trimmed at once; each other live thread
+ *  owns its lists privately and trims them at its next slow path (it keeps
+ *  at most one empty slab and its spare_slabs meanwhile). In AK_SYNC_SPINLOCK and AK_SYNC_LOCKFREE the
  *  magazines of every thread are emptied first (each is taken with one
  *  atomic exchange, so its owner runs on). In AK_SYNC_LOCKFREE, when no
  *  object is live, every slab's pages are then decommitted (the slabs stay

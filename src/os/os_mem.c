@@ -13,9 +13,9 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-static void *sys_map(size_t size, void *ctx) {
+static void *sys_map(void *hint, size_t size, void *ctx) {
   (void)ctx;
-  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   return p == MAP_FAILED ? NULL : p;
 }
 
@@ -133,6 +133,49 @@ size_t _ak_os_round_page(size_t n) {
   return (n + ps - 1) & ~(ps - 1);
 }
 
+/* Aligned mappings are asked for at addresses of their own region (hints
+ * only: the kernel takes one if that range is free, and never replaces a
+ * mapping for it): a bump pointer hands each request a fresh range,
+ * aligned for it, so consecutive slabs or segments come out aligned with
+ * one mmap each and lie end to end (the kernel merges them into one VMA),
+ * and threads that map at the same time never ask for the same range. The
+ * region starts at a random place (address-space randomisation) of
+ * [2 TiB, 4 TiB) and wraps before 6 TiB; a hint the kernel cannot take
+ * (the range is in use) only costs the over-map below; after
+ * AK_HINT_MAX_MISSES in a row (a sanitizer keeps that region for itself)
+ * the layer stops asking. */
+#define AK_HINT_BASE ((uintptr_t)2 << 40)
+#define AK_HINT_SPAN ((uintptr_t)4 << 40)
+#define AK_HINT_GRAIN ((uintptr_t)64 << 10)
+#define AK_HINT_MAX_SIZE ((uintptr_t)1 << 30) /* larger: no hint (randomisation) */
+#define AK_HINT_MAX_MISSES 16
+static atomic_uintptr_t g_hint_next;
+static atomic_int g_hint_misses; /* hints in a row the kernel did not take */
+
+static void *aligned_hint(size_t len, size_t align) {
+  if (sizeof(uintptr_t) < 8 || len > AK_HINT_MAX_SIZE || align > AK_HINT_MAX_SIZE ||
+      atomic_load_explicit(&g_hint_misses, memory_order_relaxed) >= AK_HINT_MAX_MISSES)
+    return NULL;
+  /* Room for `len` at an `align` boundary, in whole grains (every hint
+   * is a multiple of the grain, so `align` <= grain costs no slack). */
+  uintptr_t slack = align > AK_HINT_GRAIN ? align - AK_HINT_GRAIN : 0;
+  uintptr_t step = (len + slack + AK_HINT_GRAIN - 1) & ~(AK_HINT_GRAIN - 1);
+  for (int tries = 0; tries < 4; tries++) {
+    uintptr_t h = atomic_fetch_add_explicit(&g_hint_next, step, memory_order_relaxed);
+    if (h >= AK_HINT_BASE && h <= AK_HINT_BASE + AK_HINT_SPAN - step)
+      return (void *)((h + align - 1) & ~(uintptr_t)(align - 1));
+    /* First use or past the end: one thread moves the pointer to a random
+     * 4 MiB boundary of the first half; the others take from there. */
+    uintptr_t start =
+        AK_HINT_BASE + (((uintptr_t)_ak_os_entropy() % (AK_HINT_SPAN / 2)) & ~(((uintptr_t)4 << 20) - 1));
+    uintptr_t seen = h + step;
+    if (atomic_compare_exchange_strong_explicit(&g_hint_next, &seen, start + step, memory_order_relaxed,
+                                                memory_order_relaxed))
+      return (void *)((start + align - 1) & ~(uintptr_t)(align - 1));
+  }
+  return NULL;
+}
+
 /* Unmaps part of a mapping without touching the counters (used to trim the
  * over-mapped ends of an aligned reservation). */
 static void unmap_part(void *p, size_t size) {
@@ -153,22 +196,36 @@ void *_ak_os_alloc(size_t size, size_t align) {
   }
   void *p;
   if (align <= ps) {
-    p = hooks.map(len, hooks.ctx);
+    p = hooks.map(NULL, len, hooks.ctx);
   } else {
-    /* Over-map by align - page, then trim both ends to the aligned part. */
-    size_t extra = align - ps;
-    if (len > SIZE_MAX - extra) {
-      atomic_fetch_add_explicit(&c_failed_calls, 1, memory_order_relaxed);
-      errno = ENOMEM;
-      return NULL;
+    /* First one mapping at a hint of the aligned region: one system call
+     * instead of three, and no unmap (an unmap in a multi-threaded process
+     * interrupts the other cores to flush their TLBs). */
+    void *hint = aligned_hint(len, align);
+    p = hooks.map(hint, len, hooks.ctx);
+    if (hint && p) {
+      if (p == hint)
+        atomic_store_explicit(&g_hint_misses, 0, memory_order_relaxed);
+      else
+        atomic_fetch_add_explicit(&g_hint_misses, 1, memory_order_relaxed);
     }
-    char *raw = hooks.map(len + extra, hooks.ctx);
-    p = raw;
-    if (raw) {
-      char *aligned = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
-      unmap_part(raw, (size_t)(aligned - raw));
-      unmap_part(aligned + len, (size_t)(raw + len + extra - (aligned + len)));
-      p = aligned;
+    if (p && ((uintptr_t)p & (align - 1)) != 0) {
+      /* Not aligned: over-map by align - page, then trim both ends. */
+      unmap_part(p, len);
+      size_t extra = align - ps;
+      if (len > SIZE_MAX - extra) {
+        atomic_fetch_add_explicit(&c_failed_calls, 1, memory_order_relaxed);
+        errno = ENOMEM;
+        return NULL;
+      }
+      char *raw = hooks.map(NULL, len + extra, hooks.ctx);
+      p = raw;
+      if (raw) {
+        char *aligned = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+        unmap_part(raw, (size_t)(aligned - raw));
+        unmap_part(aligned + len, (size_t)(raw + len + extra - (aligned + len)));
+        p = aligned;
+      }
     }
   }
   if (!p) {

@@ -24,8 +24,10 @@ extern "C" {
  *  `ctx` is passed back unchanged. */
 typedef struct _ak_os_hooks {
   /** Map `size` bytes of zeroed, read-write anonymous memory (mmap
-   *  semantics: page-aligned result, NULL + errno on failure). */
-  void *(*map)(size_t size, void *ctx);
+   *  semantics: page-aligned result, NULL + errno on failure). `hint`,
+   *  if not NULL, is where the mapping would best start (mmap's advisory
+   *  address: used if that range is free, never replacing a mapping). */
+  void *(*map)(void *hint, size_t size, void *ctx);
   /** Unmap a range the hook's map returned (or part of one). 0 or -1+errno. */
   int (*unmap)(void *p, size_t size, void *ctx);
   /** Give the pages of a range back, keep the range mapped. 0 or -1+errno. */
@@ -55,8 +57,10 @@ void _ak_os_get_counters(_ak_os_counters *out);
 size_t _ak_os_page_size(void);
 
 /** Maps `size` bytes (rounded up to the page size) aligned to `align`
- *  (a power of two; values up to the page size cost nothing, larger ones
- *  over-map and trim). Zero-filled, read-write. NULL + errno on failure
+ *  (a power of two; values up to the page size cost nothing; a larger one
+ *  is asked for at a hint from a region of aligned mappings, and only if
+ *  the kernel places it elsewhere, unaligned, does the layer over-map and
+ *  trim). Zero-filled, read-write. NULL + errno on failure
  *  (ENOMEM also when size + align overflows). */
 void *_ak_os_alloc(size_t size, size_t align);
 

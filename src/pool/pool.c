@@ -344,14 +344,18 @@ void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s) {
 
 _ak_slab *_ak_pool_slab_new(_ak_pool_impl *p) { return slab_new(p, "ak_pool_alloc"); }
 
-bool _ak_pool_slab_keep(_ak_pool_impl *p, _ak_slab *s) {
-  if (p->spare.n >= p->spare_limit) return false;
+void _ak_pool_slab_reset(_ak_slab *s) {
   /* A reused slab starts from scratch: carving is lazy again (no slot is
    * touched before it is handed out, and no cold list is chased). */
   s->free = NULL;
   s->bump = s->start;
   s->used = 0;
   s->flags |= AK_SLAB_F_REUSED;
+}
+
+bool _ak_pool_slab_keep(_ak_pool_impl *p, _ak_slab *s) {
+  if (p->spare.n >= p->spare_limit) return false;
+  _ak_pool_slab_reset(s);
   _ak_list_push_front(&p->spare, s, AK_SLAB_SPARE);
   return true;
 }

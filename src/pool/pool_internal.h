@@ -176,6 +176,8 @@ _ak_slab *_ak_pool_slab_get(_ak_pool_impl *p);
  *  counters and the file backing have their own leaf locks). NULL + errno +
  *  message on failure. */
 _ak_slab *_ak_pool_slab_new(_ak_pool_impl *p);
+/** Makes an empty slab ready for reuse (lazy carving from its start). */
+void _ak_pool_slab_reset(_ak_slab *s);
 /** Keeps an empty slab as a spare if there is room (under `mu` in
  *  concurrent modes); false if it must be released. */
 bool _ak_pool_slab_keep(_ak_pool_impl *p, _ak_slab *s);

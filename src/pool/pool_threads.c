@@ -26,7 +26,8 @@
  *     frees into other slabs the heap owns that keep an object
  *   _ak_threads_alloc: heap_get (thread-local cache) -> pop current slab
  *     -> refill: collect remote lists, then full slabs with remote frees,
- *        then adopt an abandoned slab, then a spare or new slab (mutex)
+ *        then adopt an abandoned slab (mutex), then one of the heap's own
+ *        spares (no lock), then a spare of the pool (mutex) or a new slab
  *   _ak_threads_free: slab by mask -> owner? push local : remote_free
  *
  * Locks: pool_tls.c's g_mu (the registry of pools, thread exit, destroy)
@@ -47,6 +48,7 @@ struct _ak_pool_heap {
   _ak_slab_list avail;        /* owner only: slabs with free slots, fullest first;
                                  the head is the current slab */
   _ak_slab_list full;         /* owner only: slabs without local free slots */
+  _ak_slab_list stash;        /* owner only: empty slabs this heap keeps (at most spare_limit) */
   atomic_int trim_req;        /* another thread asked for a trim */
   size_t full_seen;           /* owner only: p->full_epoch at the last walk of `full` */
   unsigned takes;             /* owner only: slabs taken (take_slab) */
@@ -108,17 +110,17 @@ static _ak_slab *heap_checkin(_ak_pool_heap *h) {
   return s;
 }
 
-/* Gives an empty slab (no longer listed, owner cleared) back: a spare
- * under p->mu if there is room, else to the backing with no lock held
- * (ARAL allocates and frees its pages without a lock; the slab table has
- * its own leaf locks). Nobody else can reach the slab: it has no live
- * object to be freed into it. */
-static void give_slab(_ak_pool_impl *p, _ak_slab *s) {
-  if (p->spare_limit) {
-    pthread_mutex_lock(&p->mu);
-    bool kept = _ak_pool_slab_keep(p, s);
-    pthread_mutex_unlock(&p->mu);
-    if (kept) return;
+/* Gives an empty slab of `h` (no longer listed, owner cleared) back: to
+ * the heap's own spares if it keeps fewer than spare_limit (no lock), else
+ * to the backing with no lock held (ARAL allocates and frees its pages
+ * without a lock; the slab table has its own leaf locks). The pool's
+ * shared spares are the slabs of exited threads (abandon). Nobody else can
+ * reach the slab: it has no live object to be freed into it. */
+static void give_slab(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
+  if (h->stash.n < p->spare_limit) {
+    _ak_pool_slab_reset(s);
+    _ak_list_push_front(&h->stash, s, AK_SLAB_SPARE);
+    return;
   }
   _ak_pool_slab_release(p, s);
 }
@@ -165,7 +167,7 @@ static void heap_in(_ak_pool_impl *p, _ak_pool_heap *h, const _ak_slab *keep) {
   if (s && s != keep && s->used == 0 && h->avail.n > 1) {
     _ak_list_remove(&h->avail, s);
     atomic_store(&s->owner, 0);
-    give_slab(p, s);
+    give_slab(p, h, s);
   }
 }
 
@@ -237,6 +239,12 @@ static void heap_unlink(_ak_pool_impl *p, _ak_pool_heap *h) {
 /* Under p->mu, on the owner's thread: hands the slabs of `h` to the pool. */
 static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
   (void)heap_checkin(h);
+  while (h->stash.head) {
+    _ak_slab *s = h->stash.head;
+    _ak_list_remove(&h->stash, s);
+    s->heap = NULL;
+    _ak_pool_slab_put(p, s);
+  }
   _ak_slab_list *lists[2] = {&h->avail, &h->full};
   for (int i = 0; i < 2; i++) {
     while (lists[i]->head) {
@@ -292,8 +300,8 @@ static void heaps_destroy(_ak_pool_impl *p) {
   while (p->heaps) {
     _ak_pool_heap *h = p->heaps;
     heap_unlink(p, h);
-    _ak_slab_list *lists[2] = {&h->avail, &h->full};
-    for (int i = 0; i < 2; i++) {
+    _ak_slab_list *lists[3] = {&h->avail, &h->full, &h->stash};
+    for (int i = 0; i < 3; i++) {
       while (lists[i]->head) {
         _ak_slab *s = lists[i]->head;
         _ak_list_remove(lists[i], s);
@@ -348,26 +356,38 @@ static _ak_slab *new_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   return s;
 }
 
-/* Takes a slab for `h`: an abandoned one (adopted), a spare one, or a new
- * one from the backing, obtained after p->mu is dropped (the system
- * allocator is not called under the pool's lock). */
+/* Takes a slab for `h`: an abandoned one (adopted), one of the heap's own
+ * spares, a spare of the pool, or a new one from the backing, obtained
+ * after p->mu is dropped (the system allocator is not called under the
+ * pool's lock). */
 static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
-  /* Without spares and abandoned slabs there is nothing to take under the
-   * mutex (threads churning slabs through the backing would meet there):
-   * then it is taken only for every 8th slab of a heap, to sample the
-   * high-water mark. A stale `t_adoptable` only delays an adoption. */
-  if (!p->spare_limit && !atomic_load_explicit(&p->t_adoptable, memory_order_relaxed) &&
-      (++h->takes & 7) != 0)
-    return new_slab(p, h);
+  /* A stale `t_adoptable` only delays an adoption. */
+  bool adopt = atomic_load_explicit(&p->t_adoptable, memory_order_relaxed);
+  bool sample = (++h->takes & 7) == 0;
+  /* The heap's own spares need no lock, and their lines are likelier to
+   * be in this thread's caches than those of a slab another thread
+   * emptied: taking them keeps threads that churn slabs off the pool's
+   * mutex and lists, whose cache lines would travel between cores. */
+  _ak_slab *s = adopt ? NULL : h->stash.head;
+  if (s) _ak_list_remove(&h->stash, s);
+  /* With nothing to take from the pool's lists, the mutex is taken only
+   * for every 8th slab of a heap, to sample the high-water mark. */
+  if ((s || (!p->spare_limit && !adopt)) && !sample) {
+    if (!s) return new_slab(p, h);
+    atomic_store(&s->owner, (uintptr_t)h);
+    return s;
+  }
   pthread_mutex_lock(&p->mu);
-  _ak_slab *s = p->abandoned.head;
-  if (!s) atomic_store_explicit(&p->t_adoptable, false, memory_order_relaxed);
-  if (s) {
-    _ak_list_remove(&p->abandoned, s);
-    /* Its live objects now count for this heap. */
-    live_add(h, s->used);
-  } else if ((s = p->spare.head) != NULL) {
-    _ak_list_remove(&p->spare, s);
+  if (!s) {
+    s = p->abandoned.head;
+    if (!s) atomic_store_explicit(&p->t_adoptable, false, memory_order_relaxed);
+    if (s) {
+      _ak_list_remove(&p->abandoned, s);
+      /* Its live objects now count for this heap. */
+      live_add(h, s->used);
+    } else if ((s = p->spare.head) != NULL) {
+      _ak_list_remove(&p->spare, s);
+    }
   }
   if (!p->max_objects) {
     /* Sample the high-water mark whenever a heap needs a slab. */
@@ -387,6 +407,11 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
 }
 
 static void heap_trim(_ak_pool_impl *p, _ak_pool_heap *h) {
+  while (h->stash.head) {
+    _ak_slab *s = h->stash.head;
+    _ak_list_remove(&h->stash, s);
+    _ak_pool_slab_release(p, s);
+  }
   for (_ak_slab *s = h->full.head, *next; s; s = next) {
     next = s->next;
     if (has_remote(s)) {
@@ -565,7 +590,7 @@ void _ak_threads_free(_ak_pool_impl *p, void *o) {
   if (s->used == 0 && h->avail.n > 1) {
     _ak_list_remove(&h->avail, s);
     atomic_store(&s->owner, 0);
-    give_slab(p, s);
+    give_slab(p, h, s);
   }
   heap_out(p, h);
 }
@@ -602,9 +627,14 @@ int _ak_threads_reserve(_ak_pool_impl *p, size_t n) {
   for (_ak_slab *s = h->avail.head; s; s = s->next) room += s->capacity - s->used;
   int rc = 0;
   while (room < n) {
-    pthread_mutex_lock(&p->mu);
-    _ak_slab *s = _ak_pool_slab_get(p);
-    pthread_mutex_unlock(&p->mu);
+    _ak_slab *s = h->stash.head;
+    if (s) {
+      _ak_list_remove(&h->stash, s);
+    } else {
+      pthread_mutex_lock(&p->mu);
+      s = _ak_pool_slab_get(p);
+      pthread_mutex_unlock(&p->mu);
+    }
     if (!s) {
       rc = errno ? errno : ENOMEM;
       break;
