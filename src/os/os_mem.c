@@ -140,12 +140,14 @@ size_t _ak_os_round_page(size_t n) {
  * one mmap each and lie end to end (the kernel merges them into one VMA),
  * and threads that map at the same time never ask for the same range. The
  * region starts at a random place (address-space randomisation) of
- * [2 TiB, 4 TiB) and wraps before 6 TiB; a hint the kernel cannot take
+ * [1 TiB, 1.5 TiB) and wraps before 2 TiB, below the region mimalloc
+ * hints at (2 TiB up), so that the two do not take each other's ranges in
+ * one process; a hint the kernel cannot take
  * (the range is in use) only costs the over-map below; after
  * AK_HINT_MAX_MISSES in a row (a sanitizer keeps that region for itself)
  * the layer stops asking. */
-#define AK_HINT_BASE ((uintptr_t)2 << 40)
-#define AK_HINT_SPAN ((uintptr_t)4 << 40)
+#define AK_HINT_BASE ((uintptr_t)1 << 40)
+#define AK_HINT_SPAN ((uintptr_t)1 << 40)
 #define AK_HINT_GRAIN ((uintptr_t)64 << 10)
 #define AK_HINT_MAX_SIZE ((uintptr_t)1 << 30) /* larger: no hint (randomisation) */
 #define AK_HINT_MAX_MISSES 16
