@@ -61,6 +61,22 @@ struct Pool {
   }
 };
 
+// Options of a pool of 64-byte objects in `sync` keeping `spare` slabs.
+ak_pool_options spare_options(ak_sync sync, size_t spare) {
+  ak_pool_options o{};
+  o.object_size = 64;
+  o.sync = sync;
+  o.spare_slabs = spare;
+  return o;
+}
+
+// The slabs (64 KiB, aligned) that hold at least one of `objs`.
+std::set<uintptr_t> slab_set(const std::vector<void *> &objs) {
+  std::set<uintptr_t> slabs;
+  for (void *o : objs) slabs.insert(reinterpret_cast<uintptr_t>(o) & ~uintptr_t{65535});
+  return slabs;
+}
+
 size_t os_mapped() {
   _ak_os_counters c;
   _ak_os_get_counters(&c);
@@ -335,11 +351,7 @@ TEST_P(PoolPolicy, DefragmentKeepsStrictOrder) {
 }
 
 TEST_P(PoolPolicy, SpareSlabsAreKept) {
-  ak_pool_options o{};
-  o.object_size = 64;
-  o.sync = GetParam();
-  o.spare_slabs = 3;
-  Pool t(o);
+  Pool t(spare_options(GetParam(), 3));
   std::vector<void *> v;
   for (int i = 0; i < 20000; i++) v.push_back(ak_pool_alloc(t.p));
   size_t slabs = t.stats().slabs;
@@ -989,20 +1001,12 @@ TEST(PoolThreads, RemoteFreesIntoFullSlabsAreReused) {
 // more, hands them to the pool when it exits, and ak_pool_trim gives them
 // back (the caller's at once, another thread's at its next slow path).
 TEST(PoolThreads, EachThreadReusesTheSlabsItEmptied) {
-  ak_pool_options o{};
-  o.object_size = 64;
-  o.sync = AK_SYNC_THREADS;
-  o.spare_slabs = 8;
+  const ak_pool_options o = spare_options(AK_SYNC_THREADS, 8);
   Pool t(o);
   constexpr int kN = 6000;  // about 6 slabs of 64 KiB
   auto fill = [&](std::vector<void *> &v) {
     v.clear();
     for (int i = 0; i < kN; i++) v.push_back(ak_pool_alloc(t.p));
-  };
-  auto slabs_of = [](const std::vector<void *> &v) {
-    std::set<uintptr_t> s;
-    for (void *x : v) s.insert(reinterpret_cast<uintptr_t>(x) & ~uintptr_t{65535});
-    return s;
   };
   std::vector<void *> a, b;
   std::set<uintptr_t> a_slabs, b_slabs;
@@ -1014,12 +1018,12 @@ TEST(PoolThreads, EachThreadReusesTheSlabsItEmptied) {
   // in time, and each must get its own back.
   std::thread ta([&] {
     fill(a);
-    a_slabs = slabs_of(a);
+    a_slabs = slab_set(a);
     for (void *x : a) ak_pool_free(t.p, x);
     step = 1;
     wait_for(2);
     fill(a);
-    EXPECT_EQ(slabs_of(a), a_slabs) << "thread A got back the slabs it emptied";
+    EXPECT_EQ(slab_set(a), a_slabs) << "thread A got back the slabs it emptied";
     for (void *x : a) ak_pool_free(t.p, x);
     step = 3;
     wait_for(4);
@@ -1027,13 +1031,13 @@ TEST(PoolThreads, EachThreadReusesTheSlabsItEmptied) {
   std::thread tb([&] {
     wait_for(1);
     fill(b);
-    b_slabs = slabs_of(b);
+    b_slabs = slab_set(b);
     for (void *x : b) ak_pool_free(t.p, x);
     step = 2;
     wait_for(3);
     size_t allocs = t.stats().slab_allocs;
     fill(b);
-    EXPECT_EQ(slabs_of(b), b_slabs) << "thread B got back the slabs it emptied";
+    EXPECT_EQ(slab_set(b), b_slabs) << "thread B got back the slabs it emptied";
     EXPECT_EQ(t.stats().slab_allocs, allocs) << "no new slab while the thread had spares";
     for (void *x : b) ak_pool_free(t.p, x);
     // A keeps its spares while it waits: ask for a trim; B's go at once.
@@ -1055,10 +1059,7 @@ TEST(PoolThreads, EachThreadReusesTheSlabsItEmptied) {
 
 // A thread keeps at most spare_slabs of its emptied slabs.
 TEST(PoolThreads, ThreadSparesAreBounded) {
-  ak_pool_options o{};
-  o.object_size = 64;
-  o.sync = AK_SYNC_THREADS;
-  o.spare_slabs = 2;
+  const ak_pool_options o = spare_options(AK_SYNC_THREADS, 2);
   Pool t(o);
   std::vector<void *> v;
   for (int i = 0; i < 20000; i++) v.push_back(ak_pool_alloc(t.p));  // about 20 slabs
@@ -1089,11 +1090,7 @@ TEST(PoolThreads, ManyShortLivedThreads) {
 // one table per thread and one thread-exit walk.
 
 // Slabs (64 KiB, aligned) that hold at least one of `objs`.
-size_t slabs_holding(const std::vector<void *> &objs) {
-  std::set<uintptr_t> slabs;
-  for (void *o : objs) slabs.insert(reinterpret_cast<uintptr_t>(o) & ~uintptr_t{65535});
-  return slabs.size();
-}
+size_t slabs_holding(const std::vector<void *> &objs) { return slab_set(objs).size(); }
 
 // A thread that used a pool of every concurrent mode exits: each pool gets
 // its state back from the one walk (THREADS: the heap's slabs are abandoned,
