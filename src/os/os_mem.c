@@ -155,7 +155,11 @@ static atomic_uintptr_t g_hint_next;
 static atomic_int g_hint_misses; /* hints in a row the kernel did not take */
 
 static void *aligned_hint(size_t len, size_t align) {
-  if (sizeof(uintptr_t) < 8 || len > AK_HINT_MAX_SIZE || align > AK_HINT_MAX_SIZE ||
+#if UINTPTR_MAX <= 0xffffffffu
+  (void)len, (void)align, (void)&g_hint_next; /* 32-bit: no room for a region of its own */
+  return NULL;
+#else
+  if (len > AK_HINT_MAX_SIZE || align > AK_HINT_MAX_SIZE ||
       atomic_load_explicit(&g_hint_misses, memory_order_relaxed) >= AK_HINT_MAX_MISSES)
     return NULL;
   /* Room for `len` at an `align` boundary, in whole grains (every hint
@@ -176,6 +180,7 @@ static void *aligned_hint(size_t len, size_t align) {
       return (void *)((start + align - 1) & ~(uintptr_t)(align - 1));
   }
   return NULL;
+#endif
 }
 
 /* Unmaps part of a mapping without touching the counters (used to trim the
