@@ -385,6 +385,8 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
       _ak_list_remove(&p->abandoned, s);
       /* Its live objects now count for this heap. */
       live_add(h, s->used);
+    } else if ((s = h->stash.head) != NULL) { /* `adopt` was stale */
+      _ak_list_remove(&h->stash, s);
     } else if ((s = p->spare.head) != NULL) {
       _ak_list_remove(&p->spare, s);
     }
