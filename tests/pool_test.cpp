@@ -364,10 +364,6 @@ TEST_P(PoolPolicy, SpareSlabsAreKept) {
   EXPECT_LT(t.stats().slabs, slabs);
 }
 
-// Slabs are aligned mappings: the OS layer keeps a mapping that comes out
-// aligned (Linux places each one right below the previous), so a growing
-// pool maps each slab with one call and trims (unmaps) almost never; an
-// unmap in a multi-threaded process interrupts every core that runs it.
 // GCC defines __SANITIZE_*__; clang answers __has_feature.
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
@@ -399,6 +395,10 @@ struct CountingOs {
   ~CountingOs() { _ak_os_set_hooks(&saved); }
 };
 
+// Slabs are aligned mappings: the OS layer asks for each at a hint from a
+// region of its own, where it comes out aligned, so a growing pool maps
+// each slab with one call and trims (unmaps) almost never; an unmap in a
+// multi-threaded process interrupts every core that runs it.
 TEST(PoolSlabs, AlignedMappingsNeedNoTrim) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || AK_TEST_CLANG_SANITIZER
   GTEST_SKIP() << "ASan and TSan keep the region of aligned hints for themselves (every slab is over-mapped)";
@@ -1037,6 +1037,13 @@ TEST(PoolThreads, EachThreadReusesTheSlabsItEmptied) {
     for (void *x : a) ak_pool_free(t.p, x);
     step = 3;
     wait_for(4);
+    // B's trim asked A to trim at its next slow path: its spares go back
+    // before it takes a slab again.
+    size_t releases = t.stats().slab_releases;
+    fill(a);
+    EXPECT_GE(t.stats().slab_releases, releases + a_slabs.size() - 1)
+        << "A's spares went back at its next slow path";
+    for (void *x : a) ak_pool_free(t.p, x);
   });
   std::thread tb([&] {
     wait_for(1);

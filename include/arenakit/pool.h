@@ -487,11 +487,11 @@ AK_API bool ak_pool_owns(const ak_pool *p, const void *ptr);
  *  threads made into them) are released. In AK_SYNC_THREADS the calling
  *  thread's slabs and spares are trimmed at once; each other live thread
  *  owns its lists privately and trims them at its next slow path (it keeps
- *  at most one empty slab and its spare_slabs meanwhile). In AK_SYNC_SPINLOCK and AK_SYNC_LOCKFREE the
- *  magazines of every thread are emptied first (each is taken with one
- *  atomic exchange, so its owner runs on). In AK_SYNC_LOCKFREE, when no
- *  object is live, every slab's pages are then decommitted (the slabs stay
- *  mapped). Thread-safe. */
+ *  at most one empty slab and its spare_slabs meanwhile). In
+ *  AK_SYNC_SPINLOCK and AK_SYNC_LOCKFREE the magazines of every thread are
+ *  emptied first (each is taken with one atomic exchange, so its owner runs
+ *  on). In AK_SYNC_LOCKFREE, when no object is live, every slab's pages are
+ *  then decommitted (the slabs stay mapped). Thread-safe. */
 AK_API void ak_pool_trim(ak_pool *p);
 
 /** Switches the strict fullest-first ordering (ARAL's defragmenter) on or

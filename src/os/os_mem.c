@@ -142,10 +142,9 @@ size_t _ak_os_round_page(size_t n) {
  * region starts at a random place (address-space randomisation) of
  * [1 TiB, 1.5 TiB) and wraps before 2 TiB, below the region mimalloc
  * hints at (2 TiB up), so that the two do not take each other's ranges in
- * one process; a hint the kernel cannot take
- * (the range is in use) only costs the over-map below; after
- * AK_HINT_MAX_MISSES in a row (a sanitizer keeps that region for itself)
- * the layer stops asking. */
+ * one process. A hint the kernel cannot take (the range is in use) only
+ * costs the over-map below; after AK_HINT_MAX_MISSES in a row (a sanitizer
+ * keeps that region for itself) the layer stops asking. */
 #define AK_HINT_BASE ((uintptr_t)1 << 40)
 #define AK_HINT_SPAN ((uintptr_t)1 << 40)
 #define AK_HINT_GRAIN ((uintptr_t)64 << 10)
