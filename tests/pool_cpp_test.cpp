@@ -426,6 +426,22 @@ TEST_P(PoolCppSync, CreateDestroyKeepsObjectsDisjointAndIntact) {
   EXPECT_TRUE(u->intact(77u));
 }
 
+// destroy() of a trivially destructible type leaves the nullptr test to
+// ak_pool_free (no branch of its own): nullptr is still ignored in every mode.
+TEST_P(PoolCppSync, DestroyNullOfATrivialTypeIsIgnored) {
+  ak::object_pool<std::uint64_t> pool(GetParam());
+  std::vector<std::uint64_t *> v;
+  for (std::uint64_t i = 0; i < 100; i++) v.push_back(pool.create(i));
+  pool.destroy(nullptr);
+  EXPECT_EQ(pool.stats().live, 100u);
+  for (std::uint64_t i = 0; i < 100; i++) {
+    ASSERT_EQ(*v[i], i);
+    pool.destroy(v[i]);
+  }
+  pool.destroy(nullptr);
+  EXPECT_EQ(pool.stats().live, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllModes, PoolCppSync,
                          ::testing::Values(AK_SYNC_THREADS, AK_SYNC_NONE, AK_SYNC_SPINLOCK, AK_SYNC_LOCKFREE),
                          sync_param_name);

@@ -194,6 +194,28 @@ TEST_P(PoolModes, AllocFreeContentsAlignmentNoOverlap) {
   }
 }
 
+// Slots start on the largest power of two that divides the slot size (up
+// to a cache line), whatever alignment was asked for: a 16-byte object
+// aligned to 8 must not straddle two cache lines (every fourth one did,
+// after a slab header rounded to 8).
+TEST_P(PoolModes, SlotsDoNotStraddleCacheLines) {
+  for (size_t size : {16u, 32u, 48u, 64u, 128u}) {
+    ak_pool_options o{};
+    o.object_size = size;
+    o.align = 8;
+    o.sync = GetParam();
+    Pool t(o);
+    const size_t line_align = std::min<size_t>(size & (~size + 1), 64);
+    std::vector<void *> v;
+    for (int i = 0; i < 3000; i++) {
+      v.push_back(ak_pool_alloc(t.p));
+      ASSERT_NE(v.back(), nullptr);
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(v.back()) % line_align, 0u) << size << "-byte objects";
+    }
+    for (void *x : v) ak_pool_free(t.p, x);
+  }
+}
+
 TEST_P(PoolModes, ExplicitAlignment) {
   for (size_t align : {size_t{16}, size_t{64}, size_t{256}, size_t{4096}}) {
     ak_pool_options o{};
@@ -420,6 +442,49 @@ TEST(PoolSlabs, AlignedMappingsNeedNoTrim) {
     ASSERT_EQ(reinterpret_cast<uintptr_t>(x) % 16, 0u);
     ak_pool_free(t.p, x);
   }
+}
+
+// AK_SYNC_NONE: once the current slab is full, the inline allocation pops
+// the next slab's list and the current slab stays current. A working set
+// that straddles two slabs (a free into the other slab, then an allocation)
+// then takes no slow path, where it used to switch the current slab to the
+// other one and back (two calls into the library per such free).
+TEST(PoolNoneInline, FullCurrentSlabAllocatesFromTheNext) {
+  Pool t(16, AK_SYNC_NONE);
+  if (t.p->slab_mask == 0) GTEST_SKIP() << "the inline paths are off in this build (checked or tracked)";
+  const uintptr_t mask = t.p->slab_mask;
+  auto slab = [&](const void *o) { return reinterpret_cast<uintptr_t>(o) & mask; };
+  std::vector<void *> v;
+  while (t.stats().slabs < 2) v.push_back(ak_pool_alloc(t.p));
+  for (int i = 0; i < 7; i++) v.push_back(ak_pool_alloc(t.p));  // the second slab holds 8
+  const uintptr_t a = slab(v[0]), b = slab(v.back());
+  ASSERT_NE(a, b);
+  ASSERT_EQ(slab(v[v.size() - 8]), b);
+  // The full first slab gains a slot: it is the fullest, so it is current
+  // again, and the allocation fills it.
+  ak_pool_free(t.p, v[0]);
+  ASSERT_EQ(ak_pool_alloc(t.p), v[0]);
+  ASSERT_EQ(t.p->hot_slab, a);
+  // A slot freed in the second slab is the next allocation; the full first
+  // slab stays current.
+  void *y = v[v.size() - 3];
+  ak_pool_free(t.p, y);
+  EXPECT_EQ(ak_pool_alloc(t.p), y);
+  EXPECT_EQ(t.p->hot_slab, a) << "the current slab switched for one allocation";
+  EXPECT_EQ(t.stats().live, v.size()) << "the second slab did not count its inline allocation";
+  // Frees into the current slab come back first, as before.
+  ak_pool_free(t.p, v[5]);
+  EXPECT_EQ(ak_pool_alloc(t.p), v[5]);
+  // With the second slab's list empty, allocation goes on through the
+  // library: all distinct, counts exact, every slab back at the end.
+  for (int i = 0; i < 5000; i++) v.push_back(ak_pool_alloc(t.p));
+  std::vector<uintptr_t> addrs;
+  for (void *o : v) addrs.push_back(reinterpret_cast<uintptr_t>(o));
+  expect_disjoint(addrs, 16);
+  EXPECT_EQ(t.stats().live, v.size());
+  for (void *o : v) ak_pool_free(t.p, o);
+  EXPECT_EQ(t.stats().live, 0u);
+  EXPECT_LE(t.stats().slabs, 1u);
 }
 
 TEST_P(PoolModes, ReserveAvoidsLaterSlabAllocations) {

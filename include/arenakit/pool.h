@@ -85,7 +85,11 @@ typedef enum ak_backing {
 typedef struct ak_pool_options {
   size_t object_size; /**< bytes per object; required (> 0) */
   size_t align;       /**< power of two; 0 = natural alignment for the size
-                           (the largest power of two dividing it, max 16) */
+                           (the largest power of two dividing it, max 16).
+                           Slots may be more aligned: a slab's first slot
+                           sits on the largest power of two dividing the
+                           slot size, up to 64, so that no slot straddles
+                           a cache line it could fit in */
   size_t max_objects; /**< cap on live objects (0 = unlimited); past it,
                            ak_pool_alloc() returns NULL with ENOMEM */
   ak_sync sync;       /**< synchronisation; default AK_SYNC_THREADS */
@@ -142,8 +146,9 @@ typedef struct ak_pool_stats {
 #define AK_POOL_STATS_VERSION 1u
 
 /** The first fields of every slab header (the rest is internal): what the
- *  inline free of AK_SYNC_NONE needs for a slab other than the current one.
- *  Never touch it. */
+ *  inline paths of AK_SYNC_NONE need for a slab other than the current one
+ *  (the free, and the allocation from the next slab, `alt`). Never touch
+ *  it. */
 typedef struct ak_pool_slab_head {
   void *free;      /**< the slab's free list */
   uint32_t used;   /**< live objects in the slab */
@@ -194,27 +199,32 @@ AK_API extern __thread ak_pool_tentry ak_pool_tcache[AK_POOL_TCACHE]
     __attribute__((tls_model("initial-exec")));
 
 /** The public head of a pool: what the inline fast paths read (AK_SYNC_NONE
- *  all of it, AK_SYNC_THREADS `tkey`). Never touch it. Invariants: `hot` is the free list of the slab at
- *  `hot_slab` (every slot on it lies in that slab); `hot_used` is that
- *  slab's live count. The inline paths keep no pool-wide count: a pool
- *  with max_objects runs every call through the library, which counts.
- *  When the inline paths are off (any mode other than AK_SYNC_NONE,
- *  max_objects, the defragmenter, checked or tracked builds) `hot` is NULL, `hot_slab` is 1 and `slab_mask`
- * is 0, so every call reaches the library. */
+ *  all of it, AK_SYNC_THREADS `tkey` and `slot`). Never touch it.
+ *  Invariants: `hot` is the free list of the slab at `hot_slab` (every slot
+ *  on it lies in that slab); `hot_used` is that slab's live count. `alt` is
+ *  NULL or the next slab with free slots after the current one (fullest
+ *  first), whose own header keeps its list and count. The inline paths keep
+ *  no pool-wide count: a pool with max_objects runs every call through the
+ *  library, which counts. When the inline paths are off (any mode other
+ *  than AK_SYNC_NONE, max_objects, the defragmenter, checked or tracked
+ *  builds) `hot` and `alt` are NULL, `hot_slab` is 1 and `slab_mask` is 0,
+ *  so every call reaches the library. */
 typedef struct ak_pool {
-  void *hot;           /**< next free slot of the current slab */
-  size_t hot_used;     /**< live objects in the current slab */
-  uintptr_t hot_slab;  /**< address of the current slab (1: none, so that
-                            NULL never matches it) */
-  uintptr_t slab_mask; /**< ~(slab_size - 1), 0 when the inline paths are off */
-  uintptr_t hot_key;   /**< hardened: links on `hot` are stored as next ^ hot_key */
-  uint64_t tkey;       /**< AK_SYNC_THREADS with inline paths: the pool's id,
-                            its key in ak_pool_tcache; 0 otherwise */
-  uintptr_t bump;      /**< the current slab's never-used slots, handed out
-                            in address order after `hot`: [bump, bump_end) */
-  uintptr_t bump_end;  /**< == bump when there are none (or they must be
-                            shuffled: the library carves them) */
-  size_t slot;         /**< slot size: the step of `bump` */
+  void *hot;              /**< next free slot of the current slab */
+  size_t hot_used;        /**< live objects in the current slab */
+  uintptr_t hot_slab;     /**< address of the current slab (1: none, so that
+                               NULL never matches it) */
+  uintptr_t slab_mask;    /**< ~(slab_size - 1), 0 when the inline paths are off */
+  uintptr_t hot_key;      /**< hardened: links on `hot` are stored as next ^ hot_key */
+  uint64_t tkey;          /**< AK_SYNC_THREADS with inline paths: the pool's id,
+                               its key in ak_pool_tcache; 0 otherwise */
+  uintptr_t bump;         /**< the current slab's never-used slots, handed out
+                               in address order after `hot`: [bump, bump_end) */
+  uintptr_t bump_end;     /**< == bump when there are none (or they must be
+                               shuffled: the library carves them) */
+  size_t slot;            /**< slot size: the step of `bump` */
+  ak_pool_slab_head *alt; /**< the next slab to allocate from once the
+                               current one is full (NULL: none) */
 } ak_pool;
 
 /** Creates a pool. Returns NULL with EINVAL if object_size is 0, align is
@@ -286,7 +296,10 @@ AK_FAST_PATH bool ak_pool_not_free_(const void *obj, uintptr_t key, uintptr_t sb
  *  list; the invariant that every slot on `hot` lies in `hot_slab` means no
  *  slab lookup is needed. When the list is empty, the slab's never-used
  *  slots are handed out by address ([bump, bump_end)), so a fresh slab
- *  needs no free list built through its memory. AK_SYNC_THREADS does the
+ *  needs no free list built through its memory. When the current slab is
+ *  full, the next slab's free list is popped (`alt`: ARAL allocates from
+ *  the first two pages), so a working set that straddles two slabs does
+ *  not switch the current slab back and forth. AK_SYNC_THREADS does the
  *  same on the calling thread's heap, found in the thread cache
  *  (ak_pool_tcache) by the pool's key; only that thread touches the heap's
  *  current slab, so no atomic operation is needed. */
@@ -330,6 +343,17 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
         return o;
       }
     }
+  } else if (p->alt != NULL) { /* the next slab's list (as below), decoded with its key */
+    ak_pool_slab_head *a = p->alt;
+    if ((o = a->free) != NULL) {
+      uintptr_t next = ((ak_pool_elink *)o)->next ^ a->key;
+      if (AK_LIKELY(next == 0 || (next & p->slab_mask) == (uintptr_t)a)) {
+        a->free = (void *)next;
+        a->used++;
+        ((ak_pool_elink *)o)->next = 0;
+        return o;
+      }
+    }
   }
 #else
   if (AK_LIKELY(o != NULL)) {
@@ -362,6 +386,18 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
         AK_POOL_STORE_(h->hot_used, h->hot_used + 1);
         return o;
       }
+    }
+  } else if (p->alt != NULL) {
+    /* AK_SYNC_NONE, the current slab full: pop the next slab's list.
+     * Invariant: `alt` is on the pool's list of slabs with free slots and
+     * is not the current slab, so its own header holds its list and count
+     * (as for the inline free below); the library re-reads them. */
+    ak_pool_slab_head *a = p->alt;
+    o = a->free;
+    if (AK_LIKELY(o != NULL)) {
+      a->free = ((ak_pool_link *)o)->next;
+      a->used++;
+      return o;
     }
   }
 #endif

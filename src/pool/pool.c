@@ -401,6 +401,7 @@ static void inline_off(_ak_pool_impl *p) {
   if (p->pub.hot_key != 0) p->pub.hot_key = 0;
   if (p->pub.bump != 0) p->pub.bump = 0;
   if (p->pub.bump_end != 0) p->pub.bump_end = 0;
+  if (p->pub.alt != NULL) p->pub.alt = NULL;
 }
 
 /* Checks the current slab back in. If the inline free emptied it while
@@ -414,6 +415,7 @@ static void mirror_in(_ak_pool_impl *p) {
   p->pub.hot = NULL;
   p->pub.hot_slab = 0;
   p->pub.bump = p->pub.bump_end = 0;
+  p->pub.alt = NULL; /* its list and count live in its header: nothing to copy */
   if (s->used == 0 && p->avail.n > 1) {
     _ak_list_remove(&p->avail, s);
     _ak_pool_slab_put(p, s);
@@ -438,6 +440,12 @@ static void mirror_out(_ak_pool_impl *p) {
     p->pub.hot_key = s->key; /* the links of `hot` are encoded with it */
     p->pub.bump = s->bump;
     p->pub.bump_end = shuffled ? s->bump : s->end;
+    /* The next slab serves the inline allocations once this one is full
+     * (ARAL allocates from the first two pages): a working set that
+     * straddles two slabs then takes no slow path for the slot it freed
+     * in the other one. It stays on `avail`; the slow paths list it full
+     * if the inline path emptied it (serial_pop). */
+    p->pub.alt = (ak_pool_slab_head *)s->next;
   } else {
     /* No current slab: 1, not 0, so that the inline free of NULL
      * (NULL & slab_mask == 0) never takes the current-slab branch. */
@@ -445,6 +453,7 @@ static void mirror_out(_ak_pool_impl *p) {
     p->pub.hot_used = 0;
     p->pub.hot_slab = 1;
     p->pub.bump = p->pub.bump_end = 0;
+    p->pub.alt = NULL;
   }
 }
 
@@ -662,15 +671,23 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
    * link and the batch word, pool_lockfree.c). */
   if (o.sync == AK_SYNC_LOCKFREE && slot < 2 * sizeof(void *)) slot = 2 * sizeof(void *);
   slot = (slot + ialign - 1) & ~(ialign - 1);
+  /* Where the slots start in a slab: aligned to the largest power of two
+   * dividing the slot size, up to a cache line, so that no slot straddles
+   * a line it could sit inside (16-byte slots after a header rounded only
+   * to 8 would have every fourth cross a line: two lines per store). At
+   * most 56 bytes of a slab go to it. */
+  size_t lalign = slot & (~slot + 1);
+  if (lalign > 64) lalign = 64;
+  if (lalign < ialign) lalign = ialign;
   size_t slab = o.slab_size;
   if (!slab) {
     slab = DEFAULT_SLAB < ps ? ps : DEFAULT_SLAB;
     while (slab < (SIZE_MAX >> 2) &&
-           _ak_slab_capacity(slab - guard_size(slab), slot, ialign, ak_config_checked) < MIN_SLOTS)
+           _ak_slab_capacity(slab - guard_size(slab), slot, lalign, ak_config_checked) < MIN_SLOTS)
       slab *= 2;
   }
   size_t guard = guard_size(slab);
-  if (ialign > slab / 2 || _ak_slab_capacity(slab - guard, slot, ialign, ak_config_checked) == 0) {
+  if (ialign > slab / 2 || _ak_slab_capacity(slab - guard, slot, lalign, ak_config_checked) == 0) {
     _ak_error(EINVAL, "%s: pool '%s': an object of %zu bytes aligned to %zu does not fit a %zu-byte slab",
               call, o.name ? o.name : "pool", o.object_size, align, slab);
     return NULL;
@@ -685,12 +702,12 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
   memset(p, 0, bsize);
   p->sync = o.sync;
   p->object_size = o.object_size;
-  p->align = ialign;
+  p->align = lalign;
   p->slot = slot;
   p->slab_size = slab;
   p->guard = guard;
   p->inline_ok = (inline_encode != 0) == ak_harden_encode;
-  p->capacity = _ak_slab_capacity(slab - guard, slot, ialign, ak_config_checked);
+  p->capacity = _ak_slab_capacity(slab - guard, slot, lalign, ak_config_checked);
   p->max_objects = o.max_objects;
   p->spare_limit = o.spare_slabs;
   p->backing = o.backing;

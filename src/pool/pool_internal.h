@@ -91,7 +91,8 @@ typedef struct _ak_tls_mode _ak_tls_mode;
 typedef struct _ak_pool_impl {
   ak_pool pub;
   ak_sync sync;
-  size_t object_size, align, slot, slab_size, capacity;
+  size_t object_size, slot, slab_size, capacity;
+  size_t align;   /* of the first slot in a slab: the object's, or more (ak_pool_create) */
   size_t guard;   /* hardened: bytes of guard page at the end of each slab (0: none) */
   bool inline_ok; /* the creator's headers match this build's link encoding */
   size_t max_objects, spare_limit;
