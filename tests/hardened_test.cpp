@@ -76,6 +76,36 @@ TEST(HardenedDeathTest, PoolForgedLinkIsDetected) {
   }
 }
 
+// AK_SYNC_NONE allocates inline from the next slab's list once the current
+// slab is full (ak_pool.alt): a forged link there is caught as well.
+TEST(HardenedDeathTest, PoolForgedLinkInTheNextSlabIsDetected) {
+  REQUIRE_MITIGATION(kLinks, "links");
+  EXPECT_DEATH(
+      {
+        ak_pool *p = make_pool(AK_SYNC_NONE, 16);
+        std::vector<void *> v;
+        ak_pool_stats st;
+        do {  // fill the first slab and put a few objects in a second
+          v.push_back(ak_pool_alloc(p));
+          ak_pool_stats_get(p, &st);
+        } while (st.slabs < 2);
+        for (int i = 0; i < 3; i++) v.push_back(ak_pool_alloc(p));
+        ak_pool_free(p, v[0]);  // the full first slab is current again
+        void *again = ak_pool_alloc(p);
+        void *b1 = v[v.size() - 1];
+        void *b2 = v[v.size() - 2];
+        void *c = v[v.size() - 3];
+        ak_pool_free(p, b1);
+        ak_pool_free(p, b2);            // b2 heads the second slab's list
+        std::memcpy(b2, &c, sizeof c);  // forged: b2 "links" to the live c
+        void *x = ak_pool_alloc(p);     // the current slab is full: pops b2
+        void *y = ak_pool_alloc(p);
+        std::fprintf(stderr, "not detected: %p %p %p\n", again, x, y);
+        std::exit(0);
+      },
+      "corrupted free list");
+}
+
 TEST(HardenedDeathTest, MallocForgedLinkIsDetected) {
   REQUIRE_MITIGATION(kLinks, "links");
   EXPECT_DEATH(
