@@ -444,6 +444,26 @@ TEST(PoolSlabs, AlignedMappingsNeedNoTrim) {
   }
 }
 
+// A mapping with no hint (here: larger than the region hands out) goes
+// straight to the over-map: one map and the two trims, not a plain map
+// first that is then thrown away for being unaligned.
+TEST(PoolSlabs, UnhintedAlignedMappingMapsOnce) {
+  const size_t size = (size_t{1} << 30) + (size_t{64} << 10), align = size_t{2} << 20;
+  void *p;
+  size_t maps, unmaps;
+  {
+    CountingOs os;
+    p = _ak_os_alloc(size, align);
+    maps = CountingOs::maps;
+    unmaps = CountingOs::unmaps;
+  }
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u);
+  EXPECT_EQ(maps, 1u);
+  EXPECT_LE(unmaps, 2u);
+  _ak_os_free(p, size);
+}
+
 // AK_SYNC_NONE: once the current slab is full, the inline allocation pops
 // the next slab's list and the current slab stays current. A working set
 // that straddles two slabs (a free into the other slab, then an allocation)

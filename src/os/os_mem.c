@@ -208,16 +208,21 @@ void *_ak_os_alloc(size_t size, size_t align) {
      * instead of three, and no unmap (an unmap in a multi-threaded process
      * interrupts the other cores to flush their TLBs). */
     void *hint = aligned_hint(len, align);
-    p = hooks.map(hint, len, hooks.ctx);
-    if (hint && p) {
+    p = NULL;
+    bool overmap = hint == NULL; /* no hint (too large, or hints stopped): over-map at once */
+    if (hint) {
+      p = hooks.map(hint, len, hooks.ctx);
       if (p == hint)
         atomic_store_explicit(&g_hint_misses, 0, memory_order_relaxed);
-      else
+      else if (p)
         atomic_fetch_add_explicit(&g_hint_misses, 1, memory_order_relaxed);
+      if (p && ((uintptr_t)p & (align - 1)) != 0) { /* placed elsewhere, unaligned */
+        unmap_part(p, len);
+        overmap = true;
+      }
     }
-    if (p && ((uintptr_t)p & (align - 1)) != 0) {
-      /* Not aligned: over-map by align - page, then trim both ends. */
-      unmap_part(p, len);
+    if (overmap) {
+      /* Over-map by align - page, then trim both ends. */
       size_t extra = align - ps;
       if (len > SIZE_MAX - extra) {
         atomic_fetch_add_explicit(&c_failed_calls, 1, memory_order_relaxed);

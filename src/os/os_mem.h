@@ -58,10 +58,11 @@ size_t _ak_os_page_size(void);
 
 /** Maps `size` bytes (rounded up to the page size) aligned to `align`
  *  (a power of two; values up to the page size cost nothing; a larger one
- *  is asked for at a hint from a region of aligned mappings, and only if
- *  the kernel places it elsewhere, unaligned, does the layer over-map and
- *  trim). Zero-filled, read-write. NULL + errno on failure
- *  (ENOMEM also when size + align overflows). */
+ *  is asked for at a hint from a region of aligned mappings; the layer
+ *  over-maps and trims only without a hint (over 1 GiB, or hints stopped)
+ *  or when the kernel places it elsewhere, unaligned). Zero-filled,
+ *  read-write. NULL + errno on failure (ENOMEM also when size + align
+ *  overflows). */
 void *_ak_os_alloc(size_t size, size_t align);
 
 /** Unmaps what _ak_os_alloc returned; `size` as passed to it. */
