@@ -507,6 +507,74 @@ TEST(PoolNoneInline, FullCurrentSlabAllocatesFromTheNext) {
   EXPECT_LE(t.stats().slabs, 1u);
 }
 
+#if AK_SLOWCALL_PRESERVING
+// The inline paths call the library through stubs that keep every
+// general-purpose register but rax (arenakit/slowcall.h), and the compiler
+// keeps the caller's values in those registers across the call: one the
+// stub failed to restore would corrupt them. Each call below puts a known
+// value in every register the stub must keep, calls it as the inline path
+// does, and reads them back. The registers, in the order of StubRegs:
+// rcx, rdx, rsi, rdi, r8, r9, r10, r11.
+struct StubRegs {
+  uint64_t r[8];
+};
+constexpr uint64_t kRcx = 0x1111111111111101, kRdx = 0x2222222222222202, kRsi = 0x3333333333333303,
+                   kR8 = 0x5555555555555505, kR9 = 0x6666666666666606, kR10 = 0x7777777777777707,
+                   kR11 = 0x8888888888888808;
+
+// Loads the sentinels (rsi and rdi are the caller's inputs), then `call`.
+#define AK_TEST_STUB_CALL(call)                                                                            \
+  "movabsq $0x1111111111111101, %%rcx\n\tmovabsq $0x2222222222222202, %%rdx\n\t"                           \
+  "movabsq $0x5555555555555505, %%r8\n\tmovabsq $0x6666666666666606, %%r9\n\t"                             \
+  "movabsq $0x7777777777777707, %%r10\n\tmovabsq $0x8888888888888808, %%r11\n\t" call                      \
+  "\n\tmovq %%rcx, 0(%%rbx)\n\tmovq %%rdx, 8(%%rbx)\n\tmovq %%rsi, 16(%%rbx)\n\tmovq %%rdi, 24(%%rbx)\n\t" \
+  "movq %%r8, 32(%%rbx)\n\tmovq %%r9, 40(%%rbx)\n\tmovq %%r10, 48(%%rbx)\n\tmovq %%r11, 56(%%rbx)"
+
+void *alloc_through_stub(ak_pool *p, StubRegs *out) {
+  void *o;
+  __asm__ volatile(AK_TEST_STUB_CALL(AK_SLOWCALL_ASM_("ak_pool_alloc_slow_preserving"))
+                   : "=a"(o)
+                   : "D"(p), "S"(kRsi), "b"(out)
+                   : "rcx", "rdx", "r8", "r9", "r10", "r11", AK_SLOWCALL_CLOBBERS_);
+  return o;
+}
+
+void free_through_stub(ak_pool *p, void *obj, StubRegs *out) {
+  __asm__ volatile(AK_TEST_STUB_CALL(AK_SLOWCALL_ASM_("ak_pool_free_slow_preserving"))
+                   :
+                   : "D"(p), "S"(obj), "b"(out)
+                   : "rax", "rcx", "rdx", "r8", "r9", "r10", "r11", AK_SLOWCALL_CLOBBERS_);
+}
+
+// The registers as they must come back from a call with `p` and `rsi`.
+StubRegs kept(const void *p, uint64_t rsi) {
+  return {{kRcx, kRdx, rsi, reinterpret_cast<uint64_t>(p), kR8, kR9, kR10, kR11}};
+}
+
+// Every mode: the calls create, fill, empty and release slabs (SPINLOCK
+// and LOCKFREE take every call into the library; NONE and THREADS the
+// ones the stub is for, plus these direct ones).
+TEST_P(PoolModes, SlowCallsKeepTheGeneralRegisters) {
+  static const char *const names[] = {"rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11"};
+  Pool t(48, GetParam());
+  std::vector<void *> v;
+  StubRegs got;
+  for (int i = 0; i < 5000; i++) {
+    void *o = alloc_through_stub(t.p, &got);
+    ASSERT_NE(o, nullptr);
+    StubRegs want = kept(t.p, kRsi);
+    for (int r = 0; r < 8; r++) ASSERT_EQ(got.r[r], want.r[r]) << names[r] << " changed by allocation " << i;
+    v.push_back(o);
+  }
+  for (size_t i = 0; i < v.size(); i++) {
+    free_through_stub(t.p, v[i], &got);
+    StubRegs want = kept(t.p, reinterpret_cast<uint64_t>(v[i]));
+    for (int r = 0; r < 8; r++) ASSERT_EQ(got.r[r], want.r[r]) << names[r] << " changed by free " << i;
+  }
+  EXPECT_EQ(t.stats().live, 0u);
+}
+#endif
+
 TEST_P(PoolModes, ReserveAvoidsLaterSlabAllocations) {
   Pool t(48, GetParam());
   ASSERT_EQ(ak_pool_reserve(t.p, 50000), 0);
