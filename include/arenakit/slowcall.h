@@ -47,6 +47,17 @@
  * call's return address would land in it) and back after. */
 #define AK_SLOWCALL_ASM_(fn) "lea -128(%%rsp), %%rsp\n\tcall " fn "@PLT\n\tlea 128(%%rsp), %%rsp"
 
+/* The clobbers of the vector and x87 registers, each only where the
+ * target has them (GCC rejects a clobber of a register that code built
+ * with -mno-sse, -mno-80387 or -mgeneral-regs-only cannot use, and such
+ * code keeps nothing in them). */
+#if defined(__SSE__)
+#define AK_SLOWCALL_SSE_CLOBBERS_                                                                     \
+  , "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", \
+      "xmm12", "xmm13", "xmm14", "xmm15"
+#else
+#define AK_SLOWCALL_SSE_CLOBBERS_
+#endif
 #if defined(__AVX512F__)
 #define AK_SLOWCALL_AVX512_CLOBBERS_                                                                   \
   , "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", \
@@ -54,14 +65,17 @@
 #else
 #define AK_SLOWCALL_AVX512_CLOBBERS_
 #endif
+#if !defined(_SOFT_FLOAT)
+#define AK_SLOWCALL_X87_CLOBBERS_ , "st", "st(1)", "st(2)", "st(3)", "st(4)", "st(5)", "st(6)", "st(7)"
+#else
+#define AK_SLOWCALL_X87_CLOBBERS_
+#endif
 
 /* What a stub call changes besides its outputs: everything a plain call
  * may change except the general-purpose registers (rax is an output or
  * named by the caller). */
-#define AK_SLOWCALL_CLOBBERS_                                                                              \
-  "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
-      "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "st", "st(1)", "st(2)", "st(3)", "st(4)", "st(5)",      \
-      "st(6)", "st(7)" AK_SLOWCALL_AVX512_CLOBBERS_
+#define AK_SLOWCALL_CLOBBERS_ \
+  "memory", "cc" AK_SLOWCALL_SSE_CLOBBERS_ AK_SLOWCALL_AVX512_CLOBBERS_ AK_SLOWCALL_X87_CLOBBERS_
 #endif
 
 #endif /* ARENAKIT_SLOWCALL_H */
