@@ -66,18 +66,11 @@
 AK_SLOWCALL_STUB(ak_pool_alloc_slow_preserving, ak_pool_alloc_slow)
 AK_SLOWCALL_STUB(ak_pool_free_slow_preserving, ak_pool_free_slow)
 
-#endif
-
-/* No executable stack for the objects linked with this one. */
-#if defined(__ELF__)
-.section .note.GNU-stack, "", @progbits
-#endif
-
 /* Built with -fcf-protection: the stubs are fit for CET (each starts with
  * endbr64, and every call returns), so say so, or the linker marks the
  * whole library unfit. GNU_PROPERTY_X86_FEATURE_1_AND = 0xc0000002;
  * __CET__ has bit 0 for IBT and bit 1 for the shadow stack. */
-#if defined(__x86_64__) && !defined(__ILP32__) && defined(__ELF__) && defined(__CET__)
+#if defined(__CET__)
 .section .note.gnu.property, "a"
 .p2align 3
 .long 4
@@ -88,4 +81,11 @@ AK_SLOWCALL_STUB(ak_pool_free_slow_preserving, ak_pool_free_slow)
 .long 4
 .long (__CET__ & 3)
 .p2align 3
+#endif
+
+#endif
+
+/* No executable stack for the objects linked with this one. */
+#if defined(__ELF__)
+.section .note.GNU-stack, "", @progbits
 #endif
