@@ -38,6 +38,8 @@ double now_s();
 
 // Prints "key=value" on stdout: one measurement for the parent.
 void emit(const std::string &key, double value);
+// The median of `v` (the mean of the middle two for an even count); NaN if empty.
+double median_of(std::vector<double> v);
 void emit_str(const std::string &key, const std::string &value);
 
 // Keeps `p` alive as far as the compiler knows, without touching memory:
@@ -91,6 +93,9 @@ struct RunData {
   bool has(const std::string &alloc, const std::string &key) const;
   // median over the repetitions; NaN if absent
   double median(const std::string &alloc, const std::string &key) const;
+  // median over the repetitions of num / den, each pair from one child
+  // (the same repetition); NaN if either is absent
+  double median_ratio(const std::string &alloc, const std::string &num, const std::string &den) const;
   double max(const std::string &alloc, const std::string &key) const;
   double min(const std::string &alloc, const std::string &key) const;
 };

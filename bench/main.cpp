@@ -114,13 +114,24 @@ bool RunData::has(const std::string &alloc, const std::string &key) const {
   return find_samples(*this, alloc, key) != nullptr;
 }
 
-double RunData::median(const std::string &alloc, const std::string &key) const {
-  const std::vector<double> *s = find_samples(*this, alloc, key);
-  if (!s) return NAN;
-  std::vector<double> v = *s;
+double median_of(std::vector<double> v) {
+  if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
   std::size_t m = v.size() / 2;
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+double RunData::median(const std::string &alloc, const std::string &key) const {
+  const std::vector<double> *s = find_samples(*this, alloc, key);
+  return s ? median_of(*s) : NAN;
+}
+
+double RunData::median_ratio(const std::string &alloc, const std::string &num, const std::string &den) const {
+  const std::vector<double> *a = find_samples(*this, alloc, num), *b = find_samples(*this, alloc, den);
+  if (!a || !b || a->size() != b->size()) return NAN;
+  std::vector<double> r;
+  for (std::size_t i = 0; i < a->size(); i++) r.push_back((*a)[i] / (*b)[i]);
+  return median_of(r);
 }
 
 double RunData::max(const std::string &alloc, const std::string &key) const {
@@ -743,13 +754,6 @@ std::string fmt_g(double v, const char *f = "%.4g") {
 // A CSV cell: empty for NaN.
 std::string csv_num(double v, const char *f) { return std::isnan(v) ? std::string() : fmt_g(v, f); }
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
-
 double geomean(const std::vector<double> &v) {
   if (v.empty()) return NAN;
   double s = 0;
@@ -852,8 +856,8 @@ ScenarioCost scenario_cost(const Scenario &sc, akb::Params params, int reps, con
       row.key = k;
       row.unit = m.unit ? m.unit : "";
       row.better = m.better;
-      row.normal = samples[0].count(k) ? median_of(samples[0][k]) : NAN;
-      row.hardened = samples[1].count(k) ? median_of(samples[1][k]) : NAN;
+      row.normal = samples[0].count(k) ? akb::median_of(samples[0][k]) : NAN;
+      row.hardened = samples[1].count(k) ? akb::median_of(samples[1][k]) : NAN;
       if (row.normal > 0 && row.hardened > 0 && std::isfinite(row.normal) && std::isfinite(row.hardened)) {
         row.slowdown = m.better == akb::Better::lower ? row.hardened / row.normal : row.normal / row.hardened;
         c.ratios.push_back(row.slowdown);

@@ -22,10 +22,13 @@
 //             - a diagnostic: the defaults plus 64 spare slabs
 //   malloc    malloc(20)/free under each preloaded malloc
 // arenakit runs in the glibc child only (it does not call malloc), after
-// glibc's run for the same T. Memory: process RSS (/proc/self/statm) before
-// and after each run (threads joined, everything freed), and for arenakit
-// the pool's bytes_resident (ak_pool_stats, before ak_pool_destroy).
-// The child widens its CPU affinity to every online CPU.
+// glibc's run for the same T. Each run of S seconds is cut into slices
+// taken in turns over every T and configuration; the child reports each
+// one's median slice (see child()). Memory: process RSS (/proc/self/statm)
+// after the last slice and the largest growth over one slice (threads
+// joined, everything freed), and for arenakit the pool's bytes_resident
+// (ak_pool_stats, before ak_pool_destroy). The child widens its CPU
+// affinity to every online CPU.
 #include <sched.h>
 #include <unistd.h>
 
@@ -35,6 +38,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -54,6 +58,8 @@ constexpr std::size_t kElements = 10000;
 constexpr std::size_t kElemSize = 20;
 constexpr double kSeconds = 2.0;
 constexpr double kQuickSeconds = 0.3;
+constexpr int kSlices = 4;  // turns per run (see child())
+constexpr int kQuickSlices = 2;
 constexpr int kCores = 2;
 constexpr std::size_t kSpare = 64;       // the diagnostic variant's spare_slabs
 constexpr std::size_t kAralPage = 8192;  // aral_stress_test(): pages of at most 8 KiB
@@ -142,20 +148,85 @@ akb::Params prepare(const akb::Options &opts) {
   double s = opts.quick ? kQuickSeconds : kSeconds;
   if (opts.rounds > 0) s = opts.rounds;  // --rounds N: N seconds
   p["ms"] = std::to_string(static_cast<long>(s * 1000));
+  p["slices"] = std::to_string(opts.quick ? kQuickSlices : kSlices);
   p["threads"] = opts.quick ? "1,2,4" : "1,2,4,8,16";
   return p;
 }
 
-void emit_run(const std::string &k, const Result &r, double rss0, double rss1) {
-  akb::emit("mops." + k, static_cast<double>(r.allocs) / r.wall / 1e6);
-  akb::emit("wall." + k, r.wall);
-  akb::emit("rss_before." + k, rss0);
-  akb::emit("rss_after." + k, rss1);
+// What one child measured for one configuration at one T, over its slices.
+struct Runs {
+  std::vector<double> mops;  // one per slice
+  double wall = 0;           // seconds, all slices
+  double rss_after = 0;      // process RSS after the last slice
+  double rss_growth = 0;     // the largest growth over one slice
+  double pool_resident = 0;  // the pool's bytes_resident after a slice (largest)
+  double peak_slabs = 0;     // the pool's peak slab count (largest)
+  double slab_allocs = 0;    // slabs obtained, all slices
+  bool pool = false;
+
+  void add(const Result &r, double rss0, double rss1) {
+    mops.push_back(static_cast<double>(r.allocs) / r.wall / 1e6);
+    wall += r.wall;
+    rss_after = rss1;
+    rss_growth = std::max(rss_growth, rss1 - rss0);
+  }
+  void emit(const std::string &k) const {
+    akb::emit("mops." + k, akb::median_of(mops));
+    akb::emit("wall." + k, wall);
+    akb::emit("rss_after." + k, rss_after);
+    akb::emit("rss_growth." + k, rss_growth);
+    if (!pool) return;
+    akb::emit("pool_resident." + k, pool_resident);
+    akb::emit("pool_peak_slabs." + k, peak_slabs);
+    akb::emit("pool_slab_allocs." + k, slab_allocs);
+  }
+};
+
+// One slice of one pool configuration: a fresh pool, the run, its stats.
+// False (with a message) if the pool cannot be created or keeps objects.
+bool run_pool(int variant, int threads, double seconds, Runs &out) {
+  ak_pool_options o{};
+  o.object_size = kElemSize;
+  o.spare_slabs = variant == 2 ? kSpare : 0;
+  if (variant == 0) {
+    o.backing = AK_BACKING_HEAP;
+    o.slab_size = kAralPage;
+  }
+  ak_pool *p = ak_pool_create(&o);
+  if (!p) {
+    std::fprintf(stderr, "ak_bench: ak_pool_create: %s\n", ak_last_error());
+    return false;
+  }
+  Pool pool{p};
+  double r0 = rss_bytes();
+  Result r = run(pool, threads, seconds);
+  double r1 = rss_bytes();
+  ak_pool_stats st;
+  ak_pool_stats_get(p, &st);
+  ak_pool_destroy(p);
+  if (!r.ok) return false;
+  if (st.live != 0) {
+    std::fprintf(stderr, "ak_bench: pool holds %zu live objects after the run\n", st.live);
+    return false;
+  }
+  out.add(r, r0, r1);
+  out.pool = true;
+  out.pool_resident = std::max(out.pool_resident, static_cast<double>(st.bytes_resident));
+  out.peak_slabs = std::max(out.peak_slabs, static_cast<double>(st.peak_slabs));
+  out.slab_allocs += static_cast<double>(st.slab_allocs);
+  return true;
 }
 
+// The S seconds of every (configuration, T) are cut into `slices` runs,
+// taken in turns (slice 1 of every T and configuration, then slice 2, ...),
+// and each reports the median slice: a phase in which the machine runs
+// slow then costs every T and configuration a slice, not one of them its
+// whole figure (on a shared VM such phases last a second or so and cut the
+// speed by a third), so the ratios between them hold.
 int child(const akb::Params &params) {
   widen_affinity();
   double seconds = static_cast<double>(akb::param_u64(params, "ms", 300)) / 1000.0;
+  int slices = static_cast<int>(std::max<std::uint64_t>(1, akb::param_u64(params, "slices", 1)));
   std::vector<int> ts = parse_list(params.count("threads") ? params.at("threads") : "1,2");
   const char *pre = std::getenv("LD_PRELOAD");
   bool glibc = !pre || !*pre;
@@ -164,57 +235,36 @@ int child(const akb::Params &params) {
   // pools=akaral,ak,akspare (child only, for profiling one configuration):
   // the pool variants to run; every one by default.
   const std::string only = params.count("pools") ? "," + params.at("pools") + "," : "";
-  for (int t : ts) {
-    std::string k = "T" + std::to_string(t);
-    Result r;
-    double r0 = 0, r1 = 0;
-    if (!ak_only) {
-      Malloc m;
-      r0 = rss_bytes();
-      r = run(m, t, seconds);
-      r1 = rss_bytes();
-      if (!r.ok) return 1;
-      emit_run("malloc." + k, r, r0, r1);
-    }
-    if (!glibc) continue;
-    // ARAL's configuration, the default pool, then (a diagnostic, not
-    // the default) one that keeps kSpare empty slabs instead of unmapping
-    // them at once.
-    for (int variant = 0; variant < 3; variant++) {
-      static const char *const keys[] = {"akaral.", "ak.", "akspare."};
-      const std::string key = keys[variant];
-      if (!only.empty() && only.find("," + key.substr(0, key.size() - 1) + ",") == std::string::npos)
-        continue;
-      ak_pool_options o{};
-      o.object_size = kElemSize;
-      o.spare_slabs = variant == 2 ? kSpare : 0;
-      if (variant == 0) {
-        o.backing = AK_BACKING_HEAP;
-        o.slab_size = kAralPage;
+  static const char *const keys[] = {"akaral", "ak", "akspare"};
+  std::map<std::string, Runs> runs;  // by "<configuration>.T<n>"
+  std::vector<std::string> order;    // keys in first-run order
+  auto slot = [&](const std::string &k) -> Runs & {
+    if (!runs.count(k)) order.push_back(k);
+    return runs[k];
+  };
+  const double slice = seconds / slices;
+  for (int i = 0; i < slices; i++) {
+    for (int t : ts) {
+      std::string tk = ".T" + std::to_string(t);
+      if (!ak_only) {
+        Malloc m;
+        double r0 = rss_bytes();
+        Result r = run(m, t, slice);
+        double r1 = rss_bytes();
+        if (!r.ok) return 1;
+        slot("malloc" + tk).add(r, r0, r1);
       }
-      ak_pool *p = ak_pool_create(&o);
-      if (!p) {
-        std::fprintf(stderr, "ak_bench: ak_pool_create: %s\n", ak_last_error());
-        return 1;
+      if (!glibc) continue;
+      // ARAL's configuration, the default pool, then (a diagnostic, not
+      // the default) one that keeps kSpare empty slabs instead of
+      // unmapping them at once.
+      for (int variant = 0; variant < 3; variant++) {
+        if (!only.empty() && only.find(std::string(",") + keys[variant] + ",") == std::string::npos) continue;
+        if (!run_pool(variant, t, slice, slot(keys[variant] + tk))) return 1;
       }
-      Pool pool{p};
-      r0 = rss_bytes();
-      r = run(pool, t, seconds);
-      r1 = rss_bytes();
-      if (!r.ok) return 1;
-      ak_pool_stats st;
-      ak_pool_stats_get(p, &st);
-      if (st.live != 0) {
-        std::fprintf(stderr, "ak_bench: pool holds %zu live objects after the run\n", st.live);
-        return 1;
-      }
-      emit_run(key + k, r, r0, r1);
-      akb::emit("pool_resident." + key + k, static_cast<double>(st.bytes_resident));
-      akb::emit("pool_peak_slabs." + key + k, static_cast<double>(st.peak_slabs));
-      akb::emit("pool_slab_allocs." + key + k, static_cast<double>(st.slab_allocs));
-      ak_pool_destroy(p);
     }
   }
+  for (const std::string &k : order) runs[k].emit(k);
   return 0;
 }
 
@@ -248,39 +298,45 @@ akb::Report report(const akb::RunData &d, const akb::Params &params) {
       std::vector<double> line;
       for (const Col &c : cols) {
         std::string k = c.key + ".T" + std::to_string(th);
-        double v = what == "delta"
-                       ? d.median(c.alloc, "rss_after." + k) - d.median(c.alloc, "rss_before." + k)
-                       : d.median(c.alloc, what + "." + k);
-        line.push_back(v * scale);
+        line.push_back(d.median(c.alloc, what + "." + k) * scale);
       }
       t.cells.push_back(line);
     }
     return t;
   };
   std::string secs = fmt("%.1f", static_cast<double>(akb::param_u64(params, "ms", 0)) / 1000.0);
+  std::string slices = std::to_string(akb::param_u64(params, "slices", 1));
   akb::Table mops =
       grid("mops",
            "ARAL stress test (seed 004): M allocations per second (and as many frees), T threads "
            "x 10,000 elements of 20 bytes, " +
-               secs + " s per run (higher is better)",
+               secs + " s per run in " + slices + " slices (higher is better)",
            "mops", "M op/s", 2, 1);
   mops.note =
-      "T > 2 is oversubscribed (2 cores). Median over repetitions. All arenakit columns are one ak_pool in "
+      "T > 2 is oversubscribed (2 cores). Each child takes the " + slices +
+      " slices of every T and column in turns (slice 1 of all, then slice 2, ...) and reports the median "
+      "slice, so that a slow phase of the machine costs every figure a slice rather than one figure its "
+      "whole "
+      "run; the table quotes the median over repetitions. All arenakit columns are one ak_pool in "
       "AK_SYNC_THREADS. The acceptance uses ARAL's configuration: aral_stress_test() creates its ARAL in "
       "malloc mode with pages of at most 8 KiB, so the pool takes 8 KiB slabs from the C heap "
       "(AK_BACKING_HEAP) and gives each back at once when it empties, as ARAL frees an empty page. The "
       "defaults unmap an empty 64 KiB slab at once, so the loop maps and faults its slabs in again every "
       "pass; the diagnostic column keeps up to " +
       std::to_string(kSpare) + " empty slabs instead.";
-  akb::Table rss = grid("rss_after", "Process RSS after the run (threads joined, everything freed), MiB",
-                        "rss_after", "MiB", 1, 1.0 / 1048576);
+  akb::Table rss =
+      grid("rss_after", "Process RSS after the last slice (threads joined, everything freed), MiB",
+           "rss_after", "MiB", 1, 1.0 / 1048576);
   akb::Table delta =
-      grid("rss_growth", "RSS growth over the run (after - before), MiB", "delta", "MiB", 2, 1.0 / 1048576);
+      grid("rss_growth", "RSS growth over one slice of the run (after - before, the largest), MiB",
+           "rss_growth", "MiB", 2, 1.0 / 1048576);
   rep.tables = {mops, rss, delta};
   if (!cols.empty() && cols[0].key == "akaral") {
     akb::Table pr;
     pr.id = "pool_resident";
-    pr.title = "arenakit pool after the run: bytes_resident (ak_pool_stats) and slabs";
+    pr.title =
+        "arenakit pool after each slice (a fresh pool per slice): bytes_resident (ak_pool_stats) and peak "
+        "slabs, the largest; slabs obtained, all slices";
     pr.corner = "threads";
     pr.unit = "";
     pr.precision = 0;
@@ -323,7 +379,7 @@ const akb::Scenario akb_scenario_seed004 = {
     prepare,
     child,
     report,
-    2,
+    3,
     1,
     {
         {"mops.akaral.T*", akb::Better::higher, "M op/s"},
