@@ -24,8 +24,9 @@
 // call malloc in the timed loops), after its new/delete has run at every T:
 // then for each T, every implementation in turn. AK_SYNC_THREADS runs so in
 // every child: the check compares it with the new/delete of the same
-// process (the tables show the glibc child's figures). Each pool (and the mutex list) lives for
-// the whole child, as a malloc heap does, and keeps the slabs it emptied
+// process (the tables show the glibc child's figures). Each pool (and the
+// mutex list) lives for the whole child, as a malloc heap does, and keeps
+// the slabs it emptied
 // (spare_slabs large enough for all objects) as the seed's allocator and
 // every malloc keep their memory: the figures are those of a warm allocator.
 //
@@ -291,7 +292,7 @@ int child(const akb::Params &params) {
   // the check compares it with the new/delete of the same process.
   for (int t : ts) {
     double t0 = akb::now_s();
-    if ((glibc || !ak_only) && want("threads") && !measure(thr, "threads", t, objects, rounds)) return 1;
+    if (want("threads") && !measure(thr, "threads", t, objects, rounds)) return 1;
     if (glibc) {
       if (!ak_only && want("mutex") && std::find(mts.begin(), mts.end(), t) != mts.end() &&
           !measure(mu, "mutex", t, objects, rounds))
@@ -443,9 +444,9 @@ akb::Report report(const akb::RunData &d, const akb::Params &params) {
       pair.cells.push_back(line);
     }
     pair.note =
-        "Each child runs AK_SYNC_THREADS (ak_pool does not call malloc in the timed loop) at every T after "
-        "its "
-        "new/delete has run at every T; a ratio is taken within one child, then the median over repetitions. "
+        "Each child runs AK_SYNC_THREADS (ak_pool does not call malloc in the timed loop) at every T "
+        "after its new/delete has run at every T; a ratio is taken within one child, then the median over "
+        "repetitions. "
         "The AK_SYNC_THREADS columns of the other tables are the glibc child's.";
     rep.tables.push_back(pair);
     std::string trange = "T=" + std::to_string(ts.front()) + ".." + std::to_string(ts.back());

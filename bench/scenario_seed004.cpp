@@ -204,7 +204,10 @@ bool run_pool(int variant, int threads, double seconds, Runs &out) {
   ak_pool_stats st;
   ak_pool_stats_get(p, &st);
   ak_pool_destroy(p);
-  if (!r.ok) return false;
+  if (!r.ok) {
+    std::fprintf(stderr, "ak_bench: ak_pool_alloc returned NULL in the stress loop\n");
+    return false;
+  }
   if (st.live != 0) {
     std::fprintf(stderr, "ak_bench: pool holds %zu live objects after the run\n", st.live);
     return false;
@@ -221,8 +224,8 @@ bool run_pool(int variant, int threads, double seconds, Runs &out) {
 // taken in turns (slice 1 of every T and configuration, then slice 2, ...),
 // and each reports the median slice: a phase in which the machine runs
 // slow then costs every T and configuration a slice, not one of them its
-// whole figure (on a shared VM such phases last a second or so and cut the
-// speed by a third), so the ratios between them hold.
+// whole figure (on the shared VM such phases last from a second to tens of
+// seconds and cut the speed by a third), so the ratios between them hold.
 int child(const akb::Params &params) {
   widen_affinity();
   double seconds = static_cast<double>(akb::param_u64(params, "ms", 300)) / 1000.0;
