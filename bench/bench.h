@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace akb {
@@ -112,6 +113,18 @@ struct Table {
   std::vector<std::vector<double>> cells;  // [row][column]
   std::string note;                        // printed below the table (optional)
 };
+
+// A table with its header fields set; columns, rows and cells to fill.
+inline Table make_table(std::string id, std::string title, std::string corner, std::string unit,
+                        int precision) {
+  Table t;
+  t.id = std::move(id);
+  t.title = std::move(title);
+  t.corner = std::move(corner);
+  t.unit = std::move(unit);
+  t.precision = precision;
+  return t;
+}
 
 // An acceptance criterion evaluated on this run.
 struct Check {

@@ -420,14 +420,11 @@ akb::Report report(const akb::RunData &d, const akb::Params &params) {
     // repetitions.
     double worst = INFINITY;
     std::string where;
-    akb::Table pair;
-    pair.id = "threads_paired";
-    pair.title =
+    akb::Table pair = akb::make_table(
+        "threads_paired",
         "AK_SYNC_THREADS against new/delete in each malloc's child: wall-time ratio new/delete / "
-        "AK_SYNC_THREADS (higher is better; the check wants > 1 everywhere)";
-    pair.corner = "threads";
-    pair.unit = "x";
-    pair.precision = 3;
+        "AK_SYNC_THREADS (higher is better; the check wants > 1 everywhere)",
+        "threads", "x", 3);
     for (const std::string &m : mallocs) pair.columns.push_back("new/delete " + m);
     for (int t : ts) {
       std::string tk = ".T" + std::to_string(t);

@@ -335,14 +335,11 @@ akb::Report report(const akb::RunData &d, const akb::Params &params) {
            "rss_growth", "MiB", 2, 1.0 / 1048576);
   rep.tables = {mops, rss, delta};
   if (!cols.empty() && cols[0].key == "akaral") {
-    akb::Table pr;
-    pr.id = "pool_resident";
-    pr.title =
-        "arenakit pool after each slice (a fresh pool per slice): bytes_resident (ak_pool_stats) and peak "
-        "slabs, the largest; slabs obtained, all slices";
-    pr.corner = "threads";
-    pr.unit = "";
-    pr.precision = 0;
+    akb::Table pr = akb::make_table(
+        "pool_resident",
+        "arenakit pool after each slice (a fresh pool per slice): bytes_resident (ak_pool_stats) "
+        "and peak slabs, the largest; slabs obtained, all slices",
+        "threads", "", 0);
     pr.columns = {"bytes_resident", "peak slabs", "slabs obtained"};
     for (const char *v : {"akaral", "ak", "akspare"})
       for (int th : ts) {
