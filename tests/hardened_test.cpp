@@ -3,12 +3,10 @@
 // free, a linear overflow into the guard page, and predictable allocation
 // order. In a normal build (AK_HARDENED == 0) the tests skip, saying so;
 // scripts/test.sh runs them in its `hardened` stage.
-#include <execinfo.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -147,52 +145,6 @@ TEST(HardenedDeathTest, PoolDoubleFreeIsDetected) {
         "double free.*pool 'hardened'");
   }
 }
-
-#if AK_SLOWCALL_PRESERVING
-// The inline paths reach the library through a stub (src/common/
-// slowcall.S) that steps over the caller's red zone; its unwind
-// information says so. A backtrace taken inside the slow path, here in a
-// SIGABRT handler after the double-free report, must reach the code above
-// the inline call, as a debugger, a profiler or a crash handler needs.
-// With unwind information that ignored the 128 bytes, the unwinder reads
-// the caller's return address from the wrong slot and loses the chain.
-void *g_return_into_test;  // where double_free_through_stub returns to
-
-void unwind_on_abort(int) {
-  void *pcs[64];
-  int n = backtrace(pcs, 64);
-  for (int i = 0; i < n; i++)
-    if (pcs[i] == g_return_into_test) {
-      std::fprintf(stderr, "unwound through the stub to frame %d\n", i);
-      _exit(42);
-    }
-  std::fprintf(stderr, "the backtrace (%d frames) lost the caller\n", n);
-  _exit(43);
-}
-
-__attribute__((noinline)) void double_free_through_stub(ak_pool *p) {
-  g_return_into_test = __builtin_return_address(0);
-  void *a = ak_pool_alloc(p);
-  void *b = ak_pool_alloc(p);
-  ak_pool_free(p, a);
-  ak_pool_free(p, b);
-  ak_pool_free(p, a);  // reported in the slow path, which aborts
-  __asm__ volatile("" ::: "memory");
-}
-
-TEST(HardenedDeathTest, AbortInTheSlowPathUnwindsThroughTheStub) {
-  REQUIRE_MITIGATION(kDoubleFree, "double-free");
-  EXPECT_EXIT(
-      {
-        void *warm[4];
-        (void)backtrace(warm, 4);  // loads the unwinder before the abort
-        std::signal(SIGABRT, unwind_on_abort);
-        double_free_through_stub(make_pool(AK_SYNC_NONE));
-        std::exit(0);
-      },
-      ::testing::ExitedWithCode(42), "unwound through the stub");
-}
-#endif
 
 // The double free of an object in a slab other than the current one (the
 // inline free pushes onto such a slab's list when the object's first word

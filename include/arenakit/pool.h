@@ -28,7 +28,6 @@
 #include <stdio.h>
 
 #include "arenakit/common.h"
-#include "arenakit/slowcall.h"
 
 #if defined(__has_include)
 #if __has_include("arenakit/config.h")
@@ -255,35 +254,6 @@ AK_API void ak_pool_destroy(ak_pool *p);
 AK_API void *ak_pool_alloc_slow(ak_pool *p);
 AK_API void ak_pool_free_slow(ak_pool *p, void *obj);
 
-/* How the inline paths call the slow paths (arenakit/slowcall.h): on
- * x86-64 through stubs that keep every general-purpose register but rax,
- * so a loop around ak_pool_alloc/ak_pool_free keeps its values in
- * registers. Not functions to call from C: their convention is the
- * stubs'. */
-AK_FAST_PATH void *ak_pool_alloc_slow_call_(ak_pool *p) {
-#if AK_SLOWCALL_PRESERVING
-  void *o;
-  __asm__ volatile(AK_SLOWCALL_ASM_("ak_pool_alloc_slow_preserving")
-                   : "=a"(o)
-                   : "D"(p)
-                   : AK_SLOWCALL_CLOBBERS_);
-  return o;
-#else
-  return ak_pool_alloc_slow(p);
-#endif
-}
-
-AK_FAST_PATH void ak_pool_free_slow_call_(ak_pool *p, void *obj) {
-#if AK_SLOWCALL_PRESERVING
-  __asm__ volatile(AK_SLOWCALL_ASM_("ak_pool_free_slow_preserving")
-                   :
-                   : "D"(p), "S"(obj)
-                   : "rax", AK_SLOWCALL_CLOBBERS_);
-#else
-  ak_pool_free_slow(p, obj);
-#endif
-}
-
 /* The free link in a free slot's first word. The inline paths reach it
  * through this struct, not a bare void **, so that the compiler knows a
  * link never aliases the pool's own fields (`hot` and the counts) and can
@@ -332,10 +302,9 @@ AK_FAST_PATH bool ak_pool_not_free_(const void *obj, uintptr_t key, uintptr_t sb
  *  not switch the current slab back and forth. AK_SYNC_THREADS does the
  *  same on the calling thread's heap, found in the thread cache
  *  (ak_pool_tcache) by the pool's key; only that thread touches the heap's
- *  current slab, so no atomic operation is needed. Anything else goes to
- *  the library through a stub that keeps the caller's general-purpose
- *  registers (arenakit/slowcall.h), so a loop around the call keeps its
- *  values in registers. */
+ *  current slab, so no atomic operation is needed. Anything else is a plain
+ *  call of ak_pool_alloc_slow (an ordinary ABI call: correct under every
+ *  link mode, lazy binding and dynamic linker). */
 AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
   void *o = p->hot;
 #if AK_POOL_INLINE_ENCODE
@@ -434,7 +403,7 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
     }
   }
 #endif
-  return ak_pool_alloc_slow_call_(p);
+  return ak_pool_alloc_slow(p);
 }
 
 /** Frees an object allocated from `p` (from any thread in the concurrent
@@ -493,7 +462,7 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
     s->used--;
     return;
   }
-  ak_pool_free_slow_call_(p, obj);
+  ak_pool_free_slow(p, obj);
 #else
   if (AK_LIKELY(sb == p->hot_slab)) { /* the current slab: its list is `hot` */
     ((ak_pool_link *)obj)->next = p->hot;
@@ -524,7 +493,7 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
         return;
       }
     }
-    ak_pool_free_slow_call_(p, obj);
+    ak_pool_free_slow(p, obj);
     return;
   }
   s = (ak_pool_slab_head *)sb;
@@ -536,7 +505,7 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
     s->used--;
     return;
   }
-  ak_pool_free_slow_call_(p, obj);
+  ak_pool_free_slow(p, obj);
 #endif
 }
 
