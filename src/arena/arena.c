@@ -214,13 +214,34 @@ static void *alloc_large(ak_arena *a, size_t size, size_t align) {
   return (void *)p;
 }
 
-/* A regular chunk with room for `size` at `align`: the first spare after
- * `cur` that fits (moved to right after `cur`), else a new mapping. */
+/* The end of what the budget lets an allocation starting at data_start(c)
+ * reach in chunk `c` (the used bytes do not change when `c` is entered). */
+static uintptr_t budget_end(const ak_arena *a, const ak_arena_chunk *c) {
+  if (!a->opts.max_bytes) return c->end;
+  size_t left = budget_left(a);
+  return left < c->end - data_start(c) ? data_start(c) + left : c->end;
+}
+
+/* The least padding any fresh chunk needs before a block aligned to `align`:
+ * chunks are page-aligned and data starts HDR bytes in, so an alignment up
+ * to the page size always costs align - HDR, a larger one at least
+ * page - HDR. Lets refill refuse a request the budget cannot take before
+ * mapping anything. */
+static size_t min_fresh_pad(size_t align) {
+  size_t page = _ak_os_page_size();
+  if (align <= HDR) return 0;
+  return (align < page ? align : page) - HDR;
+}
+
+/* A regular chunk with room for `size` at `align` within the budget: the
+ * first spare after `cur` that fits (moved to right after `cur`), else a
+ * new mapping. NULL + errno when none: a new mapping that the budget cannot
+ * use is unmapped again, so a failure leaves the arena as it was. */
 static ak_arena_chunk *next_regular(ak_arena *a, size_t size, size_t align) {
   ak_arena_chunk **link = a->cur ? &a->cur->next : &a->chunks;
   for (ak_arena_chunk **pp = link; *pp; pp = &(*pp)->next) {
     ak_arena_chunk *c = *pp;
-    if (place(data_start(c), c->end, size, align)) {
+    if (place(data_start(c), budget_end(a, c), size, align)) {
       *pp = c->next;
       c->next = *link;
       *link = c;
@@ -235,7 +256,16 @@ static ak_arena_chunk *next_regular(ak_arena *a, size_t size, size_t align) {
   }
   if (want < need) want = need;
   ak_arena_chunk *c = map_chunk(a, want);
-  if (!c) return NULL;
+  if (!c) {
+    _ak_error(errno ? errno : ENOMEM, "ak_arena_alloc: the OS refused a new chunk");
+    return NULL;
+  }
+  if (!place(data_start(c), budget_end(a, c), size, align)) {
+    release_chunk(a, c);
+    _ak_error(ENOMEM, "ak_arena_alloc: %zu bytes at alignment %zu exceed the budget of %zu", size, align,
+              a->opts.max_bytes);
+    return NULL;
+  }
   if (a->next_chunk < a->opts.max_chunk && want >= a->next_chunk) {
     a->next_chunk = a->next_chunk > a->opts.max_chunk / 2 ? a->opts.max_chunk : a->next_chunk * 2;
   }
@@ -249,21 +279,17 @@ static void *refill(ak_arena *a, size_t size, size_t align) {
     _ak_error(ENOMEM, "ak_arena_alloc: %zu bytes at alignment %zu cannot be satisfied", size, align);
     return NULL;
   }
-  if (a->opts.max_bytes && size > budget_left(a)) {
-    _ak_error(ENOMEM, "ak_arena_alloc: %zu bytes exceed the budget (%zu of %zu left)", size, budget_left(a),
-              a->opts.max_bytes);
+  /* Nothing is mapped for a request that no chunk could fit in the budget. */
+  if (a->opts.max_bytes && granules(size) + min_fresh_pad(align) > budget_left(a)) {
+    _ak_error(ENOMEM, "ak_arena_alloc: %zu bytes at alignment %zu exceed the budget (%zu of %zu left)", size,
+              align, budget_left(a), a->opts.max_bytes);
     return NULL;
   }
   if (size + align - 1 > a->opts.max_chunk / 4) return alloc_large(a, size, align);
   ak_arena_chunk *c = next_regular(a, size, align);
-  if (!c) {
-    _ak_error(errno ? errno : ENOMEM, "ak_arena_alloc: the OS refused a new chunk");
-    return NULL;
-  }
+  if (!c) return NULL;
   enter(a, c);
-  void *p = bump(a, size, align);
-  if (!p) _ak_error(ENOMEM, "ak_arena_alloc: %zu bytes exceed the budget of %zu", size, a->opts.max_bytes);
-  return p;
+  return bump(a, size, align); /* next_regular checked that it fits */
 }
 
 void *ak_arena_alloc_slow(ak_arena *a, size_t size, size_t align) {
