@@ -101,8 +101,11 @@ typedef struct ak_malloc_stats {
 /** Fills `out`; a consistent snapshot only when other threads are quiet. */
 AK_API void ak_malloc_stats_get(ak_malloc_stats *out);
 
-/** Prints the stats (totals, then one line per size class in use) to `f`.
- *  0, or -1 with errno from stdio (EINVAL if `f` is NULL). */
+/** Prints the stats (totals, then one line per size class in use) to `f`
+ *  and flushes `f`. 0 once every byte reached the stream's file; -1 with
+ *  errno from stdio (ENOSPC on a full device, EBADF, ...; EIO if stdio gave
+ *  none) and ak_last_error() naming the call when a write or the flush
+ *  failed or the stream was already in error; EINVAL if `f` is NULL. */
 AK_API int ak_malloc_stats_print(FILE *f);
 
 /** Run-time options. Each has an environment variable named after it,

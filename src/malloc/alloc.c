@@ -39,11 +39,17 @@ void *ak_malloc(size_t n) { return alloc_fast(n); }
 
 /* Invariant: a segment's owner is a heap address or OWNER_NONE (large
  * blocks, abandoned segments), never 0 = "no heap"; so owner == h alone
- * proves a small segment of this thread. NULL and huge-aligned blocks sit
- * on a 4 MiB boundary and take the slow path before anything is read. */
+ * proves a small segment of this thread. The segment map is asked before
+ * the header is read: NULL, huge-aligned blocks (no header in their 4 MiB)
+ * and every pointer the malloc did not hand out take the slow path, which
+ * diagnoses them. The block-start test (a multiply, a rotate, a compare)
+ * sends a pointer inside a block, or into the segment header, to the slow
+ * path too. Cost over the unchecked path: two loads that stay in L1 (a
+ * top-table entry and a leaf word cover 256 MiB of segments) and four ALU
+ * operations. */
 void ak_free(void *p) {
   ak_segment *seg = _ak_seg_of(p);
-  if (AK_UNLIKELY(ak_malloc_checked || ((uintptr_t)p & SEG_MASK) == 0 ||
+  if (AK_UNLIKELY(ak_malloc_checked || !_ak_segmap_has(seg) ||
                   atomic_load_explicit(&seg->owner, memory_order_relaxed) != (uintptr_t)_ak_tl_heap)) {
     _ak_free_slow(p, seg);
     return;
@@ -52,7 +58,8 @@ void ak_free(void *p) {
   uint32_t used = _ak_used(pg);
   /* Hardened: a block whose first word decodes like a free link may be a
    * double free; the slow path searches the lists. */
-  if (AK_UNLIKELY(pg->flags != 0 || used <= 1 || (ak_harden_double_free && _ak_blk_looks_free(pg, p)))) {
+  if (AK_UNLIKELY(pg->flags != 0 || used <= 1 || !_ak_blk_is_start(pg, p) ||
+                  (ak_harden_double_free && _ak_blk_looks_free(pg, p)))) {
     _ak_free_slow(p, seg);
     return;
   }
@@ -80,19 +87,7 @@ void *ak_calloc(size_t count, size_t size) {
   return p;
 }
 
-size_t ak_usable_size(const void *p) {
-  if (!p) return 0;
-  if (((uintptr_t)p & SEG_MASK) == 0) return _ak_huge_aligned_size(p);
-  ak_segment *seg = _ak_seg_of(p);
-  if (seg->kind == SEG_LARGE) return seg->map_size - ((uintptr_t)p - (uintptr_t)seg);
-  ak_page *pg = _ak_page_of(seg, p);
-  /* Only a page with aligned blocks holds pointers inside blocks: no
-   * division otherwise (realloc asks this on every call). Atomic: another
-   * thread's free may set PG_FULL in the same byte. */
-  if (!(__atomic_load_n(&pg->flags, __ATOMIC_RELAXED) & PG_ALIGNED)) return pg->block_size;
-  uintptr_t off = ((uintptr_t)p - pg->start) % pg->block_size;
-  return pg->block_size - off;
-}
+size_t ak_usable_size(const void *p) { return p ? _ak_block_checked_size("malloc_usable_size", p) : 0; }
 
 /* realloc's new block when it grows: in the solo range, a span placed
  * with free pages after it, so that the next growth happens in place. */
@@ -120,6 +115,7 @@ void *ak_realloc(void *p, size_t n) {
     ak_free(p);
     return NULL;
   }
+  size_t have = _ak_block_checked_size("realloc", p); /* before any header is read */
   ak_segment *seg = _ak_seg_of(p);
   if (((uintptr_t)p & SEG_MASK) != 0) {
     if (seg->kind == SEG_LARGE && n > SOLO_MAX) return _ak_large_realloc(seg, p, n); /* mremap: no copy */
@@ -132,7 +128,6 @@ void *ak_realloc(void *p, size_t n) {
       if ((pg->flags & PG_SOLO) && (uintptr_t)p == pg->start && _ak_solo_resize(h, seg, pg, n)) return p;
     }
   }
-  size_t have = ak_usable_size(p);
   if (n <= have && n >= have / 2) return p;
   void *q = n > have ? alloc_grow(n, have) : alloc_fast(n);
   if (!q) return NULL;

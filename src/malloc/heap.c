@@ -17,7 +17,9 @@
  *          settles what nobody adopts
  *
  * Locks (slow paths only): _ak_heaps_mu (heap registry) and
- * _ak_abandoned_mu, each taken alone or abandoned -> segment registry. */
+ * _ak_abandoned_mu, each taken alone or abandoned -> segment cache ->
+ * segment registry; the full order of the malloc's locks is written
+ * beside the fork handlers below. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -48,13 +50,31 @@ static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void heap_exit(void *arg);
 
+/* fork(): the child has only the forking thread, so a malloc lock that
+ * another thread held at the fork would stay locked in the child for good
+ * (a child hung in segment_new on the segment cache's lock). The prepare
+ * handler takes every lock of the malloc, in this order, which is also the
+ * only order in which any two of them are ever nested:
+ *   1. _ak_heaps_mu      heap registry and reused heaps (heap.c; alone)
+ *   2. _ak_abandoned_mu  abandoned segments (heap.c; held while releasing
+ *                        a segment: takes 3 and 5 inside)
+ *   3. cache_mu          segment cache (segment.c)
+ *   4. huge_mu           huge-aligned registry (segment.c; a leaf)
+ *   5. _ak_seg_mu        segment registry (segment.c; innermost)
+ * The parent releases them in reverse order; the child, in which no other
+ * thread exists, initialises them afresh. The child may then malloc and
+ * free, including blocks of any thread from before the fork (a block of a
+ * thread that does not exist in the child is freed with a remote push, its
+ * memory is not reused in the child). The OS layer (src/os) has no locks. */
 static void before_fork(void) {
   pthread_mutex_lock(&_ak_heaps_mu);
   pthread_mutex_lock(&_ak_abandoned_mu);
+  _ak_segment_fork_prepare(); /* cache_mu, huge_mu */
   pthread_mutex_lock(&_ak_seg_mu);
 }
 static void after_fork_parent(void) {
   pthread_mutex_unlock(&_ak_seg_mu);
+  _ak_segment_fork_parent();
   pthread_mutex_unlock(&_ak_abandoned_mu);
   pthread_mutex_unlock(&_ak_heaps_mu);
 }
@@ -62,6 +82,7 @@ static void after_fork_child(void) {
   /* Only this thread exists now: fresh mutexes. The other threads' heaps
    * stay registered; their blocks can still be freed (remote frees). */
   pthread_mutex_init(&_ak_seg_mu, NULL);
+  _ak_segment_fork_child();
   pthread_mutex_init(&_ak_abandoned_mu, NULL);
   pthread_mutex_init(&_ak_heaps_mu, NULL);
 }
@@ -436,29 +457,60 @@ static bool on_free_list(const ak_page *pg, const void *p, bool mine) {
          list_has(pg, atomic_load_explicit(&((ak_page *)(uintptr_t)pg)->remote, memory_order_acquire), p);
 }
 
-void _ak_free_slow(void *p, ak_segment *seg) {
-  if (!p) return;
-  if (((uintptr_t)p & SEG_MASK) == 0) {
-    if (_ak_huge_aligned_free(p)) return;
-    _ak_malloc_fatal("free", p, "invalid pointer (not from arenakit)", NCLS);
-  }
-  if (ak_malloc_checked && !_ak_segment_known((uintptr_t)seg))
-    _ak_malloc_fatal("free", p, "invalid pointer (not from arenakit)", NCLS);
+/* Checks `p` (not NULL, in segment `seg`) for `call` before anything of
+ * the segment is read: the segment map must know the segment, then the
+ * header and page must agree that `p` starts a live block (or lies in a
+ * block of a page of aligned blocks). Returns the page, or NULL for a large
+ * block; otherwise one message naming the call, the pointer and the
+ * reason, then abort() - in every build, as glibc's "free(): invalid
+ * pointer". Huge-aligned blocks are the caller's to look up first. */
+static ak_page *block_check(const char *call, const void *p, ak_segment *seg) {
+  if (AK_UNLIKELY(!_ak_segmap_has(seg))) /* stack, static, foreign, unmapped, a large block freed */
+    _ak_malloc_fatal(call, p, "invalid pointer (not from arenakit)", NCLS);
   if (AK_UNLIKELY(seg->magic != SEG_MAGIC))
-    _ak_malloc_fatal("free", p, "invalid pointer (bad segment header)", NCLS);
+    _ak_malloc_fatal(call, p, "invalid pointer (bad segment header)", NCLS);
   if (seg->kind == SEG_LARGE) {
     if ((uintptr_t)p != seg->large_block)
-      _ak_malloc_fatal("free", p, "invalid pointer (inside a large block)", NCLS);
+      _ak_malloc_fatal(call, p, "invalid pointer (inside a large block)", NCLS);
+    return NULL;
+  }
+  ak_page *pg = _ak_page_of(seg, p);
+  if (AK_UNLIKELY(!__atomic_load_n(&pg->block_size, __ATOMIC_RELAXED)))
+    _ak_malloc_fatal(call, p, "invalid pointer (page not in use)", NCLS);
+  /* Atomic: the owner thread may be updating PG_FULL in the same byte. */
+  uint8_t flags = __atomic_load_n(&pg->flags, __ATOMIC_RELAXED);
+  bool ok = (flags & PG_ALIGNED) ? (uintptr_t)p - pg->start < pg->end - pg->start
+            : (flags & PG_SOLO)  ? (uintptr_t)p == pg->start
+                                 : _ak_blk_is_start(pg, p);
+  if (AK_UNLIKELY(!ok)) _ak_malloc_fatal(call, p, "invalid pointer (not the start of a block)", pg->cls);
+  return pg;
+}
+
+size_t _ak_block_checked_size(const char *call, const void *p) {
+  ak_segment *seg = _ak_seg_of(p);
+  if (((uintptr_t)p & SEG_MASK) == 0 && !_ak_segmap_has(seg)) {
+    size_t n = _ak_huge_aligned_size(p);
+    if (n) return n;
+  }
+  ak_page *pg = block_check(call, p, seg);
+  if (!pg) return seg->map_size - ((uintptr_t)p - (uintptr_t)seg);
+  uint32_t bs = __atomic_load_n(&pg->block_size, __ATOMIC_RELAXED);
+  /* Only a page with aligned blocks holds pointers inside blocks: no
+   * division otherwise (realloc asks this on every call). */
+  if (!(__atomic_load_n(&pg->flags, __ATOMIC_RELAXED) & PG_ALIGNED)) return bs;
+  return bs - ((uintptr_t)p - pg->start) % bs;
+}
+
+void _ak_free_slow(void *p, ak_segment *seg) {
+  if (!p) return;
+  if (((uintptr_t)p & SEG_MASK) == 0 && !_ak_segmap_has(seg) && _ak_huge_aligned_free(p)) return;
+  ak_page *pg = block_check("free", p, seg);
+  if (!pg) {
     _ak_large_free(seg);
     return;
   }
-  ak_page *pg = _ak_page_of(seg, p);
-  if (AK_UNLIKELY(!pg->block_size)) _ak_malloc_fatal("free", p, "invalid pointer (page not in use)", NCLS);
-  uintptr_t off = (uintptr_t)p - pg->start;
-  if (off % pg->block_size) {
-    /* Atomic: the owner thread may be updating PG_FULL in the same byte. */
-    if (!(__atomic_load_n(&pg->flags, __ATOMIC_RELAXED) & PG_ALIGNED))
-      _ak_malloc_fatal("free", p, "invalid pointer (not the start of a block)", pg->cls);
+  if (__atomic_load_n(&pg->flags, __ATOMIC_RELAXED) & PG_ALIGNED) {
+    uintptr_t off = (uintptr_t)p - pg->start;
     p = (void *)(pg->start + off - off % pg->block_size); /* aligned interior pointer */
   }
   ak_mheap *h = _ak_tl_heap;

@@ -69,7 +69,9 @@ typedef struct ak_page {
   struct ak_page *next, *prev; /* class queue or full list of the owner */
   struct ak_page *head;        /* the span's head descriptor (itself if head) */
   uintptr_t key;               /* hardened: links stored as next ^ key (0 otherwise) */
-  char pad_[32];               /* 128 bytes: page_of() indexes with a shift */
+  uint64_t blk_inv;            /* class spans: inverse of block_size's odd part mod 2^64 */
+  uint8_t blk_shift;           /* class spans: trailing zero bits of block_size */
+  char pad_[23];               /* 128 bytes: page_of() indexes with a shift */
 } ak_page;
 _Static_assert(sizeof(ak_page) == 128, "ak_page must stay 128 bytes");
 
@@ -107,6 +109,38 @@ struct ak_mheap {
   pthread_t thread;
 };
 
+/* ---- segment.c: the segment map ------------------------------------------------
+ * Which 4 MiB units of the address space hold a segment header of this
+ * malloc: a small segment, or the first 4 MiB of a large mapping. Consulted
+ * before any header is read, so that free, realloc and malloc_usable_size
+ * of a pointer the malloc did not hand out (stack, static, another
+ * allocator's, an mmap'd region, an unmapped address, a large block already
+ * freed) end with a message instead of a fault on reading a header that is
+ * not there.
+ * Two levels, as mimalloc's segment map: one bit per segment number
+ * (address >> SEG_SHIFT) below 2^48; the top table (static, 8 KiB) points
+ * to leaves of 2^16 bits (8 KiB, 256 GiB of address space each) mapped on
+ * first use and never freed. Bits are set when a segment is mapped, before
+ * any of its blocks is handed out, and cleared just before it is unmapped
+ * (cached segments keep theirs). Reads are lock-free: two relaxed loads. */
+#define SEGMAP_ADDR_BITS 48
+#define SEGMAP_LEAF_BITS 16 /* segment numbers per leaf: 2^16 */
+#define SEGMAP_TOP ((size_t)1 << (SEGMAP_ADDR_BITS - SEG_SHIFT - SEGMAP_LEAF_BITS))
+#define SEGMAP_LEAF_WORDS (((size_t)1 << SEGMAP_LEAF_BITS) / 64)
+extern _Atomic(uint64_t *) _ak_segmap_top[SEGMAP_TOP];
+
+/** True if a segment header of this malloc lies at `seg` (4 MiB aligned).
+ *  Any address may be asked; lock-free; false for addresses the map does
+ *  not cover (at or above 2^48). */
+static inline bool _ak_segmap_has(const void *seg) {
+  uintptr_t n = (uintptr_t)seg >> SEG_SHIFT;
+  if (AK_UNLIKELY((n >> SEGMAP_LEAF_BITS) >= SEGMAP_TOP)) return false;
+  uint64_t *leaf = atomic_load_explicit(&_ak_segmap_top[n >> SEGMAP_LEAF_BITS], memory_order_acquire);
+  if (AK_UNLIKELY(leaf == NULL)) return false;
+  uint64_t w = __atomic_load_n(&leaf[(n >> 6) & (SEGMAP_LEAF_WORDS - 1)], __ATOMIC_RELAXED);
+  return (w >> (n & 63)) & 1;
+}
+
 /* ---- segment.c ---------------------------------------------------------------- */
 /** A fresh span of `pages` pages for class `cls` in one of `h`'s segments
  *  (mapping a new segment if needed). NULL + errno. */
@@ -140,11 +174,26 @@ void *_ak_large_realloc(ak_segment *seg, void *p, size_t n);
 bool _ak_huge_aligned_free(void *p);
 size_t _ak_huge_aligned_size(const void *p);
 uint64_t _ak_now_ms(void);
+/** fork(): takes (prepare), releases (parent) or initialises (child) the
+ *  segment cache's and the huge-aligned registry's locks; heap.c's atfork
+ *  handlers call them at their place in the lock order written there. */
+void _ak_segment_fork_prepare(void);
+void _ak_segment_fork_parent(void);
+void _ak_segment_fork_child(void);
 /** Registry of all segments, small and large (stats, checks), under _ak_seg_mu. */
 extern pthread_mutex_t _ak_seg_mu;
 extern ak_segment *_ak_seg_list;
 extern atomic_size_t _ak_large_count, _ak_large_bytes, _ak_committed, _ak_peak_committed;
 bool _ak_segment_known(uintptr_t seg);
+/** Marks (true) or unmarks (false) the segment header at `seg` in the
+ *  segment map. Marking fails (false) only for an address the map does not
+ *  cover or when a leaf cannot be mapped (errno ENOMEM). */
+bool _ak_segmap_set(const void *seg, bool on);
+/** The block `p` (not NULL), checked for `call` before anything else is
+ *  read: its usable size if `p` is a live block's start (or an aligned
+ *  pointer into a block of a page with PG_ALIGNED); otherwise one message
+ *  naming `call`, `p` and the reason, then abort(). */
+size_t _ak_block_checked_size(const char *call, const void *p);
 
 /* ---- heap.c --------------------------------------------------------------------- */
 ak_mheap *_ak_heap_get(void);      /* the thread's heap, created on demand */
@@ -216,6 +265,20 @@ static inline void _ak_blk_pop(ak_page *pg, void *b, const char *call) {
 static inline bool _ak_blk_looks_free(const ak_page *pg, const void *b) {
   void *next = _ak_blk_next(pg, b);
   return next == NULL || _ak_blk_in(pg, next);
+}
+
+/** True if `p` is the start of one of the `capacity` blocks of class span
+ *  `pg` (p == start + i * block_size, 0 <= i < capacity), for any `p`: a
+ *  pointer inside a block, before `start` (the segment header) or after the
+ *  blocks gives false. A multiplication, no division: with block_size =
+ *  odd << shift, (p - start) * inverse(odd) rotated right by shift is the
+ *  block index if block_size divides p - start, and above any possible
+ *  index (2^64 / block_size) otherwise (Granlund-Montgomery). */
+static inline bool _ak_blk_is_start(const ak_page *pg, const void *p) {
+  uint64_t x = (uint64_t)((uintptr_t)p - pg->start) * pg->blk_inv;
+  unsigned s = pg->blk_shift;
+  uint64_t idx = s ? (x >> s) | (x << (64 - s)) : x;
+  return idx < pg->capacity;
 }
 
 static inline ak_segment *_ak_seg_of(const void *p) { return (ak_segment *)((uintptr_t)p & ~SEG_MASK); }

@@ -33,12 +33,36 @@ static void committed_add(size_t n) {
 
 static void committed_sub(size_t n) { atomic_fetch_sub_explicit(&_ak_committed, n, memory_order_relaxed); }
 
-bool _ak_segment_known(uintptr_t s) {
-  pthread_mutex_lock(&_ak_seg_mu);
-  bool found = false;
-  for (ak_segment *x = _ak_seg_list; x && !found; x = x->gnext) found = (uintptr_t)x == s;
-  pthread_mutex_unlock(&_ak_seg_mu);
-  return found;
+bool _ak_segment_known(uintptr_t s) { return _ak_segmap_has((const void *)s); }
+
+/* The segment map (malloc_internal.h). */
+_Atomic(uint64_t *) _ak_segmap_top[SEGMAP_TOP];
+
+bool _ak_segmap_set(const void *seg, bool on) {
+  uintptr_t n = (uintptr_t)seg >> SEG_SHIFT;
+  size_t t = n >> SEGMAP_LEAF_BITS;
+  if (t >= SEGMAP_TOP) {
+    errno = ENOMEM; /* above the map: never given by the kernel without a hint there */
+    return false;
+  }
+  uint64_t *leaf = atomic_load_explicit(&_ak_segmap_top[t], memory_order_acquire);
+  if (!leaf) {
+    if (!on) return true;
+    uint64_t *fresh = _ak_os_alloc(SEGMAP_LEAF_WORDS * sizeof(uint64_t), 1);
+    if (!fresh) return false;
+    if (atomic_compare_exchange_strong_explicit(&_ak_segmap_top[t], &leaf, fresh, memory_order_acq_rel,
+                                                memory_order_acquire))
+      leaf = fresh;
+    else
+      _ak_os_free(fresh, SEGMAP_LEAF_WORDS * sizeof(uint64_t)); /* another thread's came first */
+  }
+  uint64_t bit = UINT64_C(1) << (n & 63);
+  uint64_t *w = &leaf[(n >> 6) & (SEGMAP_LEAF_WORDS - 1)];
+  if (on)
+    __atomic_fetch_or(w, bit, __ATOMIC_RELEASE);
+  else
+    __atomic_fetch_and(w, ~bit, __ATOMIC_RELEASE);
+  return true;
 }
 
 static void registry_add(ak_segment *seg) {
@@ -73,6 +97,7 @@ static int seg_cached;
 static void segment_unmap(ak_segment *seg) {
   committed_sub(SEG_SIZE - (size_t)__builtin_popcountll(seg->decommit_mask) * PAGE_SIZE_AK);
   seg->magic = 0;
+  (void)_ak_segmap_set(seg, false);
   _ak_os_free(seg, SEG_SIZE);
 }
 
@@ -115,6 +140,11 @@ static ak_segment *segment_new(ak_mheap *h) {
   } else {
     seg = _ak_os_alloc(SEG_SIZE, SEG_SIZE);
     if (!seg) return NULL;
+    if (!_ak_segmap_set(seg, true)) {
+      _ak_os_free(seg, SEG_SIZE);
+      errno = ENOMEM;
+      return NULL;
+    }
     committed_add(SEG_SIZE); /* fresh mmap memory is zero: only set what is not */
   }
   seg->magic = SEG_MAGIC;
@@ -254,6 +284,13 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
   if (!pg) return NULL;
   __atomic_store_n(&pg->cls, (uint16_t)cls, __ATOMIC_RELAXED);
   __atomic_store_n(&pg->block_size, _ak_cls_size[cls], __ATOMIC_RELAXED);
+  /* For _ak_blk_is_start: block_size = odd << shift, and the inverse of
+   * odd mod 2^64 (Newton's iteration doubles the correct low bits from 3). */
+  unsigned shift = (unsigned)__builtin_ctz(pg->block_size);
+  uint64_t odd = pg->block_size >> shift, inv = odd;
+  for (int i = 0; i < 5; i++) inv *= 2 - odd * inv;
+  pg->blk_inv = inv;
+  pg->blk_shift = (uint8_t)shift;
   pg->capacity = (uint32_t)((pg->end - pg->start) / pg->block_size);
   pg->end = pg->start + (uintptr_t)pg->capacity * pg->block_size;
   pg->bump = pg->start;
@@ -458,6 +495,11 @@ void *_ak_large_alloc(size_t n, size_t align) {
   size_t seg_align = align >= SEG_SIZE ? align : SEG_SIZE;
   ak_segment *seg = _ak_os_alloc(map, seg_align);
   if (!seg) return NULL;
+  if (!_ak_segmap_set(seg, true)) {
+    _ak_os_free(seg, map);
+    errno = ENOMEM;
+    return NULL;
+  }
   seg->magic = SEG_MAGIC;
   seg->kind = SEG_LARGE;
   seg->map_size = map;
@@ -476,6 +518,7 @@ void _ak_large_free(ak_segment *seg) {
   atomic_fetch_sub_explicit(&_ak_large_bytes, seg->map_size, memory_order_relaxed);
   committed_sub(seg->map_size);
   seg->magic = 0;
+  (void)_ak_segmap_set(seg, false);
   _ak_os_free(seg, seg->map_size);
 }
 
@@ -490,6 +533,13 @@ void *_ak_large_realloc(ak_segment *seg, void *p, size_t n) {
   size_t old = seg->map_size;
   registry_remove(seg); /* it may move */
   ak_segment *ns = _ak_os_remap(seg, old, map, SEG_SIZE);
+  if (ns && ns != seg) {
+    /* Moved: the map follows. Marking fails only if an 8 KiB leaf cannot
+     * be mapped just after gigabytes were; the block, already moved, could
+     * then never be freed: stop rather than lose track of it. */
+    if (!_ak_segmap_set(ns, true)) _ak_malloc_fatal("realloc", p, "out of memory for the segment map", NCLS);
+    (void)_ak_segmap_set(seg, false);
+  }
   registry_add(ns ? ns : seg);
   if (!ns) return NULL;
   ns->map_size = map;
@@ -506,22 +556,40 @@ void *_ak_large_realloc(ak_segment *seg, void *p, size_t n) {
 
 /* Huge-aligned blocks: mapping at B (aligned to `align` >= 4 MiB), header
  * at B, block at B + align. The block masks to itself, so free() looks it
- * up here first whenever a pointer sits on a 4 MiB boundary. */
-static pthread_mutex_t huge_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct {
+ * up here whenever a pointer sits on a 4 MiB boundary. The registry is an
+ * array of (block, header) sorted by block address, found by binary search
+ * and grown by doubling (memory from the OS layer, never from malloc): no
+ * limit on the number of live blocks. Under huge_mu, a leaf lock (nothing
+ * else is taken under it). */
+typedef struct huge_entry {
   uintptr_t block;
   ak_segment *seg;
-} huge[64];
+} huge_entry;
+static pthread_mutex_t huge_mu = PTHREAD_MUTEX_INITIALIZER;
+static huge_entry *huge;        /* sorted by block */
+static size_t huge_n, huge_cap; /* entries used, entries mapped */
+
+/* Index of the first entry with block >= b (under huge_mu). */
+static size_t huge_find(uintptr_t b) {
+  size_t lo = 0, hi = huge_n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (huge[mid].block < b)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
 
 bool _ak_huge_aligned_free(void *p) {
   ak_segment *seg = NULL;
   pthread_mutex_lock(&huge_mu);
-  for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
-    if (huge[i].block == (uintptr_t)p) {
-      seg = huge[i].seg;
-      huge[i].block = 0;
-      break;
-    }
+  size_t i = huge_find((uintptr_t)p);
+  if (i < huge_n && huge[i].block == (uintptr_t)p) {
+    seg = huge[i].seg;
+    memmove(&huge[i], &huge[i + 1], (huge_n - i - 1) * sizeof huge[0]);
+    huge_n--;
   }
   pthread_mutex_unlock(&huge_mu);
   if (seg) _ak_large_free(seg);
@@ -531,27 +599,61 @@ bool _ak_huge_aligned_free(void *p) {
 size_t _ak_huge_aligned_size(const void *p) {
   size_t n = 0;
   pthread_mutex_lock(&huge_mu);
-  for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++)
-    if (huge[i].block == (uintptr_t)p) n = huge[i].seg->map_size - ((uintptr_t)p - (uintptr_t)huge[i].seg);
+  size_t i = huge_find((uintptr_t)p);
+  if (i < huge_n && huge[i].block == (uintptr_t)p)
+    n = huge[i].seg->map_size - ((uintptr_t)p - (uintptr_t)huge[i].seg);
   pthread_mutex_unlock(&huge_mu);
   return n;
+}
+
+/* Room for one more entry (under huge_mu): doubles the array. */
+static bool huge_reserve(void) {
+  if (huge_n < huge_cap) return true;
+  size_t cap = huge_cap ? 2 * huge_cap : 4096 / sizeof(huge_entry);
+  huge_entry *a = _ak_os_alloc(cap * sizeof *a, 1);
+  if (!a) return false;
+  if (huge_n) memcpy(a, huge, huge_n * sizeof *a);
+  if (huge) _ak_os_free(huge, huge_cap * sizeof *huge);
+  huge = a;
+  huge_cap = cap;
+  return true;
 }
 
 void *_ak_huge_aligned_alloc(size_t n, size_t align);
 void *_ak_huge_aligned_alloc(size_t n, size_t align) {
   void *p = _ak_large_alloc(n, align);
   if (!p) return NULL;
+  ak_segment *seg = (ak_segment *)((uintptr_t)p - align); /* the block sits `align` in */
   pthread_mutex_lock(&huge_mu);
-  for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
-    if (!huge[i].block) {
-      huge[i].block = (uintptr_t)p;
-      huge[i].seg = (ak_segment *)((uintptr_t)p - align); /* the block sits `align` in */
-      pthread_mutex_unlock(&huge_mu);
-      return p;
-    }
+  bool ok = huge_reserve();
+  if (ok) {
+    size_t i = huge_find((uintptr_t)p);
+    memmove(&huge[i + 1], &huge[i], (huge_n - i) * sizeof huge[0]);
+    huge[i].block = (uintptr_t)p;
+    huge[i].seg = seg;
+    huge_n++;
   }
   pthread_mutex_unlock(&huge_mu);
-  _ak_large_free((ak_segment *)((uintptr_t)p - align));
-  errno = ENOMEM; /* more than 64 live huge-aligned blocks */
+  if (ok) return p;
+  int e = errno;
+  _ak_large_free(seg);
+  errno = e;
   return NULL;
+}
+
+/* fork() (heap.c's handlers, which give the order of every malloc lock):
+ * the segment cache's lock, then the huge-aligned registry's. */
+void _ak_segment_fork_prepare(void) {
+  pthread_mutex_lock(&cache_mu);
+  pthread_mutex_lock(&huge_mu);
+}
+
+void _ak_segment_fork_parent(void) {
+  pthread_mutex_unlock(&huge_mu);
+  pthread_mutex_unlock(&cache_mu);
+}
+
+void _ak_segment_fork_child(void) {
+  pthread_mutex_init(&huge_mu, NULL);
+  pthread_mutex_init(&cache_mu, NULL);
 }

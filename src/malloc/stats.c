@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/error.h"
 #include "malloc/malloc_internal.h"
 #include "os/os_mem.h"
 
@@ -135,6 +136,8 @@ int ak_malloc_stats_print(FILE *f) {
   }
   static ak_malloc_stats s; /* big: not on the stack of an exiting thread */
   ak_malloc_stats_get(&s);
+  int saved = errno;
+  errno = 0; /* what stdio sets below is the failure's cause */
   int rc = fprintf(f,
                    "arenakit malloc: allocated %zu B (peak %zu), committed %zu B (peak %zu), resident %zu B\n"
                    "  segments %zu, large blocks %zu (%zu B), heaps %zu, abandoned segments %zu\n"
@@ -144,7 +147,15 @@ int ak_malloc_stats_print(FILE *f) {
   for (size_t c = 0; rc >= 0 && c < s.nclasses; c++)
     if (s.class_pages[c])
       rc = fprintf(f, "  %5zu %7zu %11zu %7zu\n", c, s.class_size[c], s.class_blocks[c], s.class_pages[c]);
-  return rc < 0 ? -1 : 0;
+  /* A buffered stream fails only when it is flushed (a full disk,
+   * /dev/full): flush, then ask the stream whether any write failed. */
+  if (rc >= 0 && fflush(f) == 0 && !ferror(f)) {
+    errno = saved;
+    return 0;
+  }
+  int err = errno ? errno : EIO;
+  _ak_error(err, "ak_malloc_stats_print: writing the statistics failed: %s", strerror(err));
+  return -1;
 }
 
 static void print_at_exit(void) {

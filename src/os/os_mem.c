@@ -13,9 +13,18 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+/* No MAP_NORESERVE: what this maps is handed out as usable memory, so it
+ * is charged against what the system can commit, as glibc's malloc does.
+ * The kernel then answers ENOMEM at once for a request it cannot back: a
+ * mapping larger than RAM + swap under the heuristic overcommit policy
+ * (overcommit_memory 0), anything past the commit limit under the strict
+ * one (2), and anything past RLIMIT_AS in every mode. With MAP_NORESERVE,
+ * malloc(64 GiB) on a 24 GiB machine succeeded and the program died on a
+ * page fault later. (The aligned region is only ever a hint, not a
+ * reservation, so there is nothing mapped NORESERVE at all.) */
 static void *sys_map(void *hint, size_t size, void *ctx) {
   (void)ctx;
-  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   return p == MAP_FAILED ? NULL : p;
 }
 
