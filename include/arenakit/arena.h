@@ -211,7 +211,14 @@ AK_API ak_arena_mark ak_arena_save(const ak_arena *a);
  *  after it goes back to its size at `m` (the bytes it grew into are
  *  freed; its first bytes up to that size are kept).
  *  `m` must come from this arena, after its last clear, and must not be
- *  older than a mark already restored past. Not thread-safe for `a`. */
+ *  newer than a mark already restored (a mark restored past is stale).
+ *  Invalid marks: the checked and hardened builds validate `m` against the
+ *  arena's chunk and cleanup lists first (reading nothing through it) and
+ *  end the process with a message naming ak_arena_restore, the mark's
+ *  position and the reason (another arena's mark, a stale one, a forged
+ *  one), then abort(). A normal build trusts `m`: an invalid mark corrupts
+ *  the arena silently (later allocations may land in memory the arena does
+ *  not own). Not thread-safe for `a`. */
 AK_API void ak_arena_restore(ak_arena *a, ak_arena_mark m);
 
 /** Registers `fn(arg)` to run when the arena is cleared, destroyed or
@@ -246,12 +253,28 @@ AK_API char *ak_arena_strndup(ak_arena *a, const char *s, size_t n);
  *  is allocated and min(old_size, new_size) bytes are copied; the old block
  *  stays until the arena is cleared. `p` NULL acts as ak_arena_alloc().
  *  `old_size` must be the size `p` was allocated (or last resized) with.
- *  Errors: NULL with EINVAL/ENOMEM as ak_arena_alloc(); `p` is unchanged. */
+ *  Errors: NULL with EINVAL/ENOMEM as ak_arena_alloc(); `p` is unchanged.
+ *  Invalid pointers: the checked and hardened builds end the process with a
+ *  message naming ak_arena_realloc, `p` and the reason, then abort(), when
+ *  [p, p + old_size) is not memory `a` handed out (stack, static, malloc'd,
+ *  another arena's, unmapped, or freed by a clear or restore); an interior
+ *  pointer into a live block is not detected. A normal build does not check
+ *  a pointer that is not the newest allocation: it copies
+ *  min(old_size, new_size) bytes from `p` (an unmapped `p` faults). */
 AK_API void *ak_arena_realloc(ak_arena *a, void *p, size_t old_size, size_t new_size, size_t align);
 
 /** Returns true if `p` points into memory handed out by `a` (any chunk).
  *  O(number of chunks). */
 AK_API bool ak_arena_owns(const ak_arena *a, const void *p);
+
+/** Validates a block handed back to `a` (used by the C++ allocators'
+ *  deallocate). In the checked and hardened builds, when [p, p + size) is
+ *  not memory `a` handed out (size 0 counts as 1), the process ends with a
+ *  message naming `call` (NULL: "ak_arena_check_block"), `p` and the
+ *  reason, then abort(); nothing is read through `p`. A normal build, a NULL
+ *  `a` or a NULL `p` does nothing. O(number of chunks). Frees nothing. Not
+ *  thread-safe for `a`. */
+AK_API void ak_arena_check_block(const ak_arena *a, const void *p, size_t size, const char *call);
 
 /** Fills `out` with the arena's statistics. */
 AK_API void ak_arena_stats_get(const ak_arena *a, ak_arena_stats *out);

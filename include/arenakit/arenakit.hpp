@@ -326,8 +326,9 @@ class arena {
  *  memory from an arena, for STL containers:
  *  `std::vector<int, ak::arena_allocator<int>> v(arena);`.
  *
- *  allocate(n) returns arena memory aligned to alignof(T); deallocate() is a
- *  no-op (the memory comes back at clear, destruction or restore). A
+ *  allocate(n) returns arena memory aligned to alignof(T); deallocate() frees
+ *  nothing (the memory comes back at clear, destruction or restore; the
+ *  checked and hardened builds abort on a pointer the arena did not hand out). A
  *  container using it must not outlive the arena (or a restore past its
  *  allocations), and the elements' destructors run only when the container
  *  destroys them - the arena does not register them.
@@ -373,8 +374,13 @@ class arena_allocator {
     return static_cast<T *>(p);
   }
 
-  /** No-op: arena memory is freed all at once. Never throws. */
-  void deallocate(T *, std::size_t) noexcept {}
+  /** Frees nothing: arena memory is freed all at once. The checked and
+   *  hardened builds end the process with a message (ak_arena_check_block)
+   *  when `p` is not a block of this allocator's arena; a normal build
+   *  ignores `p`. Never throws. */
+  void deallocate(T *p, std::size_t n) noexcept {
+    ak_arena_check_block(a_, p, n * sizeof(T), "ak::arena_allocator::deallocate");
+  }
 
   /** The C arena this allocator uses. Never throws. */
   ak_arena *get() const noexcept { return a_; }
@@ -400,7 +406,8 @@ bool operator!=(const arena_allocator<T> &x, const arena_allocator<U> &y) noexce
  *
  *  do_allocate returns arena memory at the requested alignment (any power
  *  of two) and throws std::bad_alloc when the arena cannot supply it (or
- *  the alignment is not a power of two); do_deallocate is a no-op.
+ *  the alignment is not a power of two); do_deallocate frees nothing (the
+ *  checked and hardened builds abort on a pointer the arena did not hand out).
  *  Resources are equal only to themselves (pointer identity, as for
  *  std::pmr::monotonic_buffer_resource): use one resource per arena when
  *  containers are to move memory between each other in O(1).
@@ -425,7 +432,9 @@ class arena_resource : public std::pmr::memory_resource {
     if (!p) throw std::bad_alloc();
     return p;
   }
-  void do_deallocate(void *, std::size_t, std::size_t) override {}
+  void do_deallocate(void *p, std::size_t bytes, std::size_t) override {
+    ak_arena_check_block(a_, p, bytes, "ak::arena_resource::deallocate");
+  }
   bool do_is_equal(const std::pmr::memory_resource &other) const noexcept override { return this == &other; }
 
  private:

@@ -54,6 +54,26 @@ struct ak_arena_piece {
 
 static inline uintptr_t data_start(const ak_arena_chunk *c) { return (uintptr_t)c + HDR; }
 
+/* ---- pointers handed back (checked and hardened builds) -----------------
+ * ak_arena_realloc's block, ak_arena_restore's mark and the C++ layer's
+ * deallocate come back from the caller. These builds validate them against
+ * the arena's chunk lists before anything is read through them (only list
+ * nodes the arena owns are dereferenced) and end the process with one
+ * message naming the call, the pointer and the reason. */
+#ifndef AK_CHECKED
+#define AK_CHECKED 0
+#endif
+#ifndef AK_HARDENED
+#define AK_HARDENED 0
+#endif
+static const bool arena_check_pointers = AK_CHECKED || AK_HARDENED != 0;
+
+static _Noreturn AK_COLD void bad_pointer(const char *call, const void *p, const char *why) {
+  _ak_error(EINVAL, "%s(%p): %s", call, p, why);
+  fprintf(stderr, "arenakit: %s\n", ak_last_error());
+  abort();
+}
+
 static inline uintptr_t real_limit(const ak_arena *a) { return a->tracked ? a->real_limit : a->limit; }
 
 /* In tracked mode the fast path sees limit 0 and always falls through. */
@@ -142,6 +162,73 @@ static uintptr_t place(uintptr_t ptr, uintptr_t lim, size_t size, size_t align) 
   uintptr_t room = lim - ptr;
   if (pad > room || granules(size) > room - pad) return 0;
   return ptr + pad;
+}
+
+/* The chunk of `a` that handed out byte `u`, with in *top the end of what it
+ * handed out (the bump pointer in the current chunk); NULL if none did.
+ * Only headers on `a`'s own lists are read; spares after `cur` hold nothing. */
+static const ak_arena_chunk *chunk_holding(const ak_arena *a, uintptr_t u, uintptr_t *top) {
+  for (const ak_arena_chunk *c = a->large; c; c = c->next) {
+    if (u >= data_start(c) && u < c->end) {
+      *top = c->end;
+      return c;
+    }
+  }
+  for (const ak_arena_chunk *c = a->chunks; c; c = c->next) {
+    uintptr_t t = c == a->cur ? a->ptr : c->end;
+    if (u >= data_start(c) && u < t) {
+      *top = t;
+      return c;
+    }
+    if (c == a->cur) break;
+  }
+  return NULL;
+}
+
+/* Checked and hardened builds: [p, p + size) must be a block `a` handed out
+ * (size 0 counts as 1); otherwise the process ends naming `call`. */
+static void check_block(const ak_arena *a, const void *p, size_t size, const char *call) {
+  uintptr_t u = (uintptr_t)p, top;
+  if (!chunk_holding(a, u, &top))
+    bad_pointer(call, p,
+                "pointer not allocated by this arena (stack, static, another allocator's or "
+                "arena's memory, or freed by a clear or restore)");
+  if ((size ? size : 1) > top - u)
+    bad_pointer(call, p, "the block's size runs past what the arena handed out there");
+}
+
+/* Checked and hardened builds: `m` is a live mark of `a` (taken from `a`
+ * after its last clear, not restored past); otherwise the process ends. Walks
+ * the regular chunks up to `cur`, and the dedicated chunks and cleanups that
+ * the restore releases and runs anyway. */
+static void check_mark(const ak_arena *a, const ak_arena_mark *m) {
+  static const char call[] = "ak_arena_restore";
+  const void *at = (const void *)m->ptr;
+  if (m->chunk) {
+    const ak_arena_chunk *c = a->chunks;
+    bool after_cur = false;
+    for (; c && c != m->chunk; c = c->next) after_cur = after_cur || c == a->cur;
+    if (!c) bad_pointer(call, at, "mark not taken from this arena (its chunk is not the arena's)");
+    if (after_cur || !a->cur) bad_pointer(call, at, "stale mark (the arena was cleared or restored past it)");
+    uintptr_t top = c == a->cur ? a->ptr : c->end;
+    if (m->ptr < data_start(c) || m->ptr > top || (m->ptr & (GRANULE - 1)))
+      bad_pointer(call, at, "stale or forged mark (its position is past the arena's or outside its chunk)");
+  } else if (m->ptr || m->used_before) {
+    bad_pointer(call, at, "forged mark (a position without a chunk)");
+  }
+  const ak_arena_chunk *l = a->large;
+  while (l && l != m->large) l = l->next;
+  if (l != m->large) bad_pointer(call, at, "mark not from this arena or stale (its dedicated chunk is gone)");
+  const ak_arena_cleanup *k = a->cleanups;
+  while (k && k != m->cleanups) k = k->next;
+  if (k != m->cleanups)
+    bad_pointer(call, at, "mark not from this arena or stale (its cleanup record is gone)");
+  if (m->npieces > a->npieces) bad_pointer(call, at, "stale mark (more live pieces than the arena holds)");
+}
+
+void ak_arena_check_block(const ak_arena *a, const void *p, size_t size, const char *call) {
+  if (!arena_check_pointers || !a || !p) return;
+  check_block(a, p, size, call ? call : "ak_arena_check_block");
 }
 
 /* Invariant kept: a->ptr stays a multiple of the granule. */
@@ -462,6 +549,7 @@ ak_arena_mark ak_arena_save(const ak_arena *a) {
 
 void ak_arena_restore(ak_arena *a, ak_arena_mark m) {
   if (!a) return;
+  if (arena_check_pointers) check_mark(a, &m);
   run_cleanups(a, m.cleanups);
   if (a->tracked & AK_TRACK_MODE_VALGRIND) free_pieces_after(a, m.npieces);
   release_large_until(a, m.large);
@@ -567,21 +655,15 @@ void *ak_arena_realloc(ak_arena *a, void *p, size_t old_size, size_t new_size, s
     }
     return p;
   }
+  if (arena_check_pointers) check_block(a, p, old_size, "ak_arena_realloc");
   void *q = ak_arena_alloc(a, new_size, align);
   if (q) memcpy(q, p, old_size < new_size ? old_size : new_size);
   return q;
 }
 
 bool ak_arena_owns(const ak_arena *a, const void *p) {
-  if (!a || !p) return false;
-  uintptr_t u = (uintptr_t)p;
-  for (const ak_arena_chunk *c = a->large; c; c = c->next)
-    if (u >= data_start(c) && u < c->end) return true;
-  for (const ak_arena_chunk *c = a->chunks; c; c = c->next) {
-    if (c == a->cur) return u >= data_start(c) && u < a->ptr;
-    if (u >= data_start(c) && u < c->end) return true;
-  }
-  return false;
+  uintptr_t top;
+  return a && p && chunk_holding(a, (uintptr_t)p, &top) != NULL;
 }
 
 void ak_arena_stats_get(const ak_arena *a, ak_arena_stats *out) {
