@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "os/os_mem.h"
+
 namespace {
 
 constexpr int kThreads = 4;
@@ -35,11 +37,19 @@ std::atomic<void *> g_slots[kThreads][kSlots];
 // blocks (their registry).
 void *churn_alloc(unsigned r) {
   switch (r % 16) {
-    case 0: return ak_malloc(3 << 20);
-    case 1: return ak_malloc(5 << 20);
-    case 2: return ak_aligned_alloc(4 << 20, 4096);
+    case 0:
+    case 1:
+    case 2:
     case 3:
-    case 4: return ak_malloc(64 * 1024 + (r % 7) * 40000);
+    case 4:
+    case 5:
+    case 6:
+    case 7:  // half the time 3 MiB: a segment taken from and given to the cache each time
+      return ak_malloc(3 << 20);
+    case 8: return ak_malloc(5 << 20);
+    case 9: return ak_aligned_alloc(4 << 20, 4096);
+    case 10:
+    case 11: return ak_malloc(64 * 1024 + (r % 7) * 40000);
     default: return ak_malloc(8 + (r % 2000));
   }
 }
@@ -94,6 +104,62 @@ int wait_with_timeout(pid_t pid) {
       return -1;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+// A lock held by another thread at the moment of fork(), made certain:
+// a map hook stops the thread inside the huge-aligned registry's lock (the
+// registry grows with a 4 KiB mapping under it) while the main thread
+// forks. The prepare handler waits for that lock (the hook lets the thread
+// go 200 ms later), so the child finds it free; without the handler the
+// fork goes through at once and the child hangs on the copied lock.
+std::atomic<int> g_hook_state{0};  // 1: armed, 2: a thread is inside, 3: released
+
+void *blocking_map(void *hint, size_t size, void *ctx) {
+  int armed = 1;
+  if (size == 4096 && g_hook_state.compare_exchange_strong(armed, 2)) {
+    while (g_hook_state.load() != 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return _ak_os_default_hooks().map(hint, size, ctx);
+}
+
+TEST(MallocFork, ALockHeldAtForkIsFreeInTheChild) {
+  ak_free(ak_malloc(16));  // the heap and its fork handlers exist
+  _ak_os_hooks h = _ak_os_default_hooks();
+  h.map = blocking_map;
+  _ak_os_hooks saved = _ak_os_set_hooks(&h);
+  g_hook_state = 1;
+  void *held = nullptr;
+  std::thread inside([&] { held = ak_aligned_alloc(4 << 20, 4096); });
+  for (int i = 0; i < 2000 && g_hook_state.load() != 2; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (g_hook_state.load() != 2) {
+    g_hook_state = 3;
+    inside.join();
+    _ak_os_set_hooks(&saved);
+    ak_free(held);
+    GTEST_SKIP() << "the huge-aligned registry was already mapped: no lock to hold across fork";
+  }
+  std::thread releaser([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    g_hook_state = 3;
+  });
+  pid_t pid = fork();  // with the handler: waits here until the releaser runs
+  if (pid == 0) {
+    void *p = ak_aligned_alloc(4 << 20, 4096);  // the registry's lock
+    if (!p) _exit(2);
+    ak_free(p);
+    _exit(0);
+  }
+  ASSERT_GE(pid, 0);
+  releaser.join();
+  inside.join();
+  _ak_os_set_hooks(&saved);
+  ak_free(held);
+  int status = wait_with_timeout(pid);
+  EXPECT_NE(status, -1) << "the child hung on a lock held at fork";
+  if (status != -1) {
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   }
 }
 

@@ -12,9 +12,19 @@
  *
  * Thread-safety: every function may be called from any thread; a block may
  * be freed by any thread. Errors: NULL with errno (ENOMEM, or EINVAL for a
- * bad alignment); nothing aborts on out-of-memory. Freeing a pointer that
- * did not come from these functions is undefined (the checked build,
- * AK_CHECKED, reports it with a message naming the size class and reason).
+ * bad alignment); nothing aborts on out-of-memory. A request beyond what the
+ * system can commit (RAM + swap under the default overcommit policy, the
+ * commit limit under the strict one, RLIMIT_AS) fails at once with ENOMEM,
+ * as glibc's does.
+ *
+ * Bad pointers: ak_free, ak_realloc and ak_usable_size look a pointer up
+ * in a map of the address ranges this heap owns before they read anything
+ * of it. A pointer it did not hand out - on the stack, in static data, from
+ * another allocator or an mmap'd region, an unmapped address, a pointer
+ * inside a block, a large block already freed - ends the program in every
+ * build with one line on stderr, "arenakit: CALL(PTR): invalid pointer
+ * (REASON)", and abort(), as glibc's "free(): invalid pointer". A double
+ * free of a small block is caught in the checked and hardened builds only.
  */
 #ifndef ARENAKIT_MALLOC_H
 #define ARENAKIT_MALLOC_H
@@ -42,7 +52,8 @@ AK_API AK_MALLOC_LIKE void *ak_calloc(size_t count, size_t size);
  *  above 64 KiB grow and shrink in place while the pages after them are
  *  free, blocks above about 4 MiB grow in place or move by remapping (no
  *  copy). On failure returns
- *  NULL with ENOMEM and `p` is untouched. */
+ *  NULL with ENOMEM and `p` is untouched. A `p` not handed out aborts with
+ *  a message (see "Bad pointers" above). */
 AK_API void *ak_realloc(void *p, size_t n);
 
 /** reallocarray: ak_realloc(p, count * size) with the product checked
@@ -50,7 +61,8 @@ AK_API void *ak_realloc(void *p, size_t n);
 AK_API void *ak_reallocarray(void *p, size_t count, size_t size);
 
 /** Frees a block from any ak_ allocation function, from any thread.
- *  NULL is ignored. */
+ *  NULL is ignored; any other pointer not handed out aborts with a message
+ *  (see "Bad pointers" above). */
 AK_API void ak_free(void *p);
 
 /** aligned_alloc: `align` must be a power of two (else NULL + EINVAL);
@@ -66,7 +78,9 @@ AK_API int ak_posix_memalign(void **out, size_t align, size_t n);
  *  to one. */
 AK_API AK_MALLOC_LIKE void *ak_memalign(size_t align, size_t n);
 
-/** The usable size of a block (>= what was asked); 0 for NULL. */
+/** The usable size of a block (>= what was asked); 0 for NULL; a pointer
+ *  not handed out aborts with a message (see "Bad pointers" above).
+ *  Thread-safe. */
 AK_API size_t ak_usable_size(const void *p);
 
 /** Gives memory back to the OS: decommits empty pages whose purge delay has
