@@ -39,8 +39,51 @@
 /* ---- registry of all pools and their slabs (owns, checks) ---------------- */
 
 static pthread_mutex_t g_pools_mu = PTHREAD_MUTEX_INITIALIZER;
-static _ak_pool_impl *g_pools[1024]; /* checked-build wrong-pool lookups */
+static _ak_pool_impl *g_pools; /* every live pool, linked by next_pool (under g_pools_mu) */
 static atomic_uint_least64_t g_next_id = 1;
+
+/* Checked and hardened builds: the blocks of the last AK_POOL_GRAVES
+ * destroyed pools, kept as tombstones (under g_pools_mu), so that a call
+ * on a destroyed pool is reported instead of reading freed memory. */
+#define AK_POOL_GRAVES 64
+static _ak_pool_impl *g_graves[AK_POOL_GRAVES];
+static size_t g_grave_next;
+
+/* ---- fork ------------------------------------------------------------------ */
+
+/* The atfork handlers take every lock of every pool, so that the child
+ * finds none held by a thread that does not exist there. The order
+ * (docs/design.md, "Fork"): g_pools_mu, pool_tls.c's g_mu, then for each
+ * live pool in registry order its mutex `mu`, its spinlock `spin`, the file
+ * backing's `file_mu` and the 64 shard locks of its slab table. They run
+ * before the malloc's (they are registered after it: the pool's block is
+ * allocated first), as the pool's locks are taken around malloc calls and
+ * never inside them. The child's only thread is the one that took them all,
+ * so it releases them as the parent does (default mutexes: no owner check). */
+static void fork_prepare(void) {
+  pthread_mutex_lock(&g_pools_mu);
+  _ak_tls_fork_lock();
+  for (_ak_pool_impl *q = g_pools; q; q = q->next_pool) {
+    pthread_mutex_lock(&q->mu);
+    _ak_word_lock(&q->spin);
+    _ak_word_lock(&q->file_mu);
+    _ak_table_lock_all(&q->table);
+  }
+}
+
+static void fork_release(void) {
+  for (_ak_pool_impl *q = g_pools; q; q = q->next_pool) {
+    _ak_table_unlock_all(&q->table);
+    _ak_word_unlock(&q->file_mu);
+    _ak_word_unlock(&q->spin);
+    pthread_mutex_unlock(&q->mu);
+  }
+  _ak_tls_fork_unlock();
+  pthread_mutex_unlock(&g_pools_mu);
+}
+
+static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
+static void fork_register(void) { (void)pthread_atfork(fork_prepare, fork_release, fork_release); }
 
 /* ---- errors and checks -------------------------------------------------- */
 
@@ -63,11 +106,8 @@ static void die(const char *fmt, ...) {
 static const char *owner_name(uintptr_t s) {
   const char *name = NULL;
   pthread_mutex_lock(&g_pools_mu);
-  for (size_t i = 0; i < sizeof g_pools / sizeof g_pools[0] && !name; i++) {
-    _ak_pool_impl *q = g_pools[i];
-    if (!q) continue;
+  for (_ak_pool_impl *q = g_pools; q && !name; q = q->next_pool)
     if (_ak_table_has(&q->table, s & ~(uintptr_t)(q->slab_size - 1))) name = q->name;
-  }
   pthread_mutex_unlock(&g_pools_mu);
   return name;
 }
@@ -75,8 +115,11 @@ static const char *owner_name(uintptr_t s) {
 _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call) {
   uintptr_t u = (uintptr_t)o;
   uintptr_t base = u & ~(uintptr_t)(p->slab_size - 1);
-  if (ak_config_checked) {
-    if (!_ak_table_has(&p->table, base)) {
+  if (ak_config_validate) {
+    if (AK_UNLIKELY(p->destroyed)) die("%s(%p): pool '%s' was destroyed (ak_pool_destroy)", call, o, p->name);
+    /* No header is read where the slab map knows no slab: a stack, static,
+     * foreign, unmapped or released address is never dereferenced. */
+    if (AK_UNLIKELY(!_ak_table_known(&p->table, base))) {
       const char *other = owner_name(u);
       if (other) die("%s(%p): pointer belongs to pool '%s', not to pool '%s'", call, o, other, p->name);
       die("%s(%p): pointer was not allocated by pool '%s' (no slab of it contains the address)", call, o,
@@ -85,10 +128,14 @@ _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call) {
   }
   _ak_slab *s = (_ak_slab *)base;
   if (AK_UNLIKELY(s->magic != (AK_SLAB_MAGIC ^ (uintptr_t)p))) {
+    /* Validated builds: `base` is a live slab of another pool. */
+    if (ak_config_validate)
+      die("%s(%p): pointer belongs to pool '%s', not to pool '%s'", call, o, s->name, p->name);
     die("%s(%p): pointer was not allocated by pool '%s' (bad slab header)", call, o, p->name);
   }
-  /* The slot-grid test costs a division: the checked build makes it. */
-  if (ak_config_checked && !_ak_slab_is_slot(s, u)) {
+  /* The slot-grid test costs a division: the checked and hardened builds
+   * make it. */
+  if (ak_config_validate && !_ak_slab_is_slot(s, u)) {
     die("%s(%p): pointer is inside pool '%s' but not the start of an object (slot %zu bytes)", call, o,
         p->name, p->slot);
   }
@@ -593,6 +640,8 @@ void *ak_pool_alloc_slow(ak_pool *pub) {
     return NULL;
   }
   _ak_pool_impl *p = _ak_impl(pub);
+  if (ak_config_validate && AK_UNLIKELY(p->destroyed))
+    die("ak_pool_alloc(%p): pool '%s' was destroyed (ak_pool_destroy)", (void *)pub, p->name);
   void *o;
   switch (p->sync) {
     case AK_SYNC_THREADS: return _ak_threads_alloc(p);
@@ -609,6 +658,8 @@ void *ak_pool_alloc_slow(ak_pool *pub) {
 void ak_pool_free_slow(ak_pool *pub, void *o) {
   if (!pub || !o) return;
   _ak_pool_impl *p = _ak_impl(pub);
+  if (ak_config_validate && AK_UNLIKELY(p->destroyed))
+    die("ak_pool_free(%p): pool '%s' was destroyed (ak_pool_destroy)", o, p->name);
   switch (p->sync) {
     case AK_SYNC_THREADS: _ak_threads_free(p, o); return;
     case AK_SYNC_LOCKFREE: /* fall through */
@@ -750,13 +801,10 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
   /* The concurrent modes keep per-thread state (pool_tls.c). */
   if (p->sync == AK_SYNC_SPINLOCK || p->sync == AK_SYNC_LOCKFREE) _ak_tls_register(p, &_ak_mag_tls);
   if (p->sync == AK_SYNC_THREADS) _ak_tls_register(p, &_ak_threads_tls);
+  pthread_once(&g_fork_once, fork_register); /* after the malloc's own (see fork_prepare) */
   pthread_mutex_lock(&g_pools_mu);
-  for (size_t i = 0; i < sizeof g_pools / sizeof g_pools[0]; i++) {
-    if (!g_pools[i]) {
-      g_pools[i] = p;
-      break;
-    }
-  }
+  p->next_pool = g_pools;
+  g_pools = p;
   pthread_mutex_unlock(&g_pools_mu);
   return &p->pub;
 }
@@ -773,9 +821,15 @@ static void release_list(_ak_pool_impl *p, _ak_slab_list *l, size_t *live) {
 void ak_pool_destroy(ak_pool *pub) {
   if (!pub) return;
   _ak_pool_impl *p = _ak_impl(pub);
+  if (ak_config_validate && p->destroyed)
+    die("ak_pool_destroy(%p): pool '%s' was destroyed already", (void *)pub, p->name);
   pthread_mutex_lock(&g_pools_mu);
-  for (size_t i = 0; i < sizeof g_pools / sizeof g_pools[0]; i++)
-    if (g_pools[i] == p) g_pools[i] = NULL;
+  for (_ak_pool_impl **pp = &g_pools; *pp; pp = &(*pp)->next_pool) {
+    if (*pp == p) {
+      *pp = p->next_pool;
+      break;
+    }
+  }
   pthread_mutex_unlock(&g_pools_mu);
   size_t live = 0;
   if (p->sync == AK_SYNC_NONE) mirror_in(p);
@@ -799,6 +853,19 @@ void ak_pool_destroy(ak_pool *pub) {
   free(p->free_offsets);
   _ak_table_free(&p->table);
   pthread_mutex_destroy(&p->mu);
+  if (ak_config_validate) {
+    /* A tombstone: every inline path now reaches the library, which names
+     * the destroyed pool; the oldest tombstone is freed. */
+    inline_off(p);
+    p->pub.tkey = 0;
+    p->destroyed = true;
+    pthread_mutex_lock(&g_pools_mu);
+    _ak_pool_impl *old = g_graves[g_grave_next];
+    g_graves[g_grave_next] = p;
+    g_grave_next = (g_grave_next + 1) % AK_POOL_GRAVES;
+    pthread_mutex_unlock(&g_pools_mu);
+    p = old;
+  }
   free(p);
 }
 

@@ -21,6 +21,10 @@
 #endif
 /* Build flags as constants, so every mode's code is compiled and checked. */
 static const bool ak_config_checked = AK_CHECKED;
+/* The checked and hardened builds validate every pointer that reaches a
+ * free path before reading its slab header (the slab map, the slot grid, a
+ * destroyed pool). */
+static const bool ak_config_validate = AK_CHECKED || AK_HARDENED != 0;
 
 /** Bytes of fresh slots carved onto a free list at a time for the inline
  *  paths (the rest of a slab stays untouched until needed). */
@@ -82,6 +86,14 @@ bool _ak_table_has(_ak_slab_table *t, uintptr_t x);
 void _ak_table_stats(_ak_slab_table *t, size_t slab_size, ak_pool_stats *out);
 /** Frees the table's arrays (the pool is being destroyed). */
 void _ak_table_free(_ak_slab_table *t);
+/** Whether `x` is the address of a live slab of any pool: a lock-free
+ *  read of the process-wide slab map (two loads), or of `t` for an address
+ *  beyond the map. Any thread; true means the header at `x` is mapped. */
+bool _ak_table_known(_ak_slab_table *t, uintptr_t x);
+/** fork(): takes (releases) every shard lock of `t`, in index order
+ *  (reverse order). */
+void _ak_table_lock_all(_ak_slab_table *t);
+void _ak_table_unlock_all(_ak_slab_table *t);
 
 typedef struct _ak_pool_heap _ak_pool_heap;
 typedef struct _ak_pool_mag _ak_pool_mag;
@@ -103,7 +115,9 @@ typedef struct _ak_pool_impl {
   size_t nfree_offsets, cap_free_offsets;
   char *path;
   char name[64];
-  uint64_t id; /* unique over the process lifetime */
+  uint64_t id;                     /* unique over the process lifetime */
+  struct _ak_pool_impl *next_pool; /* registry of every live pool (pool.c, under g_pools_mu) */
+  bool destroyed;                  /* checked/hardened: a tombstone kept after ak_pool_destroy */
   atomic_bool defragment;
   unsigned tracked; /* AK_TRACK_MODE_* */
   bool debug;       /* checked build or tracked: the per-object hooks run */
@@ -188,15 +202,19 @@ void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s);
 /** Releases a slab to the backing unconditionally; needs no pool lock. */
 void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s);
 
-/** The slab of `o` if `o` is a slot of a slab of `p`; otherwise reports
- *  (checked build: abort with a message naming `call`) and returns NULL. */
+/** The slab of `o` if `o` is a slot of a slab of `p`; otherwise aborts
+ *  with one message naming `call`, `o` and the reason. The checked and
+ *  hardened builds read no header the slab map does not know (a foreign,
+ *  unmapped or released address is never dereferenced) and test the slot
+ *  grid; the release build checks the header's magic only. */
 _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call);
 
-/** _ak_pool_slab_of's common case inline: mask and one header check; the
- *  full checks (checked build) and the error report out of line. */
+/** _ak_pool_slab_of's common case inline (release build): mask and one
+ *  header check; the checked and hardened builds' checks (the slab map
+ *  before any header is read) and the error report out of line. */
 static inline _ak_slab *_ak_pool_slab_fast(_ak_pool_impl *p, const void *o, const char *call) {
   _ak_slab *s = (_ak_slab *)((uintptr_t)o & ~(uintptr_t)(p->slab_size - 1));
-  if (AK_LIKELY(!ak_config_checked && s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) return s;
+  if (AK_LIKELY(!ak_config_validate && s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) return s;
   return _ak_pool_slab_of(p, o, call);
 }
 
@@ -248,6 +266,10 @@ void _ak_tls_register(_ak_pool_impl *p, const _ak_tls_mode *mode);
  *  registry and calls its mode's `destroy`. Afterwards no thread exit
  *  touches `p`. */
 void _ak_tls_unregister(_ak_pool_impl *p);
+/** fork(): takes (releases) the registry's g_mu (pool.c's fork handlers,
+ *  after g_pools_mu and before any pool's own locks). */
+void _ak_tls_fork_lock(void);
+void _ak_tls_fork_unlock(void);
 /** The calling thread's state for `p` from the thread's table (the slow
  *  lookup behind each mode's cache). If there is none and `create`: makes
  *  room (pruning entries of destroyed pools, then growing), makes one with

@@ -38,6 +38,63 @@ void _ak_word_lock_slow(atomic_int *l) {
   }
 }
 
+/* ---- the slab map: every pool's slab addresses, read without a lock ------ */
+
+/* One bit per 4 KiB granule of the address space, set while a slab of some
+ * pool starts there (slabs are at least a page and aligned to their size,
+ * so a slab start is always a granule start). Two levels, as mimalloc's
+ * segment map: a leaf covers 1 GiB (32 KiB of bits, allocated on first use
+ * and kept), the root holds a leaf per GiB of the address space the map
+ * covers (48 bits on 64-bit targets). Readers load two words, no lock: the
+ * free paths of the checked and hardened builds ask it before they read any
+ * slab header, so a pointer the library does not own is never
+ * dereferenced. A slab above the covered range is found in its pool's
+ * table instead (_ak_table_known). */
+#define MAP_GRAN_BITS 12
+#define MAP_LEAF_BITS 18
+#define MAP_ADDR_BITS (UINTPTR_MAX > UINT32_MAX ? 48 : 32)
+#define MAP_ROOT ((size_t)1 << (MAP_ADDR_BITS - MAP_GRAN_BITS - MAP_LEAF_BITS))
+#define MAP_LEAF_WORDS (((size_t)1 << MAP_LEAF_BITS) / 64)
+
+static _Atomic(atomic_uint_least64_t *) g_map[MAP_ROOT];
+
+static bool map_covers(uintptr_t x) { return (x >> MAP_GRAN_BITS >> MAP_LEAF_BITS) < MAP_ROOT; }
+
+/* Sets (or clears) the bit of slab address `x`; -1 if out of memory for a
+ * leaf. Addresses beyond the map are left to the pool's table. */
+static int map_set(uintptr_t x, bool on) {
+  if (!map_covers(x)) return 0;
+  size_t g = x >> MAP_GRAN_BITS;
+  _Atomic(atomic_uint_least64_t *) *root = &g_map[g >> MAP_LEAF_BITS];
+  atomic_uint_least64_t *leaf = atomic_load_explicit(root, memory_order_acquire);
+  if (!leaf) {
+    if (!on) return 0;
+    atomic_uint_least64_t *fresh = calloc(MAP_LEAF_WORDS, sizeof *fresh);
+    if (!fresh) return -1;
+    if (atomic_compare_exchange_strong_explicit(root, &leaf, fresh, memory_order_acq_rel,
+                                                memory_order_acquire))
+      leaf = fresh;
+    else
+      free(fresh); /* another thread installed one: `leaf` is it */
+  }
+  size_t i = g & (((size_t)1 << MAP_LEAF_BITS) - 1);
+  uint_least64_t bit = (uint_least64_t)1 << (i % 64);
+  if (on)
+    atomic_fetch_or_explicit(&leaf[i / 64], bit, memory_order_release);
+  else
+    atomic_fetch_and_explicit(&leaf[i / 64], ~bit, memory_order_release);
+  return 0;
+}
+
+bool _ak_table_known(_ak_slab_table *t, uintptr_t x) {
+  if (!map_covers(x)) return _ak_table_has(t, x);
+  size_t g = x >> MAP_GRAN_BITS;
+  atomic_uint_least64_t *leaf = atomic_load_explicit(&g_map[g >> MAP_LEAF_BITS], memory_order_acquire);
+  if (!leaf) return false;
+  size_t i = g & (((size_t)1 << MAP_LEAF_BITS) - 1);
+  return (atomic_load_explicit(&leaf[i / 64], memory_order_acquire) >> (i % 64)) & 1;
+}
+
 static _ak_table_shard *shard_of(_ak_slab_table *t, uintptr_t x) {
   uint64_t h = (uint64_t)(x >> 16) * UINT64_C(0x9E3779B97F4A7C15);
   return &t->shard[h >> (64 - AK_TABLE_SHARD_BITS)];
@@ -57,6 +114,7 @@ static size_t find(const _ak_table_shard *s, uintptr_t x) {
 }
 
 int _ak_table_add(_ak_slab_table *t, uintptr_t x) {
+  if (map_set(x, true) != 0) return -1;
   _ak_table_shard *s = shard_of(t, x);
   _ak_word_lock(&s->mu);
   if (s->n == s->cap) {
@@ -64,6 +122,7 @@ int _ak_table_add(_ak_slab_table *t, uintptr_t x) {
     uintptr_t *a = realloc(s->a, cap * sizeof *a);
     if (!a) {
       _ak_word_unlock(&s->mu);
+      (void)map_set(x, false);
       return -1;
     }
     s->a = a;
@@ -101,6 +160,7 @@ void _ak_table_del(_ak_slab_table *t, uintptr_t x) {
     memmove(s->a + i, s->a + i + 1, (s->n - i - 1) * sizeof *s->a);
     __atomic_store_n(&s->n, s->n - 1, __ATOMIC_RELAXED);
     s->releases++;
+    (void)map_set(x, false); /* before the backing takes the memory back */
   }
   _ak_word_unlock(&s->mu);
 }
@@ -135,8 +195,17 @@ void _ak_table_stats(_ak_slab_table *t, size_t slab_size, ak_pool_stats *out) {
   out->slab_releases = releases;
 }
 
+void _ak_table_lock_all(_ak_slab_table *t) {
+  for (size_t k = 0; k < AK_TABLE_SHARDS; k++) _ak_word_lock(&t->shard[k].mu);
+}
+
+void _ak_table_unlock_all(_ak_slab_table *t) {
+  for (size_t k = AK_TABLE_SHARDS; k-- > 0;) _ak_word_unlock(&t->shard[k].mu);
+}
+
 void _ak_table_free(_ak_slab_table *t) {
   for (size_t k = 0; k < AK_TABLE_SHARDS; k++) {
+    for (size_t i = 0; i < t->shard[k].n; i++) (void)map_set(t->shard[k].a[i], false);
     free(t->shard[k].a);
     t->shard[k] = (_ak_table_shard){0};
   }

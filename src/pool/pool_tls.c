@@ -136,6 +136,12 @@ void _ak_tls_register(_ak_pool_impl *p, const _ak_tls_mode *mode) {
   pthread_mutex_unlock(&g_mu);
 }
 
+void _ak_tls_fork_lock(void) { pthread_mutex_lock(&g_mu); }
+
+/* The child's only thread is the one that forked and took g_mu, so it
+ * unlocks it there as in the parent (a default mutex has no owner check). */
+void _ak_tls_fork_unlock(void) { pthread_mutex_unlock(&g_mu); }
+
 void _ak_tls_unregister(_ak_pool_impl *p) {
   pthread_mutex_lock(&g_mu);
   for (_ak_pool_impl **pp = &g_pools; *pp; pp = &(*pp)->next_tls_pool) {
