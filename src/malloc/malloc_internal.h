@@ -117,28 +117,33 @@ struct ak_mheap {
  * allocator's, an mmap'd region, an unmapped address, a large block already
  * freed) end with a message instead of a fault on reading a header that is
  * not there.
- * Two levels, as mimalloc's segment map: one bit per segment number
- * (address >> SEG_SHIFT) below 2^48; the top table (static, 8 KiB) points
- * to leaves of 2^16 bits (8 KiB, 256 GiB of address space each) mapped on
- * first use and never freed. Bits are set when a segment is mapped, before
- * any of its blocks is handed out, and cleared just before it is unmapped
- * (cached segments keep theirs). Reads are lock-free: two relaxed loads. */
+ * One bit per segment number (address >> SEG_SHIFT) of the user address
+ * space (2^47 bytes on x86-64, where the kernel maps nothing higher unless
+ * asked with a hint above it; 2^48 elsewhere): a flat array in zero-filled
+ * static memory, 4 MiB (8 MiB), whose pages the kernel provides only where
+ * a bit is ever set (one page per 128 GiB of address space that holds
+ * segments). Flat, as mimalloc's segment map, rather than two levels: the
+ * free fast path pays one load that stays in L1 (a word covers 256 MiB of
+ * segments) and a predicted compare; the two-level table cost one more
+ * dependent load and test on every free. Bits are set (atomic OR) when a
+ * segment is mapped, before any of its blocks is handed out, and cleared
+ * (atomic AND) just before it is unmapped; cached segments keep theirs.
+ * Reads are lock-free. */
+#if defined(__x86_64__)
+#define SEGMAP_ADDR_BITS 47
+#else
 #define SEGMAP_ADDR_BITS 48
-#define SEGMAP_LEAF_BITS 16 /* segment numbers per leaf: 2^16 */
-#define SEGMAP_TOP ((size_t)1 << (SEGMAP_ADDR_BITS - SEG_SHIFT - SEGMAP_LEAF_BITS))
-#define SEGMAP_LEAF_WORDS (((size_t)1 << SEGMAP_LEAF_BITS) / 64)
-extern _Atomic(uint64_t *) _ak_segmap_top[SEGMAP_TOP];
+#endif
+#define SEGMAP_WORDS ((size_t)1 << (SEGMAP_ADDR_BITS - SEG_SHIFT - 6))
+extern uint64_t _ak_segmap[SEGMAP_WORDS];
 
 /** True if a segment header of this malloc lies at `seg` (4 MiB aligned).
  *  Any address may be asked; lock-free; false for addresses the map does
- *  not cover (at or above 2^48). */
+ *  not cover. */
 static inline bool _ak_segmap_has(const void *seg) {
   uintptr_t n = (uintptr_t)seg >> SEG_SHIFT;
-  if (AK_UNLIKELY((n >> SEGMAP_LEAF_BITS) >= SEGMAP_TOP)) return false;
-  uint64_t *leaf = atomic_load_explicit(&_ak_segmap_top[n >> SEGMAP_LEAF_BITS], memory_order_acquire);
-  if (AK_UNLIKELY(leaf == NULL)) return false;
-  uint64_t w = __atomic_load_n(&leaf[(n >> 6) & (SEGMAP_LEAF_WORDS - 1)], __ATOMIC_RELAXED);
-  return (w >> (n & 63)) & 1;
+  if (AK_UNLIKELY((n >> 6) >= SEGMAP_WORDS)) return false;
+  return (__atomic_load_n(&_ak_segmap[n >> 6], __ATOMIC_RELAXED) >> (n & 63)) & 1;
 }
 
 /* ---- segment.c ---------------------------------------------------------------- */
@@ -186,8 +191,8 @@ extern ak_segment *_ak_seg_list;
 extern atomic_size_t _ak_large_count, _ak_large_bytes, _ak_committed, _ak_peak_committed;
 bool _ak_segment_known(uintptr_t seg);
 /** Marks (true) or unmarks (false) the segment header at `seg` in the
- *  segment map. Marking fails (false) only for an address the map does not
- *  cover or when a leaf cannot be mapped (errno ENOMEM). */
+ *  segment map. Marking fails (false, errno ENOMEM) only for an address
+ *  the map does not cover. */
 bool _ak_segmap_set(const void *seg, bool on);
 /** The block `p` (not NULL), checked for `call` before anything else is
  *  read: its usable size if `p` is a live block's start (or an aligned

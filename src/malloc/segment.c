@@ -36,32 +36,19 @@ static void committed_sub(size_t n) { atomic_fetch_sub_explicit(&_ak_committed, 
 bool _ak_segment_known(uintptr_t s) { return _ak_segmap_has((const void *)s); }
 
 /* The segment map (malloc_internal.h). */
-_Atomic(uint64_t *) _ak_segmap_top[SEGMAP_TOP];
+uint64_t _ak_segmap[SEGMAP_WORDS];
 
 bool _ak_segmap_set(const void *seg, bool on) {
   uintptr_t n = (uintptr_t)seg >> SEG_SHIFT;
-  size_t t = n >> SEGMAP_LEAF_BITS;
-  if (t >= SEGMAP_TOP) {
-    errno = ENOMEM; /* above the map: never given by the kernel without a hint there */
+  if ((n >> 6) >= SEGMAP_WORDS) {
+    errno = ENOMEM; /* above the map: the kernel maps nothing there unless asked */
     return false;
   }
-  uint64_t *leaf = atomic_load_explicit(&_ak_segmap_top[t], memory_order_acquire);
-  if (!leaf) {
-    if (!on) return true;
-    uint64_t *fresh = _ak_os_alloc(SEGMAP_LEAF_WORDS * sizeof(uint64_t), 1);
-    if (!fresh) return false;
-    if (atomic_compare_exchange_strong_explicit(&_ak_segmap_top[t], &leaf, fresh, memory_order_acq_rel,
-                                                memory_order_acquire))
-      leaf = fresh;
-    else
-      _ak_os_free(fresh, SEGMAP_LEAF_WORDS * sizeof(uint64_t)); /* another thread's came first */
-  }
   uint64_t bit = UINT64_C(1) << (n & 63);
-  uint64_t *w = &leaf[(n >> 6) & (SEGMAP_LEAF_WORDS - 1)];
   if (on)
-    __atomic_fetch_or(w, bit, __ATOMIC_RELEASE);
+    __atomic_fetch_or(&_ak_segmap[n >> 6], bit, __ATOMIC_RELEASE);
   else
-    __atomic_fetch_and(w, ~bit, __ATOMIC_RELEASE);
+    __atomic_fetch_and(&_ak_segmap[n >> 6], ~bit, __ATOMIC_RELEASE);
   return true;
 }
 
@@ -534,10 +521,9 @@ void *_ak_large_realloc(ak_segment *seg, void *p, size_t n) {
   registry_remove(seg); /* it may move */
   ak_segment *ns = _ak_os_remap(seg, old, map, SEG_SIZE);
   if (ns && ns != seg) {
-    /* Moved: the map follows. Marking fails only if an 8 KiB leaf cannot
-     * be mapped just after gigabytes were; the block, already moved, could
-     * then never be freed: stop rather than lose track of it. */
-    if (!_ak_segmap_set(ns, true)) _ak_malloc_fatal("realloc", p, "out of memory for the segment map", NCLS);
+    /* Moved: the map follows (mremap moves below the map's limit, as
+     * every mapping the kernel places without a hint above it). */
+    (void)_ak_segmap_set(ns, true);
     (void)_ak_segmap_set(seg, false);
   }
   registry_add(ns ? ns : seg);
