@@ -7,7 +7,8 @@
 #
 # Stages:
 #   release   release-with-assertions build (-O2 -g, assert on, -Werror),
-#             every ctest suite including the consumer link tests
+#             every ctest suite including the consumer tests (link ways and
+#             the matrix of compilers, -O levels, link modes, PIE, C and C++)
 #   asan      AddressSanitizer + UndefinedBehaviorSanitizer + checked build
 #             (AK_CHECKED), unit tests: the arena and pools take their
 #             annotated paths (use-after-clear/free death tests) and misuse
