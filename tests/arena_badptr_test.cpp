@@ -15,14 +15,9 @@
 
 #include "os/os_mem.h"
 
-#ifndef AK_CHECKED
-#define AK_CHECKED 0
-#endif
-#ifndef AK_HARDENED
-#define AK_HARDENED 0
-#endif
-
 namespace {
+
+// tests/CMakeLists.txt defines AK_CHECKED and AK_HARDENED as the library's.
 
 constexpr bool kChecks = AK_CHECKED || AK_HARDENED != 0;
 

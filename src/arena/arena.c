@@ -24,6 +24,7 @@
 
 #include "arenakit/arena.h"
 #include "common/error.h"
+#include "common/harden.h" /* AK_HARDENED */
 #include "common/track.h"
 #include "os/os_mem.h"
 
@@ -62,9 +63,6 @@ static inline uintptr_t data_start(const ak_arena_chunk *c) { return (uintptr_t)
  * message naming the call, the pointer and the reason. */
 #ifndef AK_CHECKED
 #define AK_CHECKED 0
-#endif
-#ifndef AK_HARDENED
-#define AK_HARDENED 0
 #endif
 static const bool arena_check_pointers = AK_CHECKED || AK_HARDENED != 0;
 
