@@ -158,6 +158,8 @@ typedef struct ak_pool_slab_head {
   uintptr_t owner; /**< AK_SYNC_THREADS: the owning heap (0: none); read
                         atomically, since other threads may change it */
   uintptr_t key;   /**< hardened: links are stored as next ^ key */
+  uint64_t magic;  /**< identifies a slab header */
+  void *pool;      /**< the owning pool (the ak_pool *) */
 } ak_pool_slab_head;
 
 /** A thread's heap of an AK_SYNC_THREADS pool: the part the inline paths
@@ -225,6 +227,10 @@ typedef struct ak_pool {
   size_t slot;            /**< slot size: the step of `bump` */
   ak_pool_slab_head *alt; /**< the next slab to allocate from once the
                                current one is full (NULL: none) */
+  /* Hardened inline frees: the slot grid (ak_pool_on_grid_). */
+  uintptr_t slot_first; /**< offset of a slab's first slot */
+  uintptr_t slot_span;  /**< bytes of slots in a slab (0: every free goes to the library) */
+  uint64_t slot_div;    /**< UINT64_MAX / slot + 1 (see ak_pool_on_grid_) */
 } ak_pool;
 
 /** Creates a pool. Returns NULL with EINVAL if object_size is 0, align is
@@ -261,6 +267,37 @@ AK_API void ak_pool_free_slow(ak_pool *p, void *obj);
 typedef struct ak_pool_link {
   void *next;
 } ak_pool_link;
+
+/* Hardened: the library's map of slab addresses (src/pool/pool_table.c):
+ * one bit per 4 KiB granule at which a live slab of some pool starts, a
+ * leaf of 2^18 bits per GiB of address, NULL until a slab lies there. The
+ * inline frees read a header other than the current slab's only where the
+ * map knows a slab, so a pointer no pool handed out (stack, static, another
+ * allocator's, unmapped) is never dereferenced inline. Never touch it. */
+#define AK_POOL_MAP_GRAN_BITS 12
+#define AK_POOL_MAP_LEAF_BITS 18
+#define AK_POOL_MAP_ADDR_BITS (UINTPTR_MAX > 0xffffffffu ? 48 : 32)
+AK_API extern uint64_t *ak_pool_slab_map_[];
+
+/* Hardened: whether a live slab of some pool starts at `sb` (two loads).
+ * False beyond the map's range: the library then looks in the pool. */
+AK_FAST_PATH bool ak_pool_known_slab_(uintptr_t sb) {
+  uintptr_t g = sb >> AK_POOL_MAP_GRAN_BITS;
+  if (g >> (AK_POOL_MAP_ADDR_BITS - AK_POOL_MAP_GRAN_BITS)) return false;
+  const uint64_t *leaf = __atomic_load_n(&ak_pool_slab_map_[g >> AK_POOL_MAP_LEAF_BITS], __ATOMIC_ACQUIRE);
+  uintptr_t i = g & (((uintptr_t)1 << AK_POOL_MAP_LEAF_BITS) - 1);
+  return leaf && ((__atomic_load_n(&leaf[i / 64], __ATOMIC_ACQUIRE) >> (i % 64)) & 1);
+}
+
+/* Hardened: true if `obj` is the start of a slot of slab `sb` of `p`: its
+ * offset from the first slot is below the slots' span and a multiple of the
+ * slot size (one multiplication: n % d == 0 iff n * (UINT64_MAX / d + 1)
+ * <= UINT64_MAX / d, for n < 2^32; Lemire, Kaser, Kurz 2019). An interior
+ * pointer goes to the library, which names it. */
+AK_FAST_PATH bool ak_pool_on_grid_(const ak_pool *p, const void *obj, uintptr_t sb) {
+  uint64_t n = (uint64_t)((uintptr_t)obj - sb - p->slot_first);
+  return n < p->slot_span && n * p->slot_div <= p->slot_div - 1;
+}
 
 #if AK_POOL_INLINE_ENCODE
 /* Hardened: an encoded link (next ^ key), reached through a struct for the
@@ -407,9 +444,25 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
 }
 
 /** Frees an object allocated from `p` (from any thread in the concurrent
- *  modes). NULL is ignored. A pointer `p` does not own, a double free, or a
- *  free to the wrong pool is undefined in release builds (detected where a
- *  cheap check sees it) and aborts with a message in the checked build.
+ *  modes). NULL is ignored.
+ *
+ *  Errors (docs/hardening.md, "Invalid pointers"): the checked and hardened
+ *  builds abort with one message naming ak_pool_free, the pointer and the
+ *  reason for any pointer `p` did not hand out (stack, static, another
+ *  allocator's or the arena's memory, an interior pointer, an unmapped
+ *  address, an object of another pool) and for a call on one of the last
+ *  64 destroyed pools: the slab map is consulted before any slab header is
+ *  read. In release builds such a pointer is undefined (the inline path
+ *  reads the header at its slab-aligned address: it may crash or corrupt
+ *  the pool). Double free, every build: a free of the object at the head
+ *  of its slab's free list or of the thread's magazine (a double free with
+ *  no free into that list between the two) aborts, at the cost of one
+ *  compare. Release builds do not detect a double free with other frees
+ *  into the same list in between, nor one whose second free comes from
+ *  another thread (AK_SYNC_THREADS remote free, or another thread's
+ *  magazine): the object is then handed out twice. The hardened build
+ *  catches most of those (the first-word check and a search; its limits are
+ *  in docs/hardening.md), the checked build all (a bit per slot).
  *
  *  Fast paths: an object of the current slab goes back on `hot` (in
  *  AK_SYNC_THREADS: of the calling thread's heap, so the object is the
@@ -427,7 +480,7 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
    * double free); links are stored encoded with the slab's key. */
   ak_pool_slab_head *s = (ak_pool_slab_head *)sb;
   if (AK_LIKELY(sb == p->hot_slab)) {
-    if (AK_LIKELY(ak_pool_not_free_(obj, p->hot_key, sb, p->slab_mask))) {
+    if (AK_LIKELY(ak_pool_on_grid_(p, obj, sb) && ak_pool_not_free_(obj, p->hot_key, sb, p->slab_mask))) {
       ((ak_pool_elink *)obj)->next = (uintptr_t)p->hot ^ p->hot_key;
       p->hot = obj;
       p->hot_used--;
@@ -440,14 +493,15 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
       sb = (uintptr_t)obj & h->mask;
       s = (ak_pool_slab_head *)sb;
       if (AK_LIKELY(sb == h->hot_slab)) {
-        if (AK_LIKELY(ak_pool_not_free_(obj, h->hot_key, sb, h->mask))) {
+        if (AK_LIKELY(ak_pool_on_grid_(p, obj, sb) && ak_pool_not_free_(obj, h->hot_key, sb, h->mask))) {
           ((ak_pool_elink *)obj)->next = (uintptr_t)h->hot ^ h->hot_key;
           h->hot = obj;
           AK_POOL_STORE_(h->hot_used, h->hot_used - 1);
           return;
         }
-      } else if (AK_LIKELY(sb != 0 && AK_POOL_LOAD_(s->owner) == (uintptr_t)h && s->state == 1 &&
-                           s->used > 1 && ak_pool_not_free_(obj, s->key, sb, h->mask))) {
+      } else if (AK_LIKELY(ak_pool_known_slab_(sb) && AK_POOL_LOAD_(s->owner) == (uintptr_t)h &&
+                           s->state == 1 && s->used > 1 && ak_pool_on_grid_(p, obj, sb) &&
+                           ak_pool_not_free_(obj, s->key, sb, h->mask))) {
         ((ak_pool_elink *)obj)->next = (uintptr_t)s->free ^ s->key;
         s->free = obj;
         s->used--;
@@ -455,8 +509,8 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
         return;
       }
     }
-  } else if (AK_LIKELY(sb != 0 && s->state == 1 && s->used > 1 &&
-                       ak_pool_not_free_(obj, s->key, sb, p->slab_mask))) {
+  } else if (AK_LIKELY(ak_pool_known_slab_(sb) && s->pool == (void *)p && s->state == 1 && s->used > 1 &&
+                       ak_pool_on_grid_(p, obj, sb) && ak_pool_not_free_(obj, s->key, sb, p->slab_mask))) {
     ((ak_pool_elink *)obj)->next = (uintptr_t)s->free ^ s->key;
     s->free = obj;
     s->used--;
@@ -464,10 +518,17 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
   }
   ak_pool_free_slow(p, obj);
 #else
+  /* Every inline push first compares the object with the list's head: a
+   * double free in a row goes to the library, which aborts, instead of
+   * linking the object to itself (and handing it out twice). */
   if (AK_LIKELY(sb == p->hot_slab)) { /* the current slab: its list is `hot` */
-    ((ak_pool_link *)obj)->next = p->hot;
-    p->hot = obj;
-    p->hot_used--;
+    if (AK_LIKELY(obj != p->hot)) {
+      ((ak_pool_link *)obj)->next = p->hot;
+      p->hot = obj;
+      p->hot_used--;
+      return;
+    }
+    ak_pool_free_slow(p, obj);
     return;
   }
   ak_pool_slab_head *s;
@@ -476,16 +537,18 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
     if (AK_LIKELY(e->key == p->tkey)) {
       ak_pool_theap *h = e->heap;
       sb = (uintptr_t)obj & h->mask;
-      if (AK_LIKELY(sb == h->hot_slab)) { /* the heap's current slab */
-        ((ak_pool_link *)obj)->next = h->hot;
-        h->hot = obj;
-        AK_POOL_STORE_(h->hot_used, h->hot_used - 1);
-        return;
-      }
-      /* A slab of this heap with free slots that keeps an object: only
-       * this thread changes its list. sb == 0 (NULL, or mask 0) goes slow. */
       s = (ak_pool_slab_head *)sb;
-      if (AK_LIKELY(sb != 0 && AK_POOL_LOAD_(s->owner) == (uintptr_t)h && s->state == 1 && s->used > 1)) {
+      if (AK_LIKELY(sb == h->hot_slab)) { /* the heap's current slab */
+        if (AK_LIKELY(obj != h->hot)) {
+          ((ak_pool_link *)obj)->next = h->hot;
+          h->hot = obj;
+          AK_POOL_STORE_(h->hot_used, h->hot_used - 1);
+          return;
+        }
+      } else if (AK_LIKELY(sb != 0 && AK_POOL_LOAD_(s->owner) == (uintptr_t)h && s->state == 1 &&
+                           s->used > 1 && obj != s->free)) {
+        /* A slab of this heap with free slots that keeps an object: only
+         * this thread changes its list. sb == 0 (NULL, or mask 0) goes slow. */
         ((ak_pool_link *)obj)->next = s->free;
         s->free = obj;
         s->used--;
@@ -499,7 +562,7 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
   s = (ak_pool_slab_head *)sb;
   /* Another slab with free slots that keeps at least one object: no list
    * changes needed. sb == 0 (NULL, or inline paths off) goes slow. */
-  if (AK_LIKELY(sb != 0 && s->state == 1 && s->used > 1)) {
+  if (AK_LIKELY(sb != 0 && s->state == 1 && s->used > 1 && obj != s->free)) {
     ((ak_pool_link *)obj)->next = s->free;
     s->free = obj;
     s->used--;

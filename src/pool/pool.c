@@ -24,6 +24,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,11 @@
 #include "common/track.h"
 #include "os/os_mem.h"
 #include "pool/pool_internal.h"
+
+/* The inline frees read these fields of _ak_slab as ak_pool_slab_head. */
+_Static_assert(offsetof(_ak_slab, magic) == offsetof(ak_pool_slab_head, magic) &&
+                   offsetof(_ak_slab, pool) == offsetof(ak_pool_slab_head, pool),
+               "ak_pool_slab_head matches _ak_slab");
 
 #define DEFAULT_SLAB ((size_t)64 * 1024)
 #define MIN_SLOTS 8
@@ -759,6 +765,13 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
   p->guard = guard;
   p->inline_ok = (inline_encode != 0) == ak_harden_encode;
   p->capacity = _ak_slab_capacity(slab - guard, slot, lalign, ak_config_checked);
+  /* The hardened inline frees test the slot grid (ak_pool_on_grid_); slots
+   * spanning 4 GiB or more leave slot_span 0: every free reaches the library. */
+  if (p->capacity * slot < ((uint64_t)1 << 32)) {
+    p->pub.slot_first = _ak_slab_header_size(p->capacity, lalign, ak_config_checked);
+    p->pub.slot_span = p->capacity * slot;
+    p->pub.slot_div = UINT64_MAX / slot + 1;
+  }
   p->max_objects = o.max_objects;
   p->spare_limit = o.spare_slabs;
   p->backing = o.backing;

@@ -50,13 +50,14 @@ void _ak_word_lock_slow(atomic_int *l) {
  * slab header, so a pointer the library does not own is never
  * dereferenced. A slab above the covered range is found in its pool's
  * table instead (_ak_table_known). */
-#define MAP_GRAN_BITS 12
-#define MAP_LEAF_BITS 18
-#define MAP_ADDR_BITS (UINTPTR_MAX > UINT32_MAX ? 48 : 32)
-#define MAP_ROOT ((size_t)1 << (MAP_ADDR_BITS - MAP_GRAN_BITS - MAP_LEAF_BITS))
+#define MAP_GRAN_BITS AK_POOL_MAP_GRAN_BITS
+#define MAP_LEAF_BITS AK_POOL_MAP_LEAF_BITS
+#define MAP_ROOT ((size_t)1 << (AK_POOL_MAP_ADDR_BITS - MAP_GRAN_BITS - MAP_LEAF_BITS))
 #define MAP_LEAF_WORDS (((size_t)1 << MAP_LEAF_BITS) / 64)
 
-static _Atomic(atomic_uint_least64_t *) g_map[MAP_ROOT];
+/* Public (arenakit/pool.h): the hardened inline frees read it too. Leaves
+ * and words are accessed with __atomic builtins, as there. */
+uint64_t *ak_pool_slab_map_[MAP_ROOT];
 
 static bool map_covers(uintptr_t x) { return (x >> MAP_GRAN_BITS >> MAP_LEAF_BITS) < MAP_ROOT; }
 
@@ -65,34 +66,29 @@ static bool map_covers(uintptr_t x) { return (x >> MAP_GRAN_BITS >> MAP_LEAF_BIT
 static int map_set(uintptr_t x, bool on) {
   if (!map_covers(x)) return 0;
   size_t g = x >> MAP_GRAN_BITS;
-  _Atomic(atomic_uint_least64_t *) *root = &g_map[g >> MAP_LEAF_BITS];
-  atomic_uint_least64_t *leaf = atomic_load_explicit(root, memory_order_acquire);
+  uint64_t **root = &ak_pool_slab_map_[g >> MAP_LEAF_BITS];
+  uint64_t *leaf = __atomic_load_n(root, __ATOMIC_ACQUIRE);
   if (!leaf) {
     if (!on) return 0;
-    atomic_uint_least64_t *fresh = calloc(MAP_LEAF_WORDS, sizeof *fresh);
+    uint64_t *fresh = calloc(MAP_LEAF_WORDS, sizeof *fresh);
     if (!fresh) return -1;
-    if (atomic_compare_exchange_strong_explicit(root, &leaf, fresh, memory_order_acq_rel,
-                                                memory_order_acquire))
+    if (__atomic_compare_exchange_n(root, &leaf, fresh, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
       leaf = fresh;
     else
       free(fresh); /* another thread installed one: `leaf` is it */
   }
   size_t i = g & (((size_t)1 << MAP_LEAF_BITS) - 1);
-  uint_least64_t bit = (uint_least64_t)1 << (i % 64);
+  uint64_t bit = (uint64_t)1 << (i % 64);
   if (on)
-    atomic_fetch_or_explicit(&leaf[i / 64], bit, memory_order_release);
+    __atomic_fetch_or(&leaf[i / 64], bit, __ATOMIC_RELEASE);
   else
-    atomic_fetch_and_explicit(&leaf[i / 64], ~bit, memory_order_release);
+    __atomic_fetch_and(&leaf[i / 64], ~bit, __ATOMIC_RELEASE);
   return 0;
 }
 
 bool _ak_table_known(_ak_slab_table *t, uintptr_t x) {
   if (!map_covers(x)) return _ak_table_has(t, x);
-  size_t g = x >> MAP_GRAN_BITS;
-  atomic_uint_least64_t *leaf = atomic_load_explicit(&g_map[g >> MAP_LEAF_BITS], memory_order_acquire);
-  if (!leaf) return false;
-  size_t i = g & (((size_t)1 << MAP_LEAF_BITS) - 1);
-  return (atomic_load_explicit(&leaf[i / 64], memory_order_acquire) >> (i % 64)) & 1;
+  return ak_pool_known_slab_(x);
 }
 
 static _ak_table_shard *shard_of(_ak_slab_table *t, uintptr_t x) {
