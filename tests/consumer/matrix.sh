@@ -74,8 +74,9 @@ awk -v dir="$scratch/readme" '
   /^```/     { f = ""; next }
   f != ""    { print > f }
 ' "$readme"
-readme_c=$(cd "$scratch/readme" && ls example-*.c 2>/dev/null | tr '\n' ' ')
-readme_cxx=$(cd "$scratch/readme" && ls example-*.cpp 2>/dev/null | tr '\n' ' ')
+readme_c="" readme_cxx=""
+for f in "$scratch"/readme/example-*.c; do [ -f "$f" ] && readme_c="$readme_c ${f##*/}"; done
+for f in "$scratch"/readme/example-*.cpp; do [ -f "$f" ] && readme_cxx="$readme_cxx ${f##*/}"; done
 if [ -z "$readme_c" ] || [ -z "$readme_cxx" ]; then
   echo "readme: FAILED: $readme has no C or no C++ example"
   exit 2
@@ -124,6 +125,7 @@ run_job() {
       continue
     fi
     exe=$o/prog-$link
+    # shellcheck disable=SC2054 # the commas belong to -Wl options
     case $link in
       shared-lazy) libs=(-L"$libdir" -larenakit -Wl,-rpath,"$libdir" -Wl,-z,lazy -lpthread) ;;
       shared-now) libs=(-L"$libdir" -larenakit -Wl,-rpath,"$libdir" -Wl,-z,now -lpthread) ;;
@@ -187,8 +189,8 @@ printf '%s\n' "${joblist[@]}" | xargs -P "$jobs" -L 1 bash -c 'run_job "$@"' run
 
 total=0 failed=0
 for j in "${joblist[@]}"; do
-  set -- $j
-  f=$scratch/results/$1$2-$3-$4.txt
+  read -r c o p l <<<"$j"
+  f=$scratch/results/$c$o-$p-$l.txt
   if [ ! -s "$f" ]; then
     echo "$j: FAILED: the job wrote no result"
     total=$((total + 1)) failed=$((failed + 1))
