@@ -544,8 +544,8 @@ void *_ak_large_realloc(ak_segment *seg, void *p, size_t n) {
  * at B, block at B + align. The block masks to itself, so free() looks it
  * up here whenever a pointer sits on a 4 MiB boundary. The registry is an
  * array of (block, header) sorted by block address, found by binary search
- * and grown by doubling (memory from the OS layer, never from malloc): no
- * limit on the number of live blocks. Under huge_mu, a leaf lock (nothing
+ * and grown by doubling (memory from the OS layer, never from malloc;
+ * unmapped once empty): no limit on the number of live blocks. Under huge_mu, a leaf lock (nothing
  * else is taken under it). */
 typedef struct huge_entry {
   uintptr_t block;
@@ -575,7 +575,11 @@ bool _ak_huge_aligned_free(void *p) {
   if (i < huge_n && huge[i].block == (uintptr_t)p) {
     seg = huge[i].seg;
     memmove(&huge[i], &huge[i + 1], (huge_n - i - 1) * sizeof huge[0]);
-    huge_n--;
+    if (--huge_n == 0) { /* empty: the array goes back too, nothing stays mapped */
+      _ak_os_free(huge, huge_cap * sizeof *huge);
+      huge = NULL;
+      huge_cap = 0;
+    }
   }
   pthread_mutex_unlock(&huge_mu);
   if (seg) _ak_large_free(seg);
