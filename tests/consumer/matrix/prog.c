@@ -107,20 +107,20 @@ static void check(const char *what, long steps, const state *got) {
   reference(seed, steps, &want);
   int bad = 0;
 #define CMP_I(n) \
-  if (got->i##n != want.i##n) printf("%s: i%d = %lu, expected %lu\n", what, n, got->i##n, want.i##n), bad = 1;
+  if (got->i##n != want.i##n) bad = 1, printf("%s: i%d = %lu, expected %lu\n", what, n, got->i##n, want.i##n);
 #define CMP_P(n)              \
   if (got->p##n != want.p##n) \
-    printf("%s: p%d = %p, expected %p\n", what, n, (const void *)got->p##n, (const void *)want.p##n), bad = 1;
+    bad = 1, printf("%s: p%d = %p, expected %p\n", what, n, (const void *)got->p##n, (const void *)want.p##n);
 #define CMP_D(n)              \
   if (got->d##n != want.d##n) \
-    printf("%s: d%d = %.17g, expected %.17g\n", what, n, got->d##n, want.d##n), bad = 1;
+    bad = 1, printf("%s: d%d = %.17g, expected %.17g\n", what, n, got->d##n, want.d##n);
 #define CMP_F(n)              \
   if (got->f##n != want.f##n) \
-    printf("%s: f%d = %.9g, expected %.9g\n", what, n, (double)got->f##n, (double)want.f##n), bad = 1;
-  INTS(CMP_I)
-  PTRS(CMP_P) DBLS(CMP_D) FLTS(CMP_F) if (got->ld != want.ld)
-      printf("%s: ld = %.21Lg, expected %.21Lg\n", what, got->ld, want.ld),
-      bad = 1;
+    bad = 1, printf("%s: f%d = %.9g, expected %.9g\n", what, n, (double)got->f##n, (double)want.f##n);
+  do {
+    INTS(CMP_I) PTRS(CMP_P) DBLS(CMP_D) FLTS(CMP_F)
+  } while (0);
+  if (got->ld != want.ld) bad = 1, printf("%s: ld = %.21Lg, expected %.21Lg\n", what, got->ld, want.ld);
   if (got->arg != seed)
     printf("%s: the int read from argv is %d after the loop, expected %d\n", what, got->arg, seed), bad = 1;
   if (bad) failures++;
