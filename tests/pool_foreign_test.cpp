@@ -17,6 +17,8 @@
 
 #include "arenakit/arenakit.h"
 
+#include "pool_sync_modes.h"
+
 #ifndef AK_CHECKED
 #define AK_CHECKED 0
 #endif
@@ -194,15 +196,6 @@ TEST_P(PoolForeignDeathTest, DoubleFreeInARowInAnotherSlab) {
   for (void *x : objs) ak_pool_free(p_, x);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllModes, PoolForeignDeathTest,
-                         ::testing::Values(AK_SYNC_NONE, AK_SYNC_THREADS, AK_SYNC_SPINLOCK, AK_SYNC_LOCKFREE),
-                         [](const ::testing::TestParamInfo<ak_sync> &i) {
-                           switch (i.param) {
-                             case AK_SYNC_NONE: return "None";
-                             case AK_SYNC_THREADS: return "Threads";
-                             case AK_SYNC_SPINLOCK: return "Spinlock";
-                             default: return "Lockfree";
-                           }
-                         });
+INSTANTIATE_TEST_SUITE_P(AllModes, PoolForeignDeathTest, AK_ALL_SYNC_MODES, ak_sync_mode_name);
 
 }  // namespace

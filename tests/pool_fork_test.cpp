@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "pool_sync_modes.h"
+
 namespace {
 
 constexpr int kForks = 200;        // per sync mode (the count)
@@ -134,7 +136,7 @@ TEST_P(PoolFork, ChildrenOfAChurningPoolAllocateFreeAndExit) {
     if (pid == 0) child(p, before);
     int st = wait_or_kill(pid);
     if (st == -1) {
-      if (++hung == 3) break; // each hang costs the timeout: three prove it
+      if (++hung == 3) break;  // each hang costs the timeout: three prove it
     } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
       failed++;
       last_bad = st;
@@ -148,15 +150,6 @@ TEST_P(PoolFork, ChildrenOfAChurningPoolAllocateFreeAndExit) {
   ak_pool_destroy(p);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllModes, PoolFork,
-                         ::testing::Values(AK_SYNC_NONE, AK_SYNC_THREADS, AK_SYNC_SPINLOCK, AK_SYNC_LOCKFREE),
-                         [](const ::testing::TestParamInfo<ak_sync> &i) {
-                           switch (i.param) {
-                             case AK_SYNC_NONE: return "None";
-                             case AK_SYNC_THREADS: return "Threads";
-                             case AK_SYNC_SPINLOCK: return "Spinlock";
-                             default: return "Lockfree";
-                           }
-                         });
+INSTANTIATE_TEST_SUITE_P(AllModes, PoolFork, AK_ALL_SYNC_MODES, ak_sync_mode_name);
 
 }  // namespace
