@@ -108,6 +108,10 @@ static void die(const char *fmt, ...) {
   abort();
 }
 
+AK_COLD void _ak_pool_double_free(_ak_pool_impl *p, const void *o) {
+  die("ak_pool_free(%p): double free in pool '%s'", o, p->name);
+}
+
 /* Name of the pool that owns slab address `s`, if any pool does. */
 static const char *owner_name(uintptr_t s) {
   const char *name = NULL;
@@ -564,7 +568,7 @@ static void *serial_alloc(_ak_pool_impl *p) {
  * every object of a spilled batch look free). */
 static inline void serial_push(_ak_pool_impl *p, _ak_slab *s, void *o, bool search) {
   if (AK_UNLIKELY(o == s->free) || (ak_harden_double_free && search && _ak_slab_is_free(s, o, true)))
-    die("ak_pool_free(%p): double free in pool '%s'", o, p->name);
+    _ak_pool_double_free(p, o);
   bool was_full = s->list == AK_SLAB_FULL;
   _ak_slab_push(s, o);
   p->live--;

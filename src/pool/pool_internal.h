@@ -218,6 +218,10 @@ static inline _ak_slab *_ak_pool_slab_fast(_ak_pool_impl *p, const void *o, cons
   return _ak_pool_slab_of(p, o, call);
 }
 
+/** Aborts with "ak_pool_free(o): double free in pool 'name'" (the one
+ *  double-free report of every mode). */
+_Noreturn void _ak_pool_double_free(_ak_pool_impl *p, const void *o);
+
 /** Checked build: records slot `o` of `s` as live/free; aborts on a double
  *  free naming `call`. */
 void _ak_pool_mark_live(_ak_pool_impl *p, _ak_slab *s, void *o);

@@ -290,11 +290,6 @@ static bool chain_has(_ak_pool_impl *p, void *c, const void *o) {
   return false;
 }
 
-static _Noreturn AK_COLD void double_free(_ak_pool_impl *p, void *o) {
-  fprintf(stderr, "arenakit: ak_pool_free(%p): double free in pool '%s'\n", o, p->name);
-  abort();
-}
-
 /* Hardened double-free search: the caller's chain `c`, its full batch, and
  * the shared structure (LOCKFREE: the stack; SPINLOCK: the slab's lists).
  * Only when the first word of `o` decodes like a link, so a live object
@@ -348,7 +343,7 @@ void _ak_mag_free(_ak_pool_impl *p, void *o) {
   void *c = atomic_exchange_explicit(&m->list, NULL, memory_order_acquire);
   uint32_t n = c ? m->n : 0;
   if (AK_UNLIKELY(o == c) || (ak_harden_double_free && AK_UNLIKELY(hardened_is_free(p, m, s, c, o))))
-    double_free(p, o);
+    _ak_pool_double_free(p, o);
   if (AK_UNLIKELY(n == AK_MAG_BATCH)) { /* a whole batch: spill it */
     spill(p, m, c, n);
     c = NULL;

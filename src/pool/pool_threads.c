@@ -522,14 +522,9 @@ void *_ak_threads_alloc(_ak_pool_impl *p) {
   return o;
 }
 
-static _Noreturn AK_COLD void double_free(_ak_pool_impl *p, void *o) {
-  fprintf(stderr, "arenakit: ak_pool_free(%p): double free in pool '%s'\n", o, p->name);
-  abort();
-}
-
 /* Hardened: aborts if `o` is already free (see _ak_slab_is_free). */
 static inline void check_double_free(_ak_pool_impl *p, _ak_slab *s, void *o, bool local) {
-  if (ak_harden_double_free && AK_UNLIKELY(_ak_slab_is_free(s, o, local))) double_free(p, o);
+  if (ak_harden_double_free && AK_UNLIKELY(_ak_slab_is_free(s, o, local))) _ak_pool_double_free(p, o);
 }
 
 static void remote_free(_ak_pool_impl *p, _ak_slab *s, void *o) {
@@ -577,7 +572,7 @@ void _ak_threads_free(_ak_pool_impl *p, void *o) {
     return;
   }
   heap_in(p, h, s);
-  if (AK_UNLIKELY(o == s->free)) double_free(p, o);
+  if (AK_UNLIKELY(o == s->free)) _ak_pool_double_free(p, o);
   check_double_free(p, s, o, true);
   bool was_full = s->list == AK_SLAB_FULL;
   _ak_slab_push(s, o);
