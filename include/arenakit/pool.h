@@ -78,7 +78,12 @@ typedef enum ak_backing {
   AK_BACKING_MMAP = 0, /**< anonymous memory from the OS layer (default) */
   AK_BACKING_HEAP = 1, /**< the C heap: aligned_alloc(slab_size, slab_size) */
   AK_BACKING_FILE = 2  /**< a MAP_SHARED mapping of the file at `path`,
-                            grown by one slab at a time */
+                            grown by one slab at a time; each slab's
+                            blocks are allocated for real when it is
+                            added (posix_fallocate), so a full file
+                            system gives NULL/ENOSPC naming the file,
+                            never SIGBUS; released slabs are punched
+                            out and their offsets reused first */
 } ak_backing;
 
 /** Options for ak_pool_create(); zero means the default for every field. */
@@ -96,7 +101,9 @@ typedef struct ak_pool_options {
   size_t slab_size;   /**< power of two >= page size; 0 = 64 KiB (grown to
                            hold at least 8 objects) */
   ak_backing backing; /**< default AK_BACKING_MMAP */
-  const char *path;   /**< AK_BACKING_FILE: the file (created, or truncated) */
+  const char *path;   /**< AK_BACKING_FILE: the file (created, or truncated);
+                           locked (flock) while the pool lives: a path
+                           another live pool holds is refused with EBUSY */
   bool defragment;    /**< start with strict fullest-first ordering */
   size_t spare_slabs; /**< empty slabs kept for reuse instead of released
                            (0: none - an empty slab goes back at once, as
@@ -138,7 +145,8 @@ typedef struct ak_pool_stats {
    *  slab). Never below `slabs`. */
   size_t peak_slabs;
   size_t bytes_reserved; /**< bytes of slabs held */
-  size_t bytes_resident; /**< bytes of those that are resident (mincore) */
+  size_t bytes_resident; /**< bytes of those that are resident (mincore;
+                              for a file, its pages in the page cache) */
   size_t slab_allocs;    /**< slabs obtained from the backing so far */
   size_t slab_releases;  /**< slabs given back so far */
 } ak_pool_stats;
@@ -574,8 +582,13 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
 
 /** Makes sure `n` more objects can be allocated without asking the backing
  *  for memory (slabs are obtained now). In AK_SYNC_THREADS the room goes to
- *  the calling thread. Returns 0, or ENOMEM/the backing's errno (errno set
- *  too) with nothing reserved beyond what succeeded. Thread-safe. */
+ *  the calling thread. A request whose slabs would need more than the
+ *  system can commit (RAM + swap, or the strict overcommit policy's limit,
+ *  and RLIMIT_AS) fails at once with ENOMEM, and one beyond the free space
+ *  of a file backing's file system with ENOSPC, nothing mapped. Returns 0,
+ *  or ENOMEM/the backing's errno (errno set too, message in
+ *  ak_last_error()) with nothing reserved beyond what succeeded.
+ *  Thread-safe. */
 AK_API int ak_pool_reserve(ak_pool *p, size_t n);
 
 /** True if `ptr` points to the start of a slot in one of `p`'s slabs
@@ -592,7 +605,9 @@ AK_API bool ak_pool_owns(const ak_pool *p, const void *ptr);
  *  AK_SYNC_SPINLOCK and AK_SYNC_LOCKFREE the magazines of every thread are
  *  emptied first (each is taken with one atomic exchange, so its owner runs
  *  on). In AK_SYNC_LOCKFREE, when no object is live, every slab's pages are
- *  then decommitted (the slabs stay mapped). Thread-safe. */
+ *  then decommitted (the slabs stay mapped; a file's range is punched
+ *  out, so neither the page cache nor the file keeps it), in every
+ *  backing. Thread-safe. */
 AK_API void ak_pool_trim(ak_pool *p);
 
 /** Switches the strict fullest-first ordering (ARAL's defragmenter) on or
@@ -605,8 +620,10 @@ AK_API void ak_pool_set_defragment(ak_pool *p, bool on);
  *  approximation otherwise). Thread-safe. */
 AK_API void ak_pool_stats_get(const ak_pool *p, ak_pool_stats *out);
 
-/** Prints the stats of `p` in one readable block to `f`. Returns 0 or -1
- *  with errno from stdio (EINVAL if `f` is NULL). */
+/** Prints the stats of `p` in one readable block to `f` and flushes `f`.
+ *  Returns 0 once the text is written, or -1 with errno from stdio (ENOSPC
+ *  on a full device, EBADF on a read-only stream; EINVAL if `f` is NULL)
+ *  and the reason in ak_last_error(). */
 AK_API int ak_pool_stats_print(const ak_pool *p, FILE *f);
 
 /** The pool's name (as given, or "pool"). */

@@ -9,8 +9,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 /* No MAP_NORESERVE: what this maps is handed out as usable memory, so it
@@ -346,7 +350,71 @@ void _ak_os_fail_file_op(int nth, int err) {
   _ak_os_fail_nth(_AK_OS_FAULT_FILE, nth > 0 ? (size_t)nth : 0, err);
 }
 
-int _ak_os_file_open(const char *path) { return open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600); }
+/* Reads up to cap - 1 bytes of a /proc file into `buf` (NUL-terminated)
+ * with plain system calls (no stdio: no malloc under the preload).
+ * Returns the length; 0 if it cannot be read. */
+static size_t read_proc(const char *path, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  size_t n = 0;
+  for (ssize_t r; n < cap - 1 && (r = read(fd, buf + n, cap - 1 - n)) != 0; n += r > 0 ? (size_t)r : 0)
+    if (r < 0 && errno != EINTR) break;
+  close(fd);
+  buf[n] = '\0';
+  return n;
+}
+
+/* The number after `key` in /proc/meminfo's text, in bytes (the file
+ * counts kB); SIZE_MAX if absent. */
+static size_t meminfo_bytes(const char *text, const char *key) {
+  const char *at = strstr(text, key);
+  if (!at) return SIZE_MAX;
+  unsigned long long kb = strtoull(at + strlen(key), NULL, 10);
+  return kb > SIZE_MAX / 1024 ? SIZE_MAX : (size_t)kb * 1024;
+}
+
+size_t _ak_os_commit_limit(void) {
+  int saved = errno;
+  size_t limit = SIZE_MAX;
+  char buf[8192];
+  bool strict = read_proc("/proc/sys/vm/overcommit_memory", buf, sizeof buf) && buf[0] == '2';
+  struct sysinfo si;
+  if (strict && read_proc("/proc/meminfo", buf, sizeof buf)) {
+    size_t cl = meminfo_bytes(buf, "CommitLimit:"), used = meminfo_bytes(buf, "Committed_AS:");
+    if (cl != SIZE_MAX && used != SIZE_MAX) limit = cl > used ? cl - used : 0;
+  } else if (!strict && sysinfo(&si) == 0) {
+    unsigned long long total = (unsigned long long)si.totalram + si.totalswap,
+                       unit = si.mem_unit ? si.mem_unit : 1;
+    limit = total > SIZE_MAX / unit ? SIZE_MAX : (size_t)(total * unit);
+  }
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    size_t in_use = 0; /* the first field of statm: pages of address space */
+    if (read_proc("/proc/self/statm", buf, sizeof buf))
+      in_use = (size_t)strtoull(buf, NULL, 10) * _ak_os_page_size();
+    size_t left = rl.rlim_cur > in_use ? (size_t)rl.rlim_cur - in_use : 0;
+    if (left < limit) limit = left;
+  }
+  errno = saved;
+  return limit;
+}
+
+int _ak_os_file_open(const char *path) {
+  /* Not O_TRUNC: the lock decides first whether the file may be emptied. */
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  int e = 0;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0)
+    e = errno == EWOULDBLOCK ? EBUSY : errno;
+  else if (ftruncate(fd, 0) != 0)
+    e = errno;
+  if (e) {
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
 
 int _ak_os_file_resize(int fd, size_t size) {
   if (fault_fires(_AK_OS_FAULT_FILE)) return -1;
@@ -374,16 +442,51 @@ void *_ak_os_file_map(int fd, size_t offset, size_t size, size_t align) {
   return p;
 }
 
+int _ak_os_file_alloc(int fd, size_t offset, size_t size) {
+  if (fault_fires(_AK_OS_FAULT_FILE)) return -1;
+  if ((off_t)offset < 0 || (off_t)size < 0 || (off_t)(offset + size) < (off_t)offset) {
+    errno = EFBIG;
+    return -1;
+  }
+  int e;
+  while ((e = posix_fallocate(fd, (off_t)offset, (off_t)size)) == EINTR) {
+  }
+  if (e) {
+    errno = e;
+    return -1;
+  }
+  return 0;
+}
+
+size_t _ak_os_file_room(int fd) {
+  struct statvfs sv;
+  if (fstatvfs(fd, &sv) != 0) return SIZE_MAX;
+  unsigned long long unit = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
+  return unit && sv.f_bavail > SIZE_MAX / unit ? SIZE_MAX : (size_t)(sv.f_bavail * unit);
+}
+
+/* Deallocates [offset, offset + size) of the file (a hole reads as zero);
+ * 0 or -1 + errno (EOPNOTSUPP where the file system cannot). */
+static int punch(int fd, size_t offset, size_t size) {
+#ifdef FALLOC_FL_PUNCH_HOLE
+  return fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)size);
+#else
+  (void)fd, (void)offset, (void)size;
+  errno = EOPNOTSUPP;
+  return -1;
+#endif
+}
+
 void _ak_os_file_unmap(int fd, void *p, size_t offset, size_t size) {
   int saved = errno;
   _ak_os_free(p, size);
-#ifdef FALLOC_FL_PUNCH_HOLE
-  (void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)size);
-#else
-  (void)fd;
-  (void)offset;
-#endif
+  (void)punch(fd, offset, size);
   errno = saved;
+}
+
+int _ak_os_file_decommit(int fd, void *p, size_t offset, size_t size) {
+  if (punch(fd, offset, size) == 0) return 0;
+  return _ak_os_decommit(p, size); /* no holes here: at least the mapping lets go */
 }
 
 void _ak_os_file_close(int fd) {

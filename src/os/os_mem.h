@@ -1,6 +1,7 @@
 /* os_mem.h - the OS memory layer (internal).
  *
- * The only code in arenakit that calls mmap, munmap, madvise or ftruncate.
+ * The only code in arenakit that calls mmap, munmap, madvise, ftruncate,
+ * fallocate or flock.
  * Every function is thread-safe. Errors: NULL or -1 with errno set to what
  * the system call said (ENOMEM when the kernel refuses memory).
  *
@@ -95,6 +96,14 @@ size_t _ak_os_round_page(size_t n);
  *  error. `p` page-aligned. */
 size_t _ak_os_resident(const void *p, size_t size);
 
+/** Bytes one request may still commit: the lower of the overcommit
+ *  policy's bound (strict policy, overcommit_memory 2: CommitLimit -
+ *  Committed_AS; otherwise RAM + swap, the most a mapping can ever make
+ *  resident) and what RLIMIT_AS leaves beside the address space in use.
+ *  SIZE_MAX where nothing can be read. Reads /proc: for up-front checks
+ *  of large requests, not for every allocation. Thread-safe. */
+size_t _ak_os_commit_limit(void);
+
 /* ---- C-heap backing ------------------------------------------------------ */
 
 /** aligned_alloc(align, size) from the C library, not zero-filled (the
@@ -108,12 +117,26 @@ void _ak_os_heap_free(void *p, size_t size);
 /* ---- file backing ----------------------------------------------------------
  * A file whose contents are mapped MAP_SHARED, one aligned window per slab. */
 
-/** Creates (or truncates) the file at `path` for read-write; returns the
- *  descriptor or -1 + errno. */
+/** Creates the file at `path` for read-write (or opens it) and takes an
+ *  exclusive advisory lock on it (flock: one per open file, so a second
+ *  pool in the same process is refused too), then truncates it to 0.
+ *  Returns the descriptor, or -1 + errno: EBUSY when another open of the
+ *  file holds the lock (a live pool uses it; nothing was truncated). */
 int _ak_os_file_open(const char *path);
 
-/** Sets the file's size to `size` bytes (ftruncate). 0 or -1 + errno. */
+/** Sets the file's size to `size` bytes (ftruncate); used to shrink it.
+ *  0 or -1 + errno. */
 int _ak_os_file_resize(int fd, size_t size);
+
+/** Allocates the blocks of [offset, offset + size) of the file for real
+ *  (posix_fallocate), growing the file if it ends before: a full file
+ *  system answers ENOSPC here, never with SIGBUS at the first store into a
+ *  page it cannot back. 0 or -1 + errno. */
+int _ak_os_file_alloc(int fd, size_t offset, size_t size);
+
+/** Bytes the file system of `fd` has free for this user (fstatvfs);
+ *  SIZE_MAX if unknown. */
+size_t _ak_os_file_room(int fd);
 
 /** Maps [offset, offset + size) of the file read-write and shared at an
  *  address aligned to `align` (a power of two). NULL + errno. */
@@ -122,6 +145,14 @@ void *_ak_os_file_map(int fd, size_t offset, size_t size, size_t align);
 /** Unmaps a window from _ak_os_file_map and punches the range out of the
  *  file, so the disk and page cache are given back. */
 void _ak_os_file_unmap(int fd, void *p, size_t offset, size_t size);
+
+/** Gives the pages of [p, p + size), mapped from [offset, offset + size) of
+ *  the file, back while the window stays mapped: the range is punched out
+ *  of the file (which drops it from the page cache and every mapping), so
+ *  mincore and the file's blocks show it gone; it reads as zero after. A
+ *  store into it needs _ak_os_file_alloc first (or it may fault on a full
+ *  file system). `p`, `offset`, `size` page-aligned. 0 or -1 + errno. */
+int _ak_os_file_decommit(int fd, void *p, size_t offset, size_t size);
 
 /** Closes the descriptor. */
 void _ak_os_file_close(int fd);
@@ -141,7 +172,8 @@ void _ak_os_file_close(int fd);
  *                         _ak_os_guard(p, n, false) (guard pages made
  *                         read-write again). Shrinking remaps, decommits
  *                         and guard(on) do not count.
- *   _AK_OS_FAULT_FILE     _ak_os_file_resize (any size) and _ak_os_file_map.
+ *   _AK_OS_FAULT_FILE     _ak_os_file_resize (any size), _ak_os_file_alloc
+ *                         and _ak_os_file_map.
  * Each kind has its own countdown; kinds are independent. Counters are
  * atomics, but arming is meant for one test thread at a time. */
 typedef enum _ak_os_fault {

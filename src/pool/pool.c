@@ -262,55 +262,84 @@ void _ak_pool_list_settle(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
 
 /* ---- backings -------------------------------------------------------------------- */
 
-/* Drops free windows at the end of the file and truncates it there, so
- * the file never keeps a free tail (and no free offset lies past its end).
- * Under file_mu. */
+/* The free file slots (pool_internal.h, file_free/file_pos), under file_mu. */
+static void file_slot_push(_ak_pool_impl *p, size_t i) {
+  p->file_pos[i] = p->nfile_free;
+  p->file_free[p->nfile_free++] = i;
+}
+
+static void file_slot_take(_ak_pool_impl *p, size_t i) {
+  size_t at = p->file_pos[i], last = p->file_free[--p->nfile_free];
+  p->file_free[at] = last;
+  p->file_pos[last] = at;
+  p->file_pos[i] = SIZE_MAX;
+}
+
+/* Drops the free slots at the end of the file and truncates it there, so
+ * the file never keeps a free tail (amortised O(1): each slot is dropped
+ * once per release). Under file_mu. */
 static void file_shrink_tail(_ak_pool_impl *p) {
-  size_t end = p->file_size;
-  for (bool found = true; found && end;) {
-    found = false;
-    for (size_t i = 0; i < p->nfree_offsets; i++) {
-      if (p->free_offsets[i] + p->slab_size == end) {
-        p->free_offsets[i] = p->free_offsets[--p->nfree_offsets];
-        end -= p->slab_size;
-        found = true;
-        break;
-      }
-    }
-  }
-  if (end != p->file_size) {
-    p->file_size = end;
-    (void)_ak_os_file_resize(p->fd, end);
+  size_t n = p->file_size / p->slab_size;
+  while (n && p->file_pos[n - 1] != SIZE_MAX) file_slot_take(p, --n);
+  if (n * p->slab_size != p->file_size) {
+    p->file_size = n * p->slab_size;
+    (void)_ak_os_file_resize(p->fd, p->file_size);
   }
 }
 
-/* The file backing's windows, under file_mu. */
+/* Room in file_free/file_pos for `n` file slots; false if out of memory. */
+static bool file_slots_room(_ak_pool_impl *p, size_t n) {
+  if (n <= p->cap_file_slots) return true;
+  size_t cap = p->cap_file_slots ? p->cap_file_slots * 2 : 64;
+  while (cap < n) cap *= 2;
+  size_t *f = realloc(p->file_free, cap * sizeof *f);
+  if (f) p->file_free = f;
+  size_t *pos = f ? realloc(p->file_pos, cap * sizeof *pos) : NULL;
+  if (!pos) return false;
+  for (size_t i = p->cap_file_slots; i < cap; i++) pos[i] = SIZE_MAX;
+  p->file_pos = pos;
+  p->cap_file_slots = cap;
+  return true;
+}
+
+/* Reports a failure of the file backing, naming the file. */
+static void file_error(_ak_pool_impl *p, int err, const char *what, size_t off) {
+  char msg[600];
+  snprintf(msg, sizeof msg, "cannot %s %zu bytes of file '%s' at offset %zu: %s", what, p->slab_size, p->path,
+           off, strerror(err));
+  _ak_pool_error(p, err, "ak_pool_alloc", msg);
+}
+
+/* The file backing's windows, under file_mu: a free slot of the file, or
+ * a new one at its end; its blocks are allocated for real before it is
+ * mapped (a hole punched at release, or the new end), so a full file
+ * system fails here with ENOSPC instead of faulting at the first store. */
 static void *file_get(_ak_pool_impl *p, size_t *offset) {
-  size_t off;
-  bool grown = false;
-  if (p->nfree_offsets) {
-    off = p->free_offsets[--p->nfree_offsets];
-  } else {
-    off = p->file_size;
-    if (_ak_os_file_resize(p->fd, off + p->slab_size) != 0) {
-      char msg[600];
-      snprintf(msg, sizeof msg, "cannot grow file '%s' to %zu bytes: %s", p->path, off + p->slab_size,
-               strerror(errno));
-      _ak_pool_error(p, errno, "ak_pool_alloc", msg);
-      return NULL;
-    }
-    grown = true;
+  size_t i = p->file_size / p->slab_size;
+  bool grown = p->nfile_free == 0;
+  if (!grown) {
+    i = p->file_free[p->nfile_free - 1];
+    file_slot_take(p, i);
+  } else if (!file_slots_room(p, i + 1)) {
+    file_error(p, ENOMEM, "keep track of", i * p->slab_size);
+    return NULL;
   }
-  void *m = _ak_os_file_map(p->fd, off, p->slab_size, p->slab_size);
+  size_t off = i * p->slab_size;
+  void *m = NULL;
+  int e = 0;
+  if (_ak_os_file_alloc(p->fd, off, p->slab_size) != 0) {
+    e = errno;
+    file_error(p, e, "allocate", off);
+  } else if ((m = _ak_os_file_map(p->fd, off, p->slab_size, p->slab_size)) == NULL) {
+    e = errno;
+    file_error(p, e, "map", off);
+  }
   if (!m) {
-    int e = errno;
     if (grown)
-      (void)_ak_os_file_resize(p->fd, off);
+      (void)_ak_os_file_resize(p->fd, off); /* posix_fallocate may have grown it */
     else
-      p->free_offsets[p->nfree_offsets++] = off;
-    char msg[600];
-    snprintf(msg, sizeof msg, "cannot map file '%s' at offset %zu: %s", p->path, off, strerror(e));
-    _ak_pool_error(p, e, "ak_pool_alloc", msg);
+      file_slot_push(p, i);
+    errno = e;
     return NULL;
   }
   if (grown) p->file_size = off + p->slab_size;
@@ -345,7 +374,7 @@ static void backing_put(_ak_pool_impl *p, void *m, size_t off) {
     case AK_BACKING_FILE:
       _ak_word_lock(&p->file_mu);
       _ak_os_file_unmap(p->fd, m, off, p->slab_size);
-      if (p->nfree_offsets < p->cap_free_offsets) p->free_offsets[p->nfree_offsets++] = off;
+      file_slot_push(p, off / p->slab_size); /* file_pos has room for every slot */
       file_shrink_tail(p);
       _ak_word_unlock(&p->file_mu);
       break;
@@ -386,10 +415,27 @@ static _ak_slab *slab_new(_ak_pool_impl *p, const char *call) {
 _ak_slab *_ak_pool_slab_get(_ak_pool_impl *p) {
   if (p->spare.head) {
     _ak_slab *s = p->spare.head;
+    /* A file spare may have been punched out (_ak_pool_slab_decommit):
+     * its blocks are allocated again before a slot is written. */
+    if (p->backing == AK_BACKING_FILE && _ak_os_file_alloc(p->fd, s->file_offset, p->slab_size) != 0) {
+      file_error(p, errno, "allocate", s->file_offset);
+      return NULL;
+    }
     _ak_list_remove(&p->spare, s);
     return s;
   }
   return slab_new(p, "ak_pool_alloc");
+}
+
+void _ak_pool_slab_decommit(_ak_pool_impl *p, _ak_slab *s) {
+  size_t ps = _ak_os_page_size();
+  uintptr_t from = (s->start + ps - 1) & ~(uintptr_t)(ps - 1);
+  uintptr_t to = (uintptr_t)s + p->slab_size;
+  if (to <= from) return;
+  if (p->backing == AK_BACKING_FILE)
+    (void)_ak_os_file_decommit(p->fd, (void *)from, s->file_offset + (from - (uintptr_t)s), to - from);
+  else
+    (void)_ak_os_decommit((void *)from, to - from);
 }
 
 void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s) {
@@ -754,6 +800,18 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
     return NULL;
   }
 
+  /* A slab that no request could commit (1 TiB objects: 16 TiB slabs)
+   * would fail at the first allocation anyway, or under a permissive
+   * overcommit policy hand out memory that cannot exist: refused now.
+   * Only larger slabs than the default ask (the check reads /proc). */
+  if (slab > DEFAULT_SLAB && o.backing != AK_BACKING_FILE && slab > _ak_os_commit_limit()) {
+    _ak_error(
+        ENOMEM,
+        "%s: pool '%s': an object of %zu bytes needs slabs of %zu bytes, more than the system can commit",
+        call, o.name ? o.name : "pool", o.object_size, slab);
+    return NULL;
+  }
+
   size_t bsize = (sizeof(_ak_pool_impl) + 63) & ~(size_t)63;
   _ak_pool_impl *p = aligned_alloc(64, bsize); /* the contended fields are cache-line aligned */
   if (!p) {
@@ -801,14 +859,14 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
   }
   if (o.backing == AK_BACKING_FILE) {
     p->path = strdup(o.path);
-    p->cap_free_offsets = 1024;
-    p->free_offsets = calloc(p->cap_free_offsets, sizeof *p->free_offsets);
-    p->fd = p->path && p->free_offsets ? _ak_os_file_open(o.path) : -1;
+    p->fd = p->path ? _ak_os_file_open(o.path) : -1;
     if (p->fd < 0) {
-      int e = p->path && p->free_offsets ? errno : ENOMEM;
-      _ak_error(e, "%s: pool '%s': cannot create file '%s': %s", call, p->name, o.path, strerror(e));
+      int e = p->path ? errno : ENOMEM;
+      if (e == EBUSY)
+        _ak_error(e, "%s: pool '%s': file '%s' is in use by another pool (locked)", call, p->name, o.path);
+      else
+        _ak_error(e, "%s: pool '%s': cannot create file '%s': %s", call, p->name, o.path, strerror(e));
       free(p->path);
-      free(p->free_offsets);
       pthread_mutex_destroy(&p->mu);
       free(p);
       errno = e;
@@ -867,7 +925,8 @@ void ak_pool_destroy(ak_pool *pub) {
   if (p->tracked & AK_TRACK_MODE_VALGRIND) AK_VG_DESTROY_POOL(p->vg_pool);
   if (p->fd >= 0) _ak_os_file_close(p->fd);
   free(p->path);
-  free(p->free_offsets);
+  free(p->file_free);
+  free(p->file_pos);
   _ak_table_free(&p->table);
   pthread_mutex_destroy(&p->mu);
   if (ak_config_validate) {
@@ -914,6 +973,24 @@ int ak_pool_reserve(ak_pool *pub, size_t n) {
                    p->max_objects && n > p->max_objects ? "more objects than max_objects"
                                                         : "that many objects do not fit the address space");
     return ENOMEM;
+  }
+  /* What the new slabs could need at most (the room there is already is
+   * not counted): more than the system can commit, or than the file
+   * system has free, fails now, with nothing mapped, instead of after
+   * mapping slab after slab. */
+  size_t bytes = (n / p->capacity + (n % p->capacity != 0)) * p->slab_size;
+  if (p->backing == AK_BACKING_FILE ? bytes > _ak_os_file_room(p->fd) : bytes > _ak_os_commit_limit()) {
+    char msg[600];
+    if (p->backing == AK_BACKING_FILE)
+      snprintf(msg, sizeof msg,
+               "%zu objects need up to %zu bytes, more than the file system of '%s' has free", n, bytes,
+               p->path);
+    else
+      snprintf(msg, sizeof msg, "%zu objects need up to %zu bytes, more than the system can commit", n,
+               bytes);
+    int e = p->backing == AK_BACKING_FILE ? ENOSPC : ENOMEM;
+    _ak_pool_error(p, e, "ak_pool_reserve", msg);
+    return e;
   }
   if (p->sync == AK_SYNC_THREADS) return reserve_result(p, _ak_threads_reserve(p, n));
   if (p->sync == AK_SYNC_LOCKFREE) return reserve_result(p, _ak_lockfree_reserve(p, n));
@@ -1030,5 +1107,16 @@ int ak_pool_stats_print(const ak_pool *pub, FILE *f) {
               "  slabs obtained %zu, released %zu\n",
               ak_pool_name(pub), p ? modes[p->sync] : "-", s.object_size, s.slot_size, s.live, s.peak_live,
               s.slabs, s.peak_slabs, s.bytes_reserved, s.bytes_resident, s.slab_allocs, s.slab_releases);
-  return rc < 0 ? -1 : 0;
+  /* The text may sit in the stream's buffer: only a flush says whether
+   * it was written (/dev/full takes the fprintf and fails the flush). */
+  int saved = errno, e = rc < 0 ? (errno ? errno : EIO) : 0;
+  errno = 0;
+  if (!e && (fflush(f) != 0 || ferror(f))) e = errno ? errno : EIO;
+  errno = saved;
+  if (e) {
+    _ak_error(e, "ak_pool_stats_print: pool '%s': cannot write the stats: %s", ak_pool_name(pub),
+              strerror(e));
+    return -1;
+  }
+  return 0;
 }

@@ -109,10 +109,16 @@ typedef struct _ak_pool_impl {
   bool inline_ok; /* the creator's headers match this build's link encoding */
   size_t max_objects, spare_limit;
   ak_backing backing;
-  int fd;               /* file backing */
-  size_t file_size;     /* bytes of the file in use (slabs end to end) */
-  size_t *free_offsets; /* file offsets of released slabs, for reuse */
-  size_t nfree_offsets, cap_free_offsets;
+  int fd;           /* file backing (under file_mu, as the fields below) */
+  size_t file_size; /* bytes of the file in use: file slots (slabs) end to end */
+  /* The free file slots (slot i: offset i * slab_size), a stack with each
+   * slot's place in it, so that a release pushes, a reuse pops and the
+   * tail shrink takes any slot out in O(1). Both arrays hold a place for
+   * every slot of the file, grown before the file grows: a release never
+   * allocates, so no free slot is ever lost. file_pos[i]: the index of
+   * slot i in file_free, or SIZE_MAX if the slot is in use. */
+  size_t *file_free, *file_pos;
+  size_t nfile_free, cap_file_slots;
   char *path;
   char name[64];
   uint64_t id;                     /* unique over the process lifetime */
@@ -201,6 +207,9 @@ bool _ak_pool_slab_keep(_ak_pool_impl *p, _ak_slab *s);
 void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s);
 /** Releases a slab to the backing unconditionally; needs no pool lock. */
 void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s);
+/** Gives the pages of an empty slab's slots back while it stays mapped
+ *  (the header page stays): decommitted, or punched out of the file. */
+void _ak_pool_slab_decommit(_ak_pool_impl *p, _ak_slab *s);
 
 /** The slab of `o` if `o` is a slot of a slab of `p`; otherwise aborts
  *  with one message naming `call`, `o` and the reason. The checked and

@@ -313,19 +313,14 @@ static bool takedown(_ak_pool_impl *p) {
 }
 
 /* Magazines emptied first, then takedown, and the pages of every spare
- * slab (none of its slots is on the stack) decommitted. */
+ * slab (none of its slots is on the stack) given back in every backing:
+ * decommitted (C heap included: the block stays the pool's, only its
+ * pages go), or punched out of the file. */
 void _ak_lockfree_trim(_ak_pool_impl *p) {
   _ak_mag_flush_all(p);
   pthread_mutex_lock(&p->mu);
   (void)takedown(p);
-  if (p->backing != AK_BACKING_HEAP) {
-    size_t ps = _ak_os_page_size();
-    for (_ak_slab *s = p->spare.head; s; s = s->next) {
-      uintptr_t from = (s->start + ps - 1) & ~(uintptr_t)(ps - 1);
-      uintptr_t to = (uintptr_t)s + p->slab_size;
-      if (to > from) (void)_ak_os_decommit((void *)from, to - from);
-    }
-  }
+  for (_ak_slab *s = p->spare.head; s; s = s->next) _ak_pool_slab_decommit(p, s);
   pthread_mutex_unlock(&p->mu);
 }
 
