@@ -4,9 +4,10 @@
  * malloc fast path: the thread's heap, the class of n, the first page of
  * the class queue, pop its free list (invariant: an empty queue points to a
  * sentinel page whose list is empty, so there is a single test).
- * free fast path: mask to the segment; if this thread owns it, the page is
- * neither full nor holding aligned blocks, and the block is not its last,
- * push on the page's free list. Everything else goes to heap.c. */
+ * free fast path: the segment map knows the segment; if this thread owns
+ * it, the page is neither full nor holding aligned blocks and `p` starts
+ * one of its blocks, push on the page's free list (and retire the page if
+ * that was its last live block). Everything else goes to heap.c. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
@@ -58,7 +59,7 @@ void ak_free(void *p) {
   uint32_t used = _ak_used(pg);
   /* Hardened: a block whose first word decodes like a free link may be a
    * double free; the slow path searches the lists. */
-  if (AK_UNLIKELY(pg->flags != 0 || used <= 1 || !_ak_blk_is_start(pg, p) ||
+  if (AK_UNLIKELY(pg->flags != 0 || used == 0 || !_ak_blk_is_start(pg, p) ||
                   (ak_harden_double_free && _ak_blk_looks_free(pg, p)))) {
     _ak_free_slow(p, seg);
     return;
@@ -66,6 +67,10 @@ void ak_free(void *p) {
   _ak_blk_set_next(pg, p, pg->free);
   pg->free = p;
   _ak_used_set(pg, used - 1);
+  /* The page's last block: it may go back to its segment. Everything was
+   * checked above, so this skips the slow path's checks (one block
+   * allocated and freed over and over lands here on every free). */
+  if (AK_UNLIKELY(used == 1)) _ak_page_retire(_ak_tl_heap, pg);
 }
 
 void *ak_calloc(size_t count, size_t size) {
