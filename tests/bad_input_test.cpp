@@ -15,14 +15,17 @@
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <arenakit/arenakit.hpp>
 #include <cctype>
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -202,9 +205,11 @@ struct Obj {
 
 // ---- the table --------------------------------------------------------------------
 enum class Kind {
-  Returns,         // any build: the call returns `result` with errno `err`
-  DiesChecked,     // undefined in release builds; the checked build dies with `message`
-  DiesCheckedAsan  // undefined in release builds; detected by AddressSanitizer (checked + ASan build)
+  Returns,              // any build: the call returns `result` with errno `err`
+  DiesChecked,          // undefined in release builds; the checked build dies with `message`
+  DiesCheckedAsan,      // undefined in release builds; detected by AddressSanitizer (checked + ASan build)
+  DiesCheckedHardened,  // undefined in release builds; the checked and the hardened build die with `message`
+  DiesAlways            // every build dies with `message` (as glibc's free does)
 };
 
 struct Row {
@@ -224,19 +229,149 @@ Row ret(const char *f, const char *in, const char *result, const char *err, cons
 }
 Row dies(const char *f, const char *in, const char *msg, std::function<void()> die,
          Kind kind = Kind::DiesChecked) {
-  return {
-      f,
-      in,
-      kind == Kind::DiesChecked ? "undefined; checked build: dies" : "undefined; checked+ASan build: dies",
-      "-",
-      msg,
-      kind,
-      nullptr,
-      std::move(die)};
+  return {f,
+          in,
+          kind == Kind::DiesChecked           ? "undefined; checked build: dies"
+          : kind == Kind::DiesCheckedAsan     ? "undefined; checked+ASan build: dies"
+          : kind == Kind::DiesCheckedHardened ? "undefined; checked and hardened builds: die"
+                                              : "dies (every build)",
+          "-",
+          msg,
+          kind,
+          nullptr,
+          std::move(die)};
+}
+
+// ---- the invalid-pointer matrix ----------------------------------------------------------
+// Pointers no allocator call handed out, made the same way for every
+// component: an address on the stack, one in static storage, one in a
+// range that was mapped and is no longer.
+void *stack_pointer() { return __builtin_frame_address(0); }
+void *static_pointer() {
+  static char buf[256];
+  return buf + 64;
+}
+void *unmapped_pointer() {
+  void *m = mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) std::abort();
+  munmap(m, 1 << 16);
+  return static_cast<char *>(m) + 4096;
+}
+
+// One call of the matrix: the row's function, the call as the message
+// names it, and the call, which sets up what it needs (a pool, an arena)
+// before it makes the pointer (so no mapping of its own lands on an
+// address made unmapped).
+using MakePointer = std::function<void *()>;
+struct PointerCall {
+  const char *function;
+  const char *message;
+  std::function<void(const MakePointer &)> call;
+};
+// One kind of pointer: the row's input, the reason the message gives (a
+// regex), and how to make it.
+struct BadPointer {
+  const char *what;
+  const char *reason;
+  MakePointer make;
+};
+
+// Adds a row per call and pointer kind, each dying with "<message>(<the
+// pointer>): <reason>", after the last row of `after` (so each stays in
+// its component's section of docs/bad-input.md).
+void add_pointer_rows(std::vector<Row> &rows, const char *after, const std::vector<PointerCall> &calls,
+                      const std::vector<BadPointer> &kinds, Kind kind) {
+  static std::deque<std::string> texts;  // the rows keep const char *; a deque never moves them
+  std::vector<Row> add;
+  for (const PointerCall &c : calls)
+    for (const BadPointer &k : kinds) {
+      texts.push_back(std::string(c.message) + "\\(0x[0-9a-f]+\\): " + k.reason);
+      auto call = c.call;
+      auto make = k.make;
+      add.push_back(dies(
+          c.function, k.what, texts.back().c_str(), [call, make] { call(make); }, kind));
+    }
+  auto last = std::find_if(rows.rbegin(), rows.rend(),
+                           [after](const Row &r) { return std::strcmp(r.function, after) == 0; });
+  rows.insert(last.base(), add.begin(), add.end());
+}
+
+// The malloc family: free, realloc and malloc_usable_size of a pointer
+// arenakit did not hand out end in one message and abort in every build.
+void malloc_matrix(std::vector<Row> &rows) {
+  const char *foreign = "invalid pointer \\(not from arenakit\\)";
+  add_pointer_rows(
+      rows, "ak_free",
+      {{"ak_free", "free", [](const MakePointer &make) { ak_free(make()); }},
+       {"ak_realloc", "realloc", [](const MakePointer &make) { (void)!ak_realloc(make(), 64); }},
+       {"ak_usable_size", "malloc_usable_size",
+        [](const MakePointer &make) { (void)!ak_usable_size(make()); }}},
+      {{"an address on the stack", foreign, stack_pointer},
+       {"an address in static storage", foreign, static_pointer},
+       {"an unmapped address", foreign, unmapped_pointer},
+       {"a block of the C library's malloc", foreign, [] { return malloc(100); }},
+       {"a pointer into the middle of a small block", "invalid pointer \\(not the start of a block\\)",
+        [] { return static_cast<void *>(static_cast<char *>(ak_malloc(100)) + 16); }},
+       {"a large block (8 MiB) already freed", "invalid pointer",
+        [] {
+          void *p = ak_malloc(8 << 20);
+          ak_free(p);
+          return p;
+        }}},
+      Kind::DiesAlways);
+}
+
+// The pool: ak_pool_free of a pointer the pool did not hand out, in the
+// default sync mode and in AK_SYNC_NONE (whose free is inline), ends in one
+// message and abort in the checked and the hardened build.
+void pool_matrix(std::vector<Row> &rows) {
+  const char *foreign = "pointer was not allocated by pool 'bad'";
+  std::vector<PointerCall> calls;
+  for (ak_sync sync : {AK_SYNC_THREADS, AK_SYNC_NONE})
+    calls.push_back({"ak_pool_free", "ak_pool_free", [sync](const MakePointer &make) {
+                       Pool t(pool_opts(sync));
+                       void *keep = ak_pool_alloc(t.p);  // the pool has a slab
+                       ak_pool_free(t.p, make());
+                       ak_pool_free(t.p, keep);
+                     }});
+  add_pointer_rows(rows, "ak_pool_free", {calls[0]},
+                   {{"an address on the stack (AK_SYNC_THREADS)", foreign, stack_pointer},
+                    {"an address in static storage (AK_SYNC_THREADS)", foreign, static_pointer},
+                    {"an unmapped address (AK_SYNC_THREADS)", foreign, unmapped_pointer}},
+                   Kind::DiesCheckedHardened);
+  add_pointer_rows(rows, "ak_pool_free", {calls[1]},
+                   {{"an address on the stack (AK_SYNC_NONE)", foreign, stack_pointer},
+                    {"an address in static storage (AK_SYNC_NONE)", foreign, static_pointer},
+                    {"an unmapped address (AK_SYNC_NONE)", foreign, unmapped_pointer}},
+                   Kind::DiesCheckedHardened);
+}
+
+// The arena: ak_arena_realloc of a block the arena did not hand out ends in
+// one message and abort in the checked and the hardened build.
+void arena_matrix(std::vector<Row> &rows) {
+  const char *foreign = "pointer not allocated by this arena";
+  add_pointer_rows(rows, "ak_arena_realloc",
+                   {{"ak_arena_realloc", "ak_arena_realloc",
+                     [](const MakePointer &make) {
+                       Arena t;
+                       (void)!ak_arena_alloc(&t.a, 64, 8);
+                       (void)!ak_arena_realloc(&t.a, make(), 8, 4096, 8);
+                     }}},
+                   {{"p on the stack", foreign, stack_pointer},
+                    {"p in static storage", foreign, static_pointer},
+                    {"p unmapped", foreign, unmapped_pointer},
+                    {"p from the C library's malloc", foreign, [] { return malloc(100); }},
+                    {"p from another arena", foreign,
+                     [] {
+                       static Arena other;
+                       return ak_arena_alloc(&other.a, 64, 8);
+                     }}},
+                   Kind::DiesCheckedHardened);
 }
 
 const std::vector<Row> &table() {
-  static const std::vector<Row> rows = {
+  static const std::vector<Row> rows = [] {
+    std::vector<Row> v = {
       // ---- common.h ----------------------------------------------------------------
       ret("ak_version", "(no arguments)", "AK_VERSION", "-", "", [] {
         return value(ak_version() == AK_VERSION ? "AK_VERSION" : "other");
@@ -445,6 +580,27 @@ const std::vector<Row> &table() {
         ak_arena_restore(nullptr, ak_arena_mark{});
         return nothing();
       }),
+      dies(
+          "ak_arena_restore", "a mark from another arena",
+          "ak_arena_restore\\(0x[0-9a-f]+\\): mark not taken from this arena",
+          [] {
+            Arena t, other;
+            (void)!ak_arena_alloc(&t.a, 64, 8);
+            (void)!ak_arena_alloc(&other.a, 64, 8);
+            ak_arena_restore(&t.a, ak_arena_save(&other.a));
+          },
+          Kind::DiesCheckedHardened),
+      dies(
+          "ak_arena_restore", "a mark taken before ak_arena_clear",
+          "ak_arena_restore\\(0x[0-9a-f]+\\): stale", [] {
+            Arena t;
+            (void)!ak_arena_alloc(&t.a, 64, 8);
+            ak_arena_mark m = ak_arena_save(&t.a);
+            (void)!ak_arena_alloc(&t.a, 64, 8);
+            ak_arena_clear(&t.a);
+            ak_arena_restore(&t.a, m);
+          },
+          Kind::DiesCheckedHardened),
       ret("ak_arena_stats_get", "a = NULL", "all zero", "-", "", [] {
         ak_arena_stats s;
         std::memset(&s, 0xff, sizeof s);
@@ -549,18 +705,18 @@ const std::vector<Row> &table() {
              void *keep = ak_pool_alloc(t.p);
              (void)keep;
              ak_pool_free(t.p, malloc(48));
-           }),
+           }, Kind::DiesCheckedHardened),
       dies("ak_pool_free", "a pointer from ak_malloc",
            "ak_pool_free\\(0x[0-9a-f]+\\): pointer was not allocated by pool 'bad'", [] {
              Pool t;
              ak_pool_free(t.p, ak_malloc(48));
-           }),
+           }, Kind::DiesCheckedHardened),
       dies("ak_pool_free", "a pointer into the middle of an object",
            "ak_pool_free\\(0x[0-9a-f]+\\): pointer is inside pool 'bad' but not the start of an object", [] {
              Pool t;
              char *o = static_cast<char *>(ak_pool_alloc(t.p));
              ak_pool_free(t.p, o + 8);
-           }),
+           }, Kind::DiesCheckedHardened),
       dies("ak_pool_free", "double free", "ak_pool_free\\(0x[0-9a-f]+\\): double free", [] {
         Pool t;
         void *a = ak_pool_alloc(t.p), *b = ak_pool_alloc(t.p);
@@ -589,6 +745,24 @@ const std::vector<Row> &table() {
         ak_pool_free(t.p, b);
         ak_pool_free(t.p, a);
       }),
+      dies(
+          "ak_pool_free", "double free in a row (AK_SYNC_NONE)", "ak_pool_free\\(0x[0-9a-f]+\\): double free",
+          [] {
+            Pool t;
+            void *a = ak_pool_alloc(t.p);
+            ak_pool_free(t.p, a);
+            ak_pool_free(t.p, a);
+          },
+          Kind::DiesAlways),
+      dies(
+          "ak_pool_free", "double free in a row (AK_SYNC_THREADS)", "ak_pool_free\\(0x[0-9a-f]+\\): double free",
+          [] {
+            Pool t(pool_opts(AK_SYNC_THREADS));
+            void *a = ak_pool_alloc(t.p);
+            ak_pool_free(t.p, a);
+            ak_pool_free(t.p, a);
+          },
+          Kind::DiesAlways),
       dies("ak_pool_free", "an object of another pool",
            "ak_pool_free\\(0x[0-9a-f]+\\): pointer belongs to pool 'other', not to pool 'bad'", [] {
              Pool t;
@@ -596,7 +770,7 @@ const std::vector<Row> &table() {
              o.name = "other";
              Pool u(o);
              ak_pool_free(t.p, ak_pool_alloc(u.p));
-           }),
+           }, Kind::DiesCheckedHardened),
       dies(
           "ak_pool_free", "after ak_pool_destroy", "ak_pool_free\\(0x[0-9a-f]+\\): pool 'bad' was destroyed",
           [] {
@@ -606,7 +780,7 @@ const std::vector<Row> &table() {
             ak_pool_destroy(p);
             ak_pool_free(p, a);
           },
-          Kind::DiesChecked),
+          Kind::DiesCheckedHardened),
 
       // ---- pool.h: the rest -----------------------------------------------------------------------
       ret("ak_pool_destroy", "p = NULL", "(no-op)", "-", "", [] {
@@ -795,26 +969,26 @@ const std::vector<Row> &table() {
         return nothing();
       }),
       dies("ak_free", "a pointer from the C library's malloc",
-           "free\\(0x[0-9a-f]+\\): invalid pointer \\(not from arenakit\\)", [] { ak_free(malloc(100)); }),
+           "free\\(0x[0-9a-f]+\\): invalid pointer \\(not from arenakit\\)", [] { ak_free(malloc(100)); }, Kind::DiesAlways),
       dies("ak_free", "a pointer from a pool", "free\\(0x[0-9a-f]+\\): invalid pointer \\(not from arenakit\\)", [] {
         Pool t;
         ak_free(ak_pool_alloc(t.p));
-      }),
+      }, Kind::DiesAlways),
       dies("ak_free", "a pointer into the middle of a block",
            "free\\(0x[0-9a-f]+\\): invalid pointer \\(not the start of a block\\)", [] {
              char *p = static_cast<char *>(ak_malloc(100));
              ak_free(p + 16);
-           }),
+           }, Kind::DiesAlways),
       dies("ak_free", "a pointer into the middle of a solo block (64 KiB to 4 MiB)",
            "free\\(0x[0-9a-f]+\\): invalid pointer \\(not the start of a block\\)", [] {
              char *p = static_cast<char *>(ak_malloc(1 << 20));
              ak_free(p + 4096);
-           }),
+           }, Kind::DiesAlways),
       dies("ak_free", "a pointer into the middle of a large block",
            "free\\(0x[0-9a-f]+\\): invalid pointer \\(inside a large block\\)", [] {
              char *p = static_cast<char *>(ak_malloc(8 << 20));
              ak_free(p + 4096);
-           }),
+           }, Kind::DiesAlways),
       dies("ak_free", "double free", "free\\(0x[0-9a-f]+\\): double free", [] {
         void *p = ak_malloc(100), *q = ak_malloc(100);
         ak_free(p);
@@ -977,6 +1151,11 @@ const std::vector<Row> &table() {
             });
           }),
   };
+    malloc_matrix(v);
+    pool_matrix(v);
+    arena_matrix(v);
+    return v;
+  }();
   return rows;
 }
 
@@ -1034,7 +1213,10 @@ TEST_P(BadInput, Row) {
     }
     return;
   }
-  if (!AK_CHECKED) GTEST_SKIP() << "undefined in release builds; runs in the checked build";
+  if (row.kind == Kind::DiesCheckedHardened && !AK_CHECKED && !AK_HARDENED)
+    GTEST_SKIP() << "undefined in release builds; runs in the checked and the hardened build";
+  if ((row.kind == Kind::DiesChecked || row.kind == Kind::DiesCheckedAsan) && !AK_CHECKED)
+    GTEST_SKIP() << "undefined in release builds; runs in the checked build";
   if (row.kind == Kind::DiesCheckedAsan && !AK_TRACK_ASAN) GTEST_SKIP() << "needs AddressSanitizer";
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(row.die(), row.message);
@@ -1068,13 +1250,17 @@ std::string render() {
         "<!-- Generated from tests/bad_input_test.cpp; do not edit. The test BadInputDocs.DocsMatchTheTable\n"
         "     fails when this file and the table differ; AK_UPDATE_DOCS=1 rewrites it. -->\n\n"
         "What every public function does with each bad input a user can give. Each row is\n"
-        "one test case of `tests/bad_input_test.cpp`, run in the release build and in the\n"
-        "checked build (`AK_CHECKED`, under AddressSanitizer and UndefinedBehaviorSanitizer).\n\n"
+        "one test case of `tests/bad_input_test.cpp`, run in the release build, the hardened\n"
+        "build and the checked build (`AK_CHECKED`, under AddressSanitizer and\n"
+        "UndefinedBehaviorSanitizer).\n\n"
         "- **Result**: the return value. `(no-op)`: the call does nothing. \"undefined; checked\n"
         "  build: dies\": misuse that release builds do not detect (it may corrupt memory or\n"
         "  crash); the checked build aborts with the message in the last column (a death test\n"
         "  there). An empty message means the process dies without one (the inline fast paths\n"
-        "  read the handle before any check).\n"
+        "  read the handle before any check). \"undefined; checked and hardened builds: die\":\n"
+        "  the same, and the hardened build (`AK_HARDENED`) dies with the message too.\n"
+        "  \"dies (every build)\": release builds included, the process prints the message and\n"
+        "  aborts (as the C library's `free` does with a pointer it did not hand out).\n"
         "- **errno**: errno after the call (`-`: left unchanged; `n/a`: not specified).\n"
         "- **Message**: a regular expression that `ak_last_error()` (or the exception's\n"
         "  `what()`, or the checked build's message on stderr) matches. Empty: not specified\n"

@@ -507,7 +507,7 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
           AK_POOL_STORE_(h->hot_used, h->hot_used - 1);
           return;
         }
-      } else if (AK_LIKELY(ak_pool_known_slab_(sb) && AK_POOL_LOAD_(s->owner) == (uintptr_t)h &&
+      } else if (AK_LIKELY(sb != 0 && ak_pool_known_slab_(sb) && AK_POOL_LOAD_(s->owner) == (uintptr_t)h &&
                            s->state == 1 && s->used > 1 && ak_pool_on_grid_(p, obj, sb) &&
                            ak_pool_not_free_(obj, s->key, sb, h->mask))) {
         ((ak_pool_elink *)obj)->next = (uintptr_t)s->free ^ s->key;
@@ -517,8 +517,9 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
         return;
       }
     }
-  } else if (AK_LIKELY(ak_pool_known_slab_(sb) && s->pool == (void *)p && s->state == 1 && s->used > 1 &&
-                       ak_pool_on_grid_(p, obj, sb) && ak_pool_not_free_(obj, s->key, sb, p->slab_mask))) {
+  } else if (AK_LIKELY(sb != 0 && ak_pool_known_slab_(sb) && s->pool == (void *)p && s->state == 1 &&
+                       s->used > 1 && ak_pool_on_grid_(p, obj, sb) &&
+                       ak_pool_not_free_(obj, s->key, sb, p->slab_mask))) {
     ((ak_pool_elink *)obj)->next = (uintptr_t)s->free ^ s->key;
     s->free = obj;
     s->used--;
