@@ -18,7 +18,6 @@
  * `cur` are spares kept by clear or restore. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,9 +66,7 @@ static inline uintptr_t data_start(const ak_arena_chunk *c) { return (uintptr_t)
 static const bool arena_check_pointers = AK_CHECKED || AK_HARDENED != 0;
 
 static _Noreturn AK_COLD void bad_pointer(const char *call, const void *p, const char *why) {
-  _ak_error(EINVAL, "%s(%p): %s", call, p, why);
-  fprintf(stderr, "arenakit: %s\n", ak_last_error());
-  abort();
+  _ak_fatal("%s(%p): %s", call, p, why);
 }
 
 static inline uintptr_t real_limit(const ak_arena *a) { return a->tracked ? a->real_limit : a->limit; }

@@ -1,5 +1,6 @@
-/* error.c - errno and the thread-local message behind ak_last_error(),
- * plus the version query and the tracking switches shared by components. */
+/* error.c - errno and the thread-local message behind ak_last_error(), the
+ * fatal-error path (_ak_fatal), plus the version query and the tracking
+ * switches shared by components. */
 #include "common/error.h"
 
 #include <errno.h>
@@ -7,6 +8,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "arenakit/common.h"
 #include "common/track.h"
@@ -22,6 +26,29 @@ void _ak_error(int err, const char *fmt, ...) {
 }
 
 const char *ak_last_error(void) { return last_error; }
+
+void _ak_fatal(const char *fmt, ...) {
+  static const char prefix[] = "arenakit: ";
+  char buf[1024];
+  size_t n = sizeof prefix - 1;
+  memcpy(buf, prefix, n);
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(buf + n, sizeof buf - n - 1, fmt, ap); /* room kept for '\n' */
+  va_end(ap);
+  if (k > 0) n += (size_t)k < sizeof buf - n - 1 ? (size_t)k : sizeof buf - n - 2;
+  buf[n++] = '\n';
+  for (size_t done = 0; done < n;) {
+    ssize_t w = write(2, buf + done, n - done);
+    if (w > 0)
+      done += (size_t)w;
+    else if (w < 0 && errno == EINTR)
+      continue;
+    else
+      break;
+  }
+  abort();
+}
 
 int ak_version(void) { return AK_VERSION; }
 

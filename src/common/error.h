@@ -1,5 +1,7 @@
-/* error.h - reporting errors to the caller (internal): errno plus a
- * thread-local message for ak_last_error(). */
+/* error.h - reporting errors (internal): to the caller (errno plus a
+ * thread-local message for ak_last_error()) or, for misuse and corruption,
+ * to stderr before ending the process (_ak_fatal, the library's only
+ * fatal-error path). */
 #ifndef AK_ERROR_H
 #define AK_ERROR_H
 
@@ -15,5 +17,22 @@
  *  formatted text (which should start with the public call's name).
  *  Keeps errno == err on return. */
 void _ak_error(int err, const char *fmt, ...) AK_PRINTF(2, 3) AK_COLD;
+
+/** The library's one fatal-error path: writes "arenakit: ", the formatted
+ *  text and a newline to stderr (fd 2), then abort()s.
+ *
+ *  Use it when arenakit detects misuse or corruption it cannot recover from
+ *  safely - a pointer it did not hand out, a double free, a forged mark, a
+ *  corrupted free list - so that the process ends with one message naming
+ *  the public call, the pointer and the reason. Never use it for a failure
+ *  the caller can handle (bad arguments, out of memory): those return
+ *  NULL or an error code through _ak_error.
+ *
+ *  Safe inside malloc itself: the text is formatted into a stack buffer
+ *  (vsnprintf, at most 1023 bytes; longer text is cut) and written with
+ *  write(2), retried on EINTR and partial writes, so nothing is allocated
+ *  and no stdio lock is taken. The message should start with the public
+ *  call's name, as _ak_error's does. */
+_Noreturn void _ak_fatal(const char *fmt, ...) AK_PRINTF(1, 2) AK_COLD;
 
 #endif /* AK_ERROR_H */

@@ -22,10 +22,7 @@
  * beside the fork handlers below. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/error.h"
 #include "malloc/malloc_internal.h"
@@ -103,16 +100,11 @@ static void global_init(void) {
   _ak_stats_at_exit();
 }
 
+/* Runs inside malloc and free: _ak_fatal allocates nothing. */
 _Noreturn void _ak_malloc_fatal(const char *call, const void *p, const char *why, unsigned cls) {
-  char buf[256];
-  int n;
   if (cls < NCLS)
-    n = snprintf(buf, sizeof buf, "arenakit: %s(%p): %s (size class %u, %u-byte blocks)\n", call, p, why, cls,
-                 _ak_cls_size[cls]);
-  else
-    n = snprintf(buf, sizeof buf, "arenakit: %s(%p): %s\n", call, p, why);
-  if (n > 0) (void)!write(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-  abort();
+    _ak_fatal("%s(%p): %s (size class %u, %u-byte blocks)", call, p, why, cls, _ak_cls_size[cls]);
+  _ak_fatal("%s(%p): %s", call, p, why);
 }
 
 static ak_mheap *heap_new(void) {

@@ -23,7 +23,6 @@
  * back and forth around every slow operation. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,19 +96,8 @@ void _ak_pool_error(_ak_pool_impl *p, int err, const char *call, const char *wha
   _ak_error(err, "%s: pool '%s': %s", call, p ? p->name : "?", what);
 }
 
-static _Noreturn AK_COLD void die(const char *fmt, ...) AK_PRINTF(1, 2);
-static void die(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("arenakit: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  abort();
-}
-
 AK_COLD void _ak_pool_double_free(_ak_pool_impl *p, const void *o) {
-  die("ak_pool_free(%p): double free in pool '%s'", o, p->name);
+  _ak_fatal("ak_pool_free(%p): double free in pool '%s'", o, p->name);
 }
 
 /* Name of the pool that owns slab address `s`, if any pool does. */
@@ -126,28 +114,29 @@ _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call) {
   uintptr_t u = (uintptr_t)o;
   uintptr_t base = u & ~(uintptr_t)(p->slab_size - 1);
   if (ak_config_validate) {
-    if (AK_UNLIKELY(p->destroyed)) die("%s(%p): pool '%s' was destroyed (ak_pool_destroy)", call, o, p->name);
+    if (AK_UNLIKELY(p->destroyed))
+      _ak_fatal("%s(%p): pool '%s' was destroyed (ak_pool_destroy)", call, o, p->name);
     /* No header is read where the slab map knows no slab: a stack, static,
      * foreign, unmapped or released address is never dereferenced. */
     if (AK_UNLIKELY(!_ak_table_known(&p->table, base))) {
       const char *other = owner_name(u);
-      if (other) die("%s(%p): pointer belongs to pool '%s', not to pool '%s'", call, o, other, p->name);
-      die("%s(%p): pointer was not allocated by pool '%s' (no slab of it contains the address)", call, o,
-          p->name);
+      if (other) _ak_fatal("%s(%p): pointer belongs to pool '%s', not to pool '%s'", call, o, other, p->name);
+      _ak_fatal("%s(%p): pointer was not allocated by pool '%s' (no slab of it contains the address)", call,
+                o, p->name);
     }
   }
   _ak_slab *s = (_ak_slab *)base;
   if (AK_UNLIKELY(s->magic != (AK_SLAB_MAGIC ^ (uintptr_t)p))) {
     /* Validated builds: `base` is a live slab of another pool. */
     if (ak_config_validate)
-      die("%s(%p): pointer belongs to pool '%s', not to pool '%s'", call, o, s->name, p->name);
-    die("%s(%p): pointer was not allocated by pool '%s' (bad slab header)", call, o, p->name);
+      _ak_fatal("%s(%p): pointer belongs to pool '%s', not to pool '%s'", call, o, s->name, p->name);
+    _ak_fatal("%s(%p): pointer was not allocated by pool '%s' (bad slab header)", call, o, p->name);
   }
   /* The slot-grid test costs a division: the checked and hardened builds
    * make it. */
   if (ak_config_validate && !_ak_slab_is_slot(s, u)) {
-    die("%s(%p): pointer is inside pool '%s' but not the start of an object (slot %zu bytes)", call, o,
-        p->name, p->slot);
+    _ak_fatal("%s(%p): pointer is inside pool '%s' but not the start of an object (slot %zu bytes)", call, o,
+              p->name, p->slot);
   }
   return s;
 }
@@ -168,7 +157,7 @@ void _ak_pool_mark_free(_ak_pool_impl *p, _ak_slab *s, void *o, const char *call
   uint64_t bit = UINT64_C(1) << (i % 64);
   /* Atomic: in the concurrent modes other threads mark other slots of the word. */
   if (!(__atomic_fetch_and(&s->bitmap[i / 64], ~bit, __ATOMIC_RELAXED) & bit))
-    die("%s(%p): double free (or never allocated) in pool '%s'", call, o, p->name);
+    _ak_fatal("%s(%p): double free (or never allocated) in pool '%s'", call, o, p->name);
 }
 
 void _ak_pool_track_alloc(_ak_pool_impl *p, void *o) {
@@ -697,7 +686,7 @@ void *ak_pool_alloc_slow(ak_pool *pub) {
   }
   _ak_pool_impl *p = _ak_impl(pub);
   if (ak_config_validate && AK_UNLIKELY(p->destroyed))
-    die("ak_pool_alloc(%p): pool '%s' was destroyed (ak_pool_destroy)", (void *)pub, p->name);
+    _ak_fatal("ak_pool_alloc(%p): pool '%s' was destroyed (ak_pool_destroy)", (void *)pub, p->name);
   void *o;
   switch (p->sync) {
     case AK_SYNC_THREADS: return _ak_threads_alloc(p);
@@ -715,7 +704,7 @@ void ak_pool_free_slow(ak_pool *pub, void *o) {
   if (!pub || !o) return;
   _ak_pool_impl *p = _ak_impl(pub);
   if (ak_config_validate && AK_UNLIKELY(p->destroyed))
-    die("ak_pool_free(%p): pool '%s' was destroyed (ak_pool_destroy)", o, p->name);
+    _ak_fatal("ak_pool_free(%p): pool '%s' was destroyed (ak_pool_destroy)", o, p->name);
   switch (p->sync) {
     case AK_SYNC_THREADS: _ak_threads_free(p, o); return;
     case AK_SYNC_LOCKFREE: /* fall through */
@@ -897,7 +886,7 @@ void ak_pool_destroy(ak_pool *pub) {
   if (!pub) return;
   _ak_pool_impl *p = _ak_impl(pub);
   if (ak_config_validate && p->destroyed)
-    die("ak_pool_destroy(%p): pool '%s' was destroyed already", (void *)pub, p->name);
+    _ak_fatal("ak_pool_destroy(%p): pool '%s' was destroyed already", (void *)pub, p->name);
   pthread_mutex_lock(&g_pools_mu);
   for (_ak_pool_impl **pp = &g_pools; *pp; pp = &(*pp)->next_pool) {
     if (*pp == p) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "arenakit/malloc.h"
+#include "common/error.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -42,7 +43,9 @@ typedef void (*new_handler_fn)(void);
 extern new_handler_fn _ZSt15get_new_handlerv(void) __attribute__((weak));   /* std::get_new_handler() */
 extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn)); /* std::__throw_bad_alloc() */
 
-/* operator new: retry through the new-handler, then throw std::bad_alloc. */
+/* operator new: retry through the new-handler, then throw std::bad_alloc
+ * (a program without libstdc++ that calls it by its mangled name cannot
+ * catch anything: it gets the fatal message instead). */
 static void *new_throwing(size_t n, size_t align) {
   for (;;) {
     void *p = align ? ak_aligned_alloc(align, n) : ak_malloc(n);
@@ -50,7 +53,7 @@ static void *new_throwing(size_t n, size_t align) {
     new_handler_fn h = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
     if (!h) {
       if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
-      abort();
+      _ak_fatal("operator new(%zu): out of memory, and no C++ runtime to throw std::bad_alloc", n);
     }
     h();
   }

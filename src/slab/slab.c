@@ -2,9 +2,9 @@
  * checks of free lists (slab layer). */
 #include "slab/slab.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+
+#include "common/error.h"
 
 size_t _ak_slab_header_size(size_t capacity, size_t align, bool checked) {
   size_t h = sizeof(_ak_slab) + (checked ? ((capacity + 63) / 64) * sizeof(uint64_t) : 0);
@@ -67,11 +67,10 @@ uint32_t _ak_slab_collect(_ak_slab *s) {
 }
 
 void _ak_slab_corrupt(const _ak_slab *s, const void *o, const void *next, const char *call) {
-  fprintf(stderr,
-          "arenakit: %s: pool '%s': corrupted free list in slab %p: the free slot %p links to %p, "
-          "outside the slab (write after free or a forged link)\n",
-          call, s->name ? s->name : "?", (const void *)s, o, next);
-  abort();
+  _ak_fatal(
+      "%s: pool '%s': corrupted free list in slab %p: the free slot %p links to %p, "
+      "outside the slab (write after free or a forged link)",
+      call, s->name ? s->name : "?", (const void *)s, o, next);
 }
 
 /* Walks a list from `head` for at most `limit` steps; stops at a link that
