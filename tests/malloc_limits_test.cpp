@@ -147,6 +147,23 @@ TEST(MallocLimits, ManyLiveHugeAlignedBlocks) {
   ak_free(p);
 }
 
+// A zero-byte block with an alignment of 4 MiB or more: its address lies
+// inside its own mapping and it is a block of arenakit for every call (it
+// once sat one past the mapping's end, where another segment could be
+// mapped, and its usable size of 0 read as "not arenakit's").
+TEST(MallocLimits, ZeroByteHugeAlignedBlockIsABlock) {
+  for (size_t align : {size_t{4} << 20, size_t{8} << 20}) {
+    void *p = ak_aligned_alloc(align, 0);
+    ASSERT_NE(p, nullptr);
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(p) & (align - 1), 0u);
+    ASSERT_GE(ak_usable_size(p), size_t{1});
+    static_cast<volatile char *>(p)[0] = 1;  // inside the mapping
+    void *q = ak_realloc(p, 6);
+    ASSERT_NE(q, nullptr);
+    ak_free(q);
+  }
+}
+
 TEST(MallocLimits, StatsPrintToAFullDeviceFails) {
   FILE *f = std::fopen("/dev/full", "w");
   if (!f) GTEST_SKIP() << "no /dev/full";

@@ -469,6 +469,11 @@ bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n) {
 #define LARGE_HDR ((size_t)4096)
 
 void *_ak_large_alloc(size_t n, size_t align) {
+  /* At least one byte: the mapping must contain the block's address (a
+   * zero-byte block at `align` >= 4 MiB would sit one past the mapping's
+   * end, where another segment may be mapped, and its usable size, 0,
+   * would read as "not a huge-aligned block"). */
+  if (n == 0) n = 1;
   size_t off = LARGE_HDR;
   if (align > LARGE_HDR) off = align;
   if (n > SIZE_MAX - off - SEG_SIZE) {
@@ -519,13 +524,14 @@ void *_ak_large_realloc(ak_segment *seg, void *p, size_t n) {
   if (map == seg->map_size) return p;
   size_t old = seg->map_size;
   registry_remove(seg); /* it may move */
+  /* The map's bit is cleared before the remap and set again after, where
+   * the block now is: once mremap has moved it, another thread may map a
+   * new segment at the old address and set that bit, which a clear after
+   * the remap would undo (mremap moves below the map's limit, as every
+   * mapping the kernel places without a hint above it). */
+  (void)_ak_segmap_set(seg, false);
   ak_segment *ns = _ak_os_remap(seg, old, map, SEG_SIZE);
-  if (ns && ns != seg) {
-    /* Moved: the map follows (mremap moves below the map's limit, as
-     * every mapping the kernel places without a hint above it). */
-    (void)_ak_segmap_set(ns, true);
-    (void)_ak_segmap_set(seg, false);
-  }
+  (void)_ak_segmap_set(ns ? ns : seg, true);
   registry_add(ns ? ns : seg);
   if (!ns) return NULL;
   ns->map_size = map;
