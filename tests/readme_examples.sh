@@ -7,12 +7,7 @@ readme=$1 lib=$2 inc=$3 dir=$4
 rm -rf "$dir"
 mkdir -p "$dir"
 # One file per fenced block: example-N.c / example-N.cpp.
-awk -v dir="$dir" '
-  /^```c$/   { n++; f = dir "/example-" n ".c"; next }
-  /^```cpp$/ { n++; f = dir "/example-" n ".cpp"; next }
-  /^```/     { f = ""; next }
-  f != ""    { print > f }
-' "$readme"
+"$(dirname "$0")/readme_extract.sh" "$readme" "$dir"
 count=0
 for src in "$dir"/example-*.c "$dir"/example-*.cpp; do
   [ -f "$src" ] || continue

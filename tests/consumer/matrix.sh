@@ -67,13 +67,8 @@ fi
 libdir=$(dirname "$so")
 echo "install: $prefix (libdir ${libdir#"$prefix"/})"
 
-# The README's examples, one file per fenced block (as readme_examples.sh).
-awk -v dir="$scratch/readme" '
-  /^```c$/   { n++; f = dir "/example-" n ".c"; next }
-  /^```cpp$/ { n++; f = dir "/example-" n ".cpp"; next }
-  /^```/     { f = ""; next }
-  f != ""    { print > f }
-' "$readme"
+# The README's examples, one file per fenced block.
+"$here/../readme_extract.sh" "$readme" "$scratch/readme"
 readme_c="" readme_cxx=""
 for f in "$scratch"/readme/example-*.c; do [ -f "$f" ] && readme_c="$readme_c ${f##*/}"; done
 for f in "$scratch"/readme/example-*.cpp; do [ -f "$f" ] && readme_cxx="$readme_cxx ${f##*/}"; done
