@@ -132,9 +132,12 @@ _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call) {
       _ak_fatal("%s(%p): pointer belongs to pool '%s', not to pool '%s'", call, o, s->name, p->name);
     _ak_fatal("%s(%p): pointer was not allocated by pool '%s' (bad slab header)", call, o, p->name);
   }
-  /* The slot-grid test costs a division: the checked and hardened builds
-   * make it. */
-  if (ak_config_validate && !_ak_slab_is_slot(s, u)) {
+  /* The slot-grid test (checked and hardened builds): one multiplication
+   * where the slots span less than 4 GiB (slot_div, as ak_pool_on_grid_),
+   * else a division. */
+  uint64_t off = (uint64_t)(u - s->start), div = p->pub.slot_div;
+  if (ak_config_validate &&
+      !(div ? u >= s->start && u < s->end && off * div <= div - 1 : _ak_slab_is_slot(s, u))) {
     _ak_fatal("%s(%p): pointer is inside pool '%s' but not the start of an object (slot %zu bytes)", call, o,
               p->name, p->slot);
   }
