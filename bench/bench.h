@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // bench.h - the benchmark runner's interface to its scenarios.
 //
 // The runner (bench/main.cpp) runs each scenario once per allocator and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // bench_util.h - small helpers shared by the scenarios (formatting, thread
 // lists, CPU affinity). Header-only; include after bench.h.
 #ifndef AK_BENCH_UTIL_H

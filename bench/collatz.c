@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* collatz.c - the seed 003 test programs, as plain C over malloc/free.
  *
  * Both programs compute, for every x in 1..top, the length of x's Collatz

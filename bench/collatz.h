@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* collatz.h - the seed 003 Collatz programs (bench/collatz.c). */
 #ifndef AK_BENCH_COLLATZ_H
 #define AK_BENCH_COLLATZ_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // main.cpp - ak_bench, the benchmark runner.
 //
 //   ak_bench list

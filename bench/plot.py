@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Draws the tables of one ak_bench scenario as grouped bar charts.
 
 Usage: plot.py <scenario.csv> <out.svg|out.png> [title]

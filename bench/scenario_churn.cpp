@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // scenario_churn.cpp - the churn behind ARAL's motivation (seed 004):
 // "suddenly all the metrics need a new buffer": 2 million buffers
 // allocated at once, then freed in random order, and the process's resident

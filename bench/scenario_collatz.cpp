@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // scenario_collatz.cpp - seed 003: the Collatz programs (ivec and list,
 // bench/collatz.c) with 4 threads for TOP = 1000 ... 1,000,000, timed under
 // every malloc: arenakit (LD_PRELOAD of libarenakit-malloc.so), glibc, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // scenario_seed000_mt.cpp - seed 000, multi-thread tables: 50 million
 // allocations and 50 million frees in total, split over T threads
 // (T = 1..16), per-thread durations and their average, one table per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // scenario_seed000_st.cpp - seed 000, single-thread table: ns per
 // allocate + deallocate of a 48-byte object with constructor and destructor
 // work, `new`/`delete` (under each malloc, LD_PRELOAD) against ak_pool in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // scenario_seed001.cpp - seed 001: 8-byte region-arena allocation against
 // malloc(8), the methodology of the seed document.
 //

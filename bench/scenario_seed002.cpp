@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // scenario_seed002.cpp - seed 002: the CS61 memnode benchmark, the
 // lecture's stages side by side.
 //

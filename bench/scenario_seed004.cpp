@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // scenario_seed004.cpp - seed 004: Netdata ARAL's stress test, M
 // allocations and M frees per second with T threads on one allocator, and
 // the memory left resident after the run.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // scenario_workloads.cpp - malloc-workloads: a standard set of allocator
 // workloads, each timed under every malloc (arenakit, glibc, simple,
 // jemalloc, tcmalloc, mimalloc; see mw_common.h), each in a process of its

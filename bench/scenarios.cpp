@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // scenarios.cpp - the registry of benchmark scenarios.
 //
 // To add a scenario: write bench/scenario_<name>.cpp defining

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // seed000_object.h - the seed 000 benchmark's 48-byte object, whose
 // constructor and destructor do real stores (shared by the single- and
 // multi-thread scenarios).

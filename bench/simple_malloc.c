@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* simple_malloc.c - libak-simple-malloc.so, the seed 003 "simple" baseline:
  * one global pthread mutex around one first-fit free list. For the
  * benchmarks only (LD_PRELOAD); it is deliberately naive.

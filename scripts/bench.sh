@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The benchmark command (docs/benchmarks.md).
 #
 #   scripts/bench.sh                 every scenario, full run; tables and plots

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs the Debian packages arenakit's tests and benchmarks use, when
 # they are missing. Usage: scripts/deps.sh [test|bench|all]  (default all).
 # Needs root (or sudo) only when something is missing.

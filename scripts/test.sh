@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The README's test command: builds arenakit and runs every test suite.
 #
 #   scripts/test.sh            all stages

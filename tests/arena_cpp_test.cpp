@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // arena_cpp_test.cpp - behaviour of the C++ layer over the region arena:
 // ak::arena, make<T>/make_array<T>, ak::arena::scope, ak::arena_allocator<T>
 // and ak::arena_resource.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // arena_test.cpp - behaviour of the region arena's C API (ak_arena_*).
 #include <arenakit/arenakit.h>
 #include <errno.h>

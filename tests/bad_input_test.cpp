@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // bad_input_test.cpp - the bad-input matrix: one table with, for every
 // public function of arena.h, pool.h, malloc.h and common.h (and the C++
 // layer where it has error behaviour of its own), the bad inputs a user can

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Counts the instructions of the arena fast path in an object file built
 # from tests/fastpath_probe.c: for each probe, the instructions from the
 # function's entry to its first `ret` (the hit path) must be at most 10

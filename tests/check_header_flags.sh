@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Compiles a translation unit that inlines the pool's fast paths for target
 # options that remove or add register classes (no SSE, no x87, general
 # registers only, AVX-512): the public headers must compile for each.

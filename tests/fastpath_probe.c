@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fastpath_probe.c - functions whose machine code tests/check_fastpath.sh
  * counts: the inline ak_arena_alloc fast path for constant size and
  * alignment must stay at most 10 instructions with one conditional branch

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // fault_test.cpp - fault injection sweeps over every component: the OS
 // layer fails the Nth reservation, commit or file operation
 // (_ak_os_fail_nth), for N = 1, 2, ... over a whole bounded workload, until

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // hardened_test.cpp - the hardened build's mitigations (docs/hardening.md),
 // each proven by the attack it stops: a forged free-list link, a double
 // free, a linear overflow into the guard page, and predictable allocation

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // malloc_test.cpp - behaviour of the general heap (ak_malloc family):
 // sizes and classes, alignment, edge cases with their errno, realloc,
 // threads and remote frees, thread exit, fork, memory return, stats.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // pool_cpp_test.cpp - behaviour of the C++ layer over the fixed-size pool:
 // ak::object_pool<T> (create/destroy, make_unique, sync modes, threads),
 // ak::pool_set and ak::pool_allocator<T> (node-based containers), and

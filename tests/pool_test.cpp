@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // pool_test.cpp - behaviour of the fixed-size object pool (ak_pool_*), in
 // every sync mode: API, policies, backings, caps, stats, threads.
 #include <arenakit/arenakit.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Compiles and runs every C and C++ example block of README.md against the
 # built static library, so the README never shows code that does not work.
 # Usage: readme_examples.sh README LIBRARY INCLUDE_DIR SCRATCH_DIR

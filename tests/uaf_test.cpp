@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // uaf_test.cpp - proof that a user's use after free inside an arena and
 // inside a pool is reported by AddressSanitizer: a write and a read after
 // ak_pool_free in every sync mode, and after ak_arena_clear.

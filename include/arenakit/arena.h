@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* arenakit/arena.h - the region (bump) arena, `ak_arena` (seed 001).
  *
  * An arena hands out memory by moving one pointer and frees everything at

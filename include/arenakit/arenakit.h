@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* arenakit/arenakit.h - the umbrella header of arenakit's C API.
  *
  * arenakit is a C11 memory-allocation library: a region arena (ak_arena)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* arenakit/arenakit.hpp - the header-only C++17 layer of arenakit.
  *
  * A thin layer over the C API of <arenakit/arenakit.h>: it wraps the C calls

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* arenakit/common.h - macros and types shared by every arenakit header.
  *
  * Part of the front-end layer: nothing here allocates. Users include

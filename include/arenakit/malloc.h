@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* arenakit/malloc.h - the general-purpose heap: ak_malloc and friends
  * (seed 003).
  *

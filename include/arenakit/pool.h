@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* arenakit/pool.h - the fixed-size object pool, `ak_pool` (seeds 000, 002,
  * 004).
  *

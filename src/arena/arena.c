@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* arena.c - the region arena (component layer over the OS layer).
  *
  * Call tree:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* error.c - errno and the thread-local message behind ak_last_error(), the
  * fatal-error path (_ak_fatal), plus the version query and the tracking
  * switches shared by components. */

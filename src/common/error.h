@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* error.h - reporting errors (internal): to the caller (errno plus a
  * thread-local message for ak_last_error()) or, for misuse and corruption,
  * to stderr before ending the process (_ak_fatal, the library's only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* harden.c - random numbers and free-list chaining for the hardened
  * build's mitigations (see harden.h). */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* harden.h - the hardened build's mitigations (internal; docs/hardening.md).
  *
  * AK_HARDENED is a mask set by the build (CMake AK_HARDENED / AK_HARDEN):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* track.h - every AddressSanitizer and Valgrind annotation of arenakit
  * goes through these macros (internal).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* alloc.c - the general heap's public entry points: ak_malloc, ak_free and
  * the rest of the family, with the fast paths inline here.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* heap.c - thread heaps of the general allocator: creation, size-class
  * page queues, the allocation and free slow paths, remote frees, thread
  * exit (abandoning segments), adoption, collection and fork safety.

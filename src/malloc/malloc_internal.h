@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* malloc_internal.h - the general heap's types and shared functions
  * (internal), grouped by the file that defines them:
  *   size_class.c  size classes

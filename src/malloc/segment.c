@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* segment.c - the general heap's segments: 4 MiB aligned blocks of 64
  * pages, spans of pages for size classes, large and huge-aligned mappings,
  * and purging (decommit) of free pages. Memory comes from the OS layer. */

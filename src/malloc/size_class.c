@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* size_class.c - the general heap's size classes.
  *
  * 8, then 16..128 in steps of 16, then eight classes per doubling up to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* size_class.h - the general heap's size classes and geometry (internal;
  * plain C that C++ tests can include too). Defined in size_class.c. */
 #ifndef AK_SIZE_CLASS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stats.c - the general heap's run-time options and statistics.
  *
  * Options: one table of names and defaults; each is read once from the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* os_mem.c - the OS memory layer: the only file that calls mmap, munmap
  * and madvise. See os_mem.h for the contract. */
 #define _GNU_SOURCE

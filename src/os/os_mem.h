@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* os_mem.h - the OS memory layer (internal).
  *
  * The only code in arenakit that calls mmap, munmap, madvise, ftruncate,

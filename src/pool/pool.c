@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool.c - the fixed-size object pool: options, slab lists and page
  * policies, the serial core of AK_SYNC_NONE and AK_SYNC_SPINLOCK, checks,
  * stats. AK_SYNC_THREADS lives in pool_threads.c; AK_SYNC_SPINLOCK and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool_internal.h - the pool's private state, shared by the files of the
  * pool component (internal): pool.c (options, the serial core used by
  * AK_SYNC_NONE and AK_SYNC_SPINLOCK, slab lists and policies, stats),

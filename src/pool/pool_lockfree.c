@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool_lockfree.c - AK_SYNC_LOCKFREE: the seed 000 lock_free::arena_allocator
  * made ABA-safe, as a lock-free stack (a Treiber stack) of batches behind
  * the per-thread magazines of pool_magazine.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool_magazine.c - the per-thread front of AK_SYNC_SPINLOCK and
  * AK_SYNC_LOCKFREE: a magazine of free objects per thread and pool, in
  * front of the pool's shared structure (the serial core under the

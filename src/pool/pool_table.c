@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool_table.c - a pool's slab table: the set of its slab addresses, read
  * by ak_pool_owns and the checked build's frees (a foreign pointer is
  * looked up here, never dereferenced), and the slab counters. Also the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool_threads.c - AK_SYNC_THREADS: thread-owned slabs with local and
  * remote free lists (the mimalloc design, per pool).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool_tls.c - the per-thread, per-pool state of the concurrent pool
  * modes: a heap per thread and pool for AK_SYNC_THREADS (pool_threads.c), a
  * magazine per thread and pool for AK_SYNC_SPINLOCK and AK_SYNC_LOCKFREE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* malloc_override.c - the drop-in front end: libarenakit-malloc.so exports
  * the C library's allocation functions and every C++ operator new/delete,
  * each forwarding to the ak_ heap. Works with LD_PRELOAD and when linked.

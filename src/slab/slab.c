@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* slab.c - slab headers, slot carving, remote collection and the hardened
  * checks of free lists (slab layer). */
 #include "slab/slab.h"

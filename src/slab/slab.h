@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* slab.h - the slab layer (internal).
  *
  * A slab is a block of `slab_size` bytes aligned to `slab_size`, holding

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # run.sh - proves the three ways to use arenakit from another project:
 #   cmake-package     find_package(arenakit CONFIG REQUIRED) on the installed
 #                     package; arenakit::arenakit and arenakit::arenakit_static

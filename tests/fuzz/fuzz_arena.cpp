@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_arena.cpp - libFuzzer target for the region arena (ak_arena): a
  * differential check against a model of every live allocation.
  *

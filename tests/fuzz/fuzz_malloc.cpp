@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_malloc.cpp - libFuzzer target for the general-purpose heap
  * (ak_malloc and friends): a differential check against a model of every
  * live block.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_model.h - shared pieces of the arenakit fuzz targets: a byte reader
  * that decodes operations from the fuzzer's input, the model of live
  * allocations (no two overlap, each keeps a byte pattern that must survive

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_pool.cpp - libFuzzer target for the fixed-size object pool
  * (ak_pool): a differential check against a model of every live object.
  *

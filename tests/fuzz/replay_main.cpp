@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* replay_main.cpp - a main() for the fuzz targets in builds without
  * libFuzzer (gcc, sanitizer and TSan builds): runs LLVMFuzzerTestOneInput
  * once on every file named on the command line, or on every regular file

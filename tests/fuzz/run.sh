@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # tests/fuzz/run.sh - builds the libFuzzer targets with clang and fuzzes
 # each component for a bounded time.
 #

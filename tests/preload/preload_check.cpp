@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // preload_check.cpp - a program that runs with libarenakit-malloc.so either
 // preloaded (LD_PRELOAD) or linked, and checks that malloc and every
 // operator new/delete form go to arenakit and behave as the standard says.

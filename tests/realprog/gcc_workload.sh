@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # gcc workload of tests/realprog/run.sh: copies the generated multi-file C
 # program from SRC into BUILD, compiles every file with -O2 -g (two at a
 # time), prints the sha256 of each object (debug paths are mapped, so the

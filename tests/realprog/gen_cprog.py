@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Writes a deterministic multi-file C program for tests/realprog/run.sh.
 
 Usage: gen_cprog.py OUTDIR [MODULES]   (default 50 modules, fixed seed)

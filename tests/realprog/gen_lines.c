@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Writes deterministic text lines for the sort workload of
  * tests/realprog/run.sh.  Usage: gen_lines BYTES SEED > file
  * Lines look like "<word> <word> <number> <tail>" with varying lengths,

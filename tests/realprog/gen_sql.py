@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Writes a deterministic SQL workload for the sqlite3 CLI (tests/realprog).
 
 Usage: gen_sql.py OUTFILE [ORDERS]   (default 200000 orders, fixed seed)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Git workload of tests/realprog/run.sh: builds a repository of ~300
 # deterministic commits (edits, new files, renames, deletions, tags, merged
 # topic branches), then prints log --stat, blame, archive and pack facts,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Runs real programs twice, without and with LD_PRELOAD of a malloc
 # replacement, and fails unless every preloaded run gives exactly the output
 # of the plain run:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # sort workload of tests/realprog/run.sh: sorts INPUT (a few hundred MB of
 # generated lines) with a small -S buffer, so sort spills to temporary files
 # in TMP and merges them, once whole-line, once by keys (stable, numeric

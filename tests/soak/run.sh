@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # run.sh - the soak stage: builds ak_soak in a release tree and a hardened
 # tree (only that target) and runs both at the same time for SECONDS
 # (default 60; SOAK_SERIAL=1 runs them one after the other). Exits non-zero

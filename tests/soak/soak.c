@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* soak.c - ak_soak: a long-running random mix of every arenakit component
  * across threads, with resident memory sampled and bounded, and every byte
  * of every allocation verified.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* arena_uaf.c - one deliberate use after free inside an arena, for
  * Valgrind memcheck (tests/uaf/memcheck.sh): a block is written and read
  * after ak_arena_clear() gave it back. memcheck must report the invalid

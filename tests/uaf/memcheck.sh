@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # memcheck.sh - proves that Valgrind memcheck reports a user's use after
 # free inside an arena and inside a pool (every sync mode): runs
 # tests/uaf/arena_uaf and pool_uaf from the build tree under memcheck and

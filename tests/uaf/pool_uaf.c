@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool_uaf.c - one deliberate use after free inside a pool, for Valgrind
  * memcheck (tests/uaf/memcheck.sh): an object is written and read after
  * ak_pool_free() took it back. memcheck must report the invalid write and

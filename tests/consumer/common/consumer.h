@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* consumer.h - shared declarations of the consumer program used by
  * tests/consumer/run.sh. The program is several translation units (C and
  * C++) that all include the arenakit headers and call ak_arena_alloc(), so

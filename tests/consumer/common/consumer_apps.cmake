@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # consumer_apps.cmake - the consumer programs, shared by the CMake-package
 # and add_subdirectory consumers (tests/consumer/package, .../subdir).
 #

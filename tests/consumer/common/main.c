@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* main.c - the consumer program: a small real user of arenakit's C API,
  * built by tests/consumer/run.sh through the installed CMake package,
  * through pkg-config and through add_subdirectory(). Exits non-zero on any

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* part_c.c - the second C translation unit of the consumer program. */
 #include <errno.h>
 #include <stdint.h>

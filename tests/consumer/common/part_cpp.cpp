@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // part_cpp.cpp - the C++ translation unit of the consumer program. It uses
 // <arenakit/arenakit.hpp> when the build found that header at configure time
 // (AK_CONSUMER_HAVE_HPP=1), else the C header; either way it calls the C API.
