@@ -23,14 +23,23 @@ static uint64_t seed(void) {
   return s ? s : UINT64_C(0x9e3779b97f4a7c15);
 }
 
+/* One xorshift64* step of the state `*x` (kept in a register by callers
+ * that draw many numbers, then stored back once). */
+static inline uint64_t rng_step(uint64_t *x) {
+  uint64_t v = *x;
+  v ^= v >> 12;
+  v ^= v << 25;
+  v ^= v >> 27;
+  *x = v;
+  return v * UINT64_C(0x2545f4914f6cdd1d);
+}
+
 uint64_t _ak_random(void) {
   uint64_t x = rng_state;
   if (x == 0) x = seed();
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
+  uint64_t r = rng_step(&x);
   rng_state = x;
-  return x * UINT64_C(0x2545f4914f6cdd1d);
+  return r;
 }
 
 void *_ak_chain_blocks(uintptr_t base, size_t stride, size_t n, void *tail, uintptr_t key, bool shuffle) {
@@ -57,8 +66,21 @@ void *_ak_chain_blocks(uintptr_t base, size_t stride, size_t n, void *tail, uint
     end[i] = i + 1 == ns ? base + n * stride : cur[i] + per * stride;
   }
   uintptr_t first = 0, prev = 0;
+  /* The generator's state stays in a register for the whole chain (the
+   * link stores could alias the thread-local word), and each 64-bit draw
+   * picks four slices, 16 bits each: (16 bits * live) >> 16 is uniform in
+   * [0, live) up to a bias below live / 65536. */
+  uint64_t x = rng_state, r = 0;
+  if (x == 0) x = seed();
+  unsigned left = 0; /* 16-bit picks left in r */
   while (live) {
-    size_t i = (size_t)(((_ak_random() >> 32) * (uint64_t)live) >> 32); /* uniform in [0, live) */
+    if (left == 0) {
+      r = rng_step(&x);
+      left = 4;
+    }
+    size_t i = (size_t)(((r & 0xffff) * (uint64_t)live) >> 16);
+    r >>= 16;
+    left--;
     uintptr_t b = cur[i];
     cur[i] += stride;
     if (cur[i] == end[i]) { /* slice used up: the last live one takes its place */
@@ -72,6 +94,7 @@ void *_ak_chain_blocks(uintptr_t base, size_t stride, size_t n, void *tail, uint
       first = b;
     prev = b;
   }
+  rng_state = x;
   *(uintptr_t *)prev = (uintptr_t)head ^ key;
   return (void *)first;
 }

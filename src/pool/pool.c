@@ -644,6 +644,7 @@ static void spin_unlock(_ak_pool_impl *p) { _ak_word_unlock(&p->spin); }
 uint32_t _ak_spin_take(_ak_pool_impl *p, void **chain, uint32_t n) {
   void *head = NULL;
   uint32_t got = 0;
+  _ak_slab *noted = NULL; /* hardened: the slab last added to the address range */
   spin_lock(p);
   for (; got < n; got++) {
     /* A new slab only for the first object: a failure of the backing then
@@ -652,7 +653,10 @@ uint32_t _ak_spin_take(_ak_pool_impl *p, void **chain, uint32_t n) {
     void *o = serial_pop(p, got == 0);
     if (!o) break;
     if (p->tracked) AK_TRACK_INTERNAL(o, sizeof(void *)); /* a fresh slot holds a link now */
-    if (ak_harden_links) _ak_pool_note_slab(p, _ak_pool_slab_base(p, o));
+    if (ak_harden_links && _ak_pool_slab_base(p, o) != noted) {
+      noted = _ak_pool_slab_base(p, o);
+      _ak_pool_note_slab(p, noted);
+    }
     _ak_chain_set(p, o, head);
     head = o;
   }
@@ -822,8 +826,8 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
   p->capacity = _ak_slab_capacity(slab - guard, slot, lalign, ak_config_checked);
   /* The hardened inline frees test the slot grid (ak_pool_on_grid_); slots
    * spanning 4 GiB or more leave slot_span 0: every free reaches the library. */
+  p->pub.slot_first = _ak_slab_header_size(p->capacity, lalign, ak_config_checked);
   if (p->capacity * slot < ((uint64_t)1 << 32)) {
-    p->pub.slot_first = _ak_slab_header_size(p->capacity, lalign, ak_config_checked);
     p->pub.slot_span = p->capacity * slot;
     p->pub.slot_div = UINT64_MAX / slot + 1;
   }

@@ -144,8 +144,7 @@ typedef struct _ak_pool_impl {
    * `mu`, as ARAL allocates its pages without any lock held). */
   pthread_mutex_t mu;
   atomic_int file_mu;
-  atomic_uintptr_t lf_lo, lf_hi; /* LOCKFREE, hardened: address range of the slabs */
-  size_t lf_hdr;                 /* LOCKFREE: offset of the first slot in a slab */
+  atomic_uintptr_t lf_lo, lf_hi; /* SPINLOCK, LOCKFREE, hardened: address range of the slabs */
 
   /* SPINLOCK and LOCKFREE: the shared words, all on one cache line (the
    * block is allocated 64-aligned). A magazine touches them together once
@@ -219,12 +218,20 @@ void _ak_pool_slab_decommit(_ak_pool_impl *p, _ak_slab *s);
  *  grid; the release build checks the header's magic only. */
 _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call);
 
-/** _ak_pool_slab_of's common case inline (release build): mask and one
- *  header check; the checked and hardened builds' checks (the slab map
- *  before any header is read) and the error report out of line. */
+/** _ak_pool_slab_of's common case inline: mask and one header check; the
+ *  checked and hardened builds first test the slot grid (one
+ *  multiplication, as ak_pool_on_grid_) and the slab map (two loads, so no
+ *  header is read that the map does not know). Anything else (a destroyed
+ *  pool, an address beyond the map, slots spanning 4 GiB or more) and the
+ *  error report go out of line. */
 static inline _ak_slab *_ak_pool_slab_fast(_ak_pool_impl *p, const void *o, const char *call) {
   _ak_slab *s = (_ak_slab *)((uintptr_t)o & ~(uintptr_t)(p->slab_size - 1));
-  if (AK_LIKELY(!ak_config_validate && s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) return s;
+  if (!ak_config_validate) {
+    if (AK_LIKELY(s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) return s;
+  } else if (AK_LIKELY(!p->destroyed && ak_pool_on_grid_(&p->pub, o, (uintptr_t)s) &&
+                       ak_pool_known_slab_((uintptr_t)s) && s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) {
+    return s;
+  }
   return _ak_pool_slab_of(p, o, call);
 }
 
@@ -344,9 +351,19 @@ static inline void _ak_chain_set(const _ak_pool_impl *p, void *o, const void *ne
   _ak_slab_set_link(_ak_pool_slab_base(p, o), o, next);
 }
 
-/** Hardened: could `next` be a slot of `p`? (address range of its slabs
- *  and slot grid; no memory is read). */
-bool _ak_pool_plausible(const _ak_pool_impl *p, uintptr_t next);
+/** Hardened: could `next` be a slot of `p`? NULL, or within the address
+ *  range of its slabs and on the slot grid of a slab; no memory is read (a
+ *  wild value must not fault here). Inline: every magazine pop and free
+ *  asks. The grid test is one multiplication (ak_pool_on_grid_'s) where
+ *  the slots span less than 4 GiB, a division otherwise. */
+static inline bool _ak_pool_plausible(const _ak_pool_impl *p, uintptr_t next) {
+  if (next == 0) return true;
+  uintptr_t lo = atomic_load_explicit(&p->lf_lo, memory_order_relaxed);
+  if (next - lo >= atomic_load_explicit(&p->lf_hi, memory_order_relaxed) - lo) return false;
+  uint64_t n = (uint64_t)((next & (p->slab_size - 1)) - p->pub.slot_first), div = p->pub.slot_div;
+  if (AK_LIKELY(div != 0)) return n < p->pub.slot_span && n * div <= div - 1;
+  return n < (uint64_t)p->capacity * p->slot && n % p->slot == 0;
+}
 /** Widens the hardened address range to cover slab `s`. */
 void _ak_pool_note_slab(_ak_pool_impl *p, const _ak_slab *s);
 

@@ -57,18 +57,6 @@ static inline uintptr_t encode(const _ak_pool_impl *p, const void *o, const void
   return ak_harden_encode ? (uintptr_t)next ^ slab_of(p, o)->key : (uintptr_t)next;
 }
 
-/* Hardened: could `next` be a slot of this pool? Within the address range
- * of its slabs and on the slot grid of a slab (no memory is read: a wild
- * value must not fault here). */
-static bool plausible(const _ak_pool_impl *p, uintptr_t next) {
-  if (next == 0) return true;
-  if (next < atomic_load_explicit(&p->lf_lo, memory_order_relaxed) ||
-      next >= atomic_load_explicit(&p->lf_hi, memory_order_relaxed))
-    return false;
-  size_t off = next & (p->slab_size - 1);
-  return off >= p->lf_hdr && (off - p->lf_hdr) % p->slot == 0 && off - p->lf_hdr < p->capacity * p->slot;
-}
-
 static _Noreturn AK_COLD void corrupt(_ak_pool_impl *p, void *o, void *next) {
   _ak_slab_corrupt(slab_of(p, o), o, next, "ak_pool_alloc");
 }
@@ -144,14 +132,10 @@ static size_t push_chain(_ak_pool_impl *p, void *first) {
 }
 
 void _ak_pool_note_slab(_ak_pool_impl *p, const _ak_slab *s) {
-  size_t hdr = s->start - (uintptr_t)s;
-  if (p->lf_hdr != hdr) p->lf_hdr = hdr;
   if (!atomic_load(&p->lf_lo) || (uintptr_t)s < atomic_load(&p->lf_lo)) atomic_store(&p->lf_lo, (uintptr_t)s);
   if ((uintptr_t)s + p->slab_size > atomic_load(&p->lf_hi))
     atomic_store(&p->lf_hi, (uintptr_t)s + p->slab_size);
 }
-
-bool _ak_pool_plausible(const _ak_pool_impl *p, uintptr_t next) { return plausible(p, next); }
 
 /* Under p->mu: carves a spare or new slab into batches and pushes them
  * with one CAS. 0 or an errno. */
@@ -213,7 +197,7 @@ uint32_t _ak_lockfree_take(_ak_pool_impl *p, void **chain) {
        * batch word, so a bad one is corruption, not a race. */
       uint32_t n = (uint32_t)(w >> BATCH_SHIFT);
       if (AK_UNLIKELY(n == 0 || n > AK_MAG_BATCH) ||
-          (ak_harden_links && AK_UNLIKELY(!plausible(p, (uintptr_t)next))))
+          (ak_harden_links && AK_UNLIKELY(!_ak_pool_plausible(p, (uintptr_t)next))))
         corrupt(p, top, next);
       if (n < AK_MAG_BATCH) atomic_fetch_sub(&p->lf_out, AK_MAG_BATCH - n);
       *chain = top;
@@ -251,7 +235,7 @@ size_t _ak_lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n) {
  * (bounded search; a link changed under the walk by a concurrent pop ends
  * it). Called with no pool lock held. */
 bool _ak_lockfree_on_stack(_ak_pool_impl *p, void *o) {
-  if (!plausible(p, (uintptr_t)decode(p, o, *(uintptr_t *)o))) return false;
+  if (!_ak_pool_plausible(p, (uintptr_t)decode(p, o, *(uintptr_t *)o))) return false;
   pthread_mutex_lock(&p->mu);
   bool spare = slab_of(p, o)->list == AK_SLAB_SPARE;
   pthread_mutex_unlock(&p->mu);
@@ -265,10 +249,10 @@ bool _ak_lockfree_on_stack(_ak_pool_impl *p, void *o) {
     for (void *c = b; c && limit--;) {
       if (c == o) return true;
       void *next = decode(p, c, read_link(c));
-      if (!plausible(p, (uintptr_t)next)) return false;
+      if (!_ak_pool_plausible(p, (uintptr_t)next)) return false;
       c = next;
     }
-    if (!plausible(p, (uintptr_t)nb)) return false;
+    if (!_ak_pool_plausible(p, (uintptr_t)nb)) return false;
     b = nb;
   }
   return false;

@@ -293,12 +293,15 @@ static bool chain_has(_ak_pool_impl *p, void *c, const void *o) {
 
 /* Hardened double-free search: the caller's chain `c`, its full batch, and
  * the shared structure (LOCKFREE: the stack; SPINLOCK: the slab's lists).
- * Only when the first word of `o` decodes like a link, so a live object
- * costs one load and a compare. Not searched: other threads' magazines (a
- * double free whose two frees sit in two threads' magazines at once is
- * not caught; docs/hardening.md). */
+ * Only when the first word of `o` decodes like a link (hardened_looks_free),
+ * so a live object costs one load and a compare, inline. Not searched:
+ * other threads' magazines (a double free whose two frees sit in two
+ * threads' magazines at once is not caught; docs/hardening.md). */
+static inline bool hardened_looks_free(const _ak_pool_impl *p, const void *o) {
+  return _ak_pool_plausible(p, (uintptr_t)_ak_chain_next(p, o));
+}
+
 static AK_COLD bool hardened_is_free(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab *s, void *c, void *o) {
-  if (!_ak_pool_plausible(p, (uintptr_t)_ak_chain_next(p, o))) return false;
   if (chain_has(p, c, o)) return true;
   void *f = atomic_exchange_explicit(&m->full, NULL, memory_order_acquire);
   bool found = chain_has(p, f, o);
@@ -343,7 +346,8 @@ void _ak_mag_free(_ak_pool_impl *p, void *o) {
    * _ak_mag_alloc; a NULL `list` holds nothing, whatever m->n says. */
   void *c = atomic_exchange_explicit(&m->list, NULL, memory_order_acquire);
   uint32_t n = c ? m->n : 0;
-  if (AK_UNLIKELY(o == c) || (ak_harden_double_free && AK_UNLIKELY(hardened_is_free(p, m, s, c, o))))
+  if (AK_UNLIKELY(o == c) ||
+      (ak_harden_double_free && AK_UNLIKELY(hardened_looks_free(p, o)) && hardened_is_free(p, m, s, c, o)))
     _ak_pool_double_free(p, o);
   if (AK_UNLIKELY(n == AK_MAG_BATCH)) { /* a whole batch: spill it */
     spill(p, m, c, n);
