@@ -84,8 +84,7 @@ static bool list_has(const _ak_slab *s, const void *head, const void *o, size_t 
   return false;
 }
 
-bool _ak_slab_is_free(const _ak_slab *s, const void *o, bool local) {
-  if (!_ak_slab_looks_free(s, o)) return false;
+bool _ak_slab_search(const _ak_slab *s, const void *o, bool local) {
   size_t limit = (size_t)s->capacity + 1;
   return (local && list_has(s, s->free, o, limit)) ||
          list_has(s,

@@ -114,17 +114,22 @@ static inline bool _ak_slab_in(const _ak_slab *s, uintptr_t p) { return p - s->s
  *  `next`) leaves the slab: the free list was corrupted or forged. */
 _Noreturn void _ak_slab_corrupt(const _ak_slab *s, const void *o, const void *next, const char *call);
 
-/** The hardened double-free check: true if `o` is on the remote free list
- *  of `s` or, with `local` (the caller owns the slab), on its local list.
- *  The lists are searched only when the first word of `o` decodes to a
- *  plausible link, so a live object costs one load and a compare. */
-bool _ak_slab_is_free(const _ak_slab *s, const void *o, bool local);
-
 /** True if the first word of `o` decodes to NULL or a slot address of
  *  `s`, as the link of a free slot does (hardened double-free check). */
 static inline bool _ak_slab_looks_free(const _ak_slab *s, const void *o) {
   uintptr_t next = (uintptr_t)_ak_slab_link(s, o);
   return next == 0 || _ak_slab_in(s, next);
+}
+
+/** _ak_slab_is_free's search of the lists (out of line). */
+bool _ak_slab_search(const _ak_slab *s, const void *o, bool local);
+
+/** The hardened double-free check: true if `o` is on the remote free list
+ *  of `s` or, with `local` (the caller owns the slab), on its local list.
+ *  The lists are searched only when the first word of `o` decodes to a
+ *  plausible link, so a live object costs one load and a compare, inline. */
+static inline bool _ak_slab_is_free(const _ak_slab *s, const void *o, bool local) {
+  return _ak_slab_looks_free(s, o) && _ak_slab_search(s, o, local);
 }
 
 /** Carves up to `bytes` worth of never-used slots onto the free list (so
