@@ -31,6 +31,7 @@
 #include "bench.h"
 #include "bench_util.h"
 #include "seed000_object.h"
+#include "seed000_pair.h"
 
 namespace {
 
@@ -63,41 +64,11 @@ constexpr std::size_t kNumRows = sizeof kRows / sizeof kRows[0];
 
 // ---- the loops (noinline: each compiled once, the same for every caller) --
 
-__attribute__((noinline)) std::uint64_t pair_new(std::uint64_t n) {
-  std::uint64_t s = 0;
-  for (std::uint64_t i = 0; i < n; i++) {
-    data_t *d = new data_t(i);
-    akb::sink(d);
-    s += d->flags;
-    delete d;
-  }
-  return s;
-}
-
-__attribute__((noinline)) std::uint64_t pair_pool(ak::object_pool<data_t> &pool, std::uint64_t n) {
-  std::uint64_t s = 0;
-  for (std::uint64_t i = 0; i < n; i++) {
-    data_t *d = pool.create(i);
-    akb::sink(d);
-    s += d->flags;
-    pool.destroy(d);
-  }
-  return s;
-}
-
-__attribute__((noinline)) std::uint64_t pair_capi(ak_pool *p, std::uint64_t n) {
-  std::uint64_t s = 0;
-  for (std::uint64_t i = 0; i < n; i++) {
-    void *m = ak_pool_alloc(p);
-    if (!m) return 0;
-    data_t *d = ::new (m) data_t(i);
-    akb::sink(d);
-    s += d->flags;
-    d->~data_t();
-    ak_pool_free(p, d);
-  }
-  return s;
-}
+// pair_new, pair_pool, pair_capi: seed000_pair.h (shared with the consumer
+// program bench/consumer/pool_pair.cpp).
+using akb::pair_capi;
+using akb::pair_new;
+using akb::pair_pool;
 
 __attribute__((noinline)) std::uint64_t batch_new(data_t **arr, std::uint64_t n) {
   std::uint64_t s = 0;
