@@ -52,6 +52,16 @@
 #define AK_HAS_PMR 0
 #endif
 
+/* The members that wrap an inline fast path of the C layer (object_pool's
+ * create and destroy) are always inlined, as the C functions are: at -O2
+ * GCC otherwise calls destroy() out of line (the inlined ak_pool_free
+ * makes it too large for its heuristics). Internal. */
+#if defined(__GNUC__) || defined(__clang__)
+#define AK_CXX_FAST_PATH __attribute__((always_inline))
+#else
+#define AK_CXX_FAST_PATH
+#endif
+
 namespace ak {
 
 /* ===========================================================================
@@ -611,7 +621,7 @@ class object_pool {
    *  freed and the exception propagates (stats().live is unchanged).
    *  Thread-safety: that of the sync mode. Requires a non-empty pool. */
   template <class... Args>
-  T *create(Args &&...args) {
+  AK_CXX_FAST_PATH T *create(Args &&...args) {
     void *mem = ak_pool_alloc(p_);
     if (!mem) throw std::bad_alloc();
     if constexpr (std::is_nothrow_constructible_v<T, Args &&...>) {
@@ -631,7 +641,7 @@ class object_pool {
    *  not be destroyed twice: anything else is undefined (aborts with a
    *  message in the checked build). From any thread in the concurrent
    *  modes. Never throws (~T must not throw). */
-  void destroy(T *obj) noexcept {
+  AK_CXX_FAST_PATH void destroy(T *obj) noexcept {
     /* ak_pool_free ignores nullptr itself: no test of our own when there
      * is no destructor to skip, so destroy() costs what ak_pool_free does. */
     if constexpr (!std::is_trivially_destructible_v<T>) {
