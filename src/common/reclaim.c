@@ -13,6 +13,8 @@
 #define _GNU_SOURCE
 #include "common/reclaim.h"
 
+#include <stdatomic.h>
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -124,7 +126,7 @@ static void set_deadline(_ak_spare_set *set) {
     if (release >= 0 && oldest && oldest->since + (uint64_t)release < d)
       d = oldest->since + (uint64_t)release;
   }
-  atomic_store_explicit(&set->deadline, d, memory_order_relaxed);
+  __atomic_store_n(&set->deadline, d, __ATOMIC_RELAXED);
 }
 
 /* Under mu: decommits hot spare `s` and moves it to the cold list's head.
@@ -231,10 +233,10 @@ static long pass_locked(void) {
     set->pins++;
     pthread_mutex_unlock(&g_mu);
     uint64_t now = _ak_reclaim_now();
-    uint64_t d = atomic_load_explicit(&set->deadline, memory_order_relaxed);
+    uint64_t d = __atomic_load_n(&set->deadline, __ATOMIC_RELAXED);
     if (now >= d) {
       _ak_spare_purge(set, now);
-      d = atomic_load_explicit(&set->deadline, memory_order_relaxed);
+      d = __atomic_load_n(&set->deadline, __ATOMIC_RELAXED);
     }
     if (d != UINT64_MAX) {
       uint64_t wait = d > now ? d - now : 0;
@@ -359,7 +361,7 @@ void _ak_spare_set_init(_ak_spare_set *set, const _ak_spare_ops *ops, void *ctx,
   set->ctx = ctx;
   set->cap = cap;
   set->flags = flags;
-  atomic_store_explicit(&set->deadline, UINT64_MAX, memory_order_relaxed);
+  __atomic_store_n(&set->deadline, UINT64_MAX, __ATOMIC_RELAXED);
   if (flags & AK_SPARE_REGISTERED) {
     pthread_once(&g_once, once_init);
     pthread_mutex_lock(&g_mu);
@@ -408,7 +410,7 @@ void _ak_spare_put(_ak_spare_set *set, _ak_spare *s, size_t size) {
     o->next = NULL;
     out = o;
   }
-  if (now >= atomic_load_explicit(&set->deadline, memory_order_relaxed) || set->hot_tail == s ||
+  if (now >= __atomic_load_n(&set->deadline, __ATOMIC_RELAXED) || set->hot_tail == s ||
       !(set->flags & AK_SPARE_TIMED))
     purge_locked(set, now, &out); /* a first hot spare sets the deadline; purge 0 cools it at once */
   pthread_mutex_unlock(&set->mu);
@@ -417,10 +419,10 @@ void _ak_spare_put(_ak_spare_set *set, _ak_spare *s, size_t size) {
 
 _ak_spare *_ak_spare_take(_ak_spare_set *set, bool *cold) {
   _ak_spare *out = NULL, *s = NULL;
-  uint64_t d = atomic_load_explicit(&set->deadline, memory_order_relaxed);
+  uint64_t d = __atomic_load_n(&set->deadline, __ATOMIC_RELAXED);
   uint64_t now = d == UINT64_MAX ? 0 : _ak_reclaim_now();
   pthread_mutex_lock(&set->mu);
-  if (now >= atomic_load_explicit(&set->deadline, memory_order_relaxed)) purge_locked(set, now, &out);
+  if (now >= __atomic_load_n(&set->deadline, __ATOMIC_RELAXED)) purge_locked(set, now, &out);
   s = set->hot ? set->hot : set->cold;
   if (s) {
     set_unlink(set, s);
@@ -433,7 +435,7 @@ _ak_spare *_ak_spare_take(_ak_spare_set *set, bool *cold) {
 }
 
 void _ak_spare_tick(_ak_spare_set *set) {
-  uint64_t d = atomic_load_explicit(&set->deadline, memory_order_relaxed);
+  uint64_t d = __atomic_load_n(&set->deadline, __ATOMIC_RELAXED);
   if (AK_LIKELY(d == UINT64_MAX)) return;
   uint64_t now = _ak_reclaim_now();
   if (now >= d) _ak_spare_purge(set, now);

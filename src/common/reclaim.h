@@ -32,7 +32,6 @@
 #define AK_RECLAIM_H
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -77,7 +76,8 @@ typedef struct _ak_spare_set {
   size_t hot_bytes;               /* of those, bytes still committed */
   size_t cap;                     /* most spares kept (0: none; SIZE_MAX: no cap) */
   unsigned flags;                 /* AK_SPARE_* */
-  _Atomic uint64_t deadline;      /* clock (ms) of the next due purge step; UINT64_MAX: none */
+  uint64_t deadline;              /* clock (ms) of the next due purge step; UINT64_MAX: none;
+                                            written under mu, read without it (__atomic builtins) */
   size_t purged_bytes;            /* bytes decommitted by the policy, ever */
   size_t released_bytes;          /* bytes released by the policy (time, cap), ever */
   const _ak_spare_ops *ops;       /* the owner's callbacks */
