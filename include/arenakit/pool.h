@@ -647,7 +647,9 @@ AK_API void ak_pool_trim(ak_pool *p);
 AK_API void ak_pool_set_defragment(ak_pool *p, bool on);
 
 /** Fills `out` (exact when no other thread uses the pool; a consistent
- *  approximation otherwise). Thread-safe. */
+ *  approximation otherwise). Like the slow paths of ak_pool_alloc() and
+ *  ak_pool_free(), it first applies the reclaim policy's due steps to the
+ *  pool's spares (arenakit/reclaim.h). Thread-safe. */
 AK_API void ak_pool_stats_get(const ak_pool *p, ak_pool_stats *out);
 
 /** Prints the stats of `p` in one readable block to `f` and flushes `f`.

@@ -1125,6 +1125,7 @@ void ak_pool_stats_get(const ak_pool *pub, ak_pool_stats *out) {
     if (out->live > p->peak_live) p->peak_live = out->live;
     out->peak_live = p->peak_live;
   }
+  _ak_spare_tick(&p->spares); /* the counts show the policy's due steps done */
   _ak_table_stats(&p->table, p->slab_size, out);
   _ak_spare_counts sc;
   _ak_spare_stats(&p->spares, &sc);
