@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: MIT
+// The pool under the reclaim policy (arenakit/reclaim.h), with a fake clock:
+// by default an emptied slab is kept as a spare and reused, decommitted after
+// the purge delay and unmapped after the release delay, so RSS goes back to
+// its baseline; release_empty (ARAL's policy) still gives an empty slab back
+// at once; the background thread does it with no call, also for slabs of
+// exited threads and across fork.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "arenakit/pool.h"
+#include "arenakit/reclaim.h"
+#include "pool_sync_modes.h"
+
+extern "C" {
+#include "common/reclaim.h"
+}
+
+namespace {
+
+std::atomic<uint64_t> g_now{1000000};
+uint64_t fake_now() { return g_now.load(); }
+
+// RSS of the process in bytes (/proc/self/statm).
+size_t rss() {
+  long pages = 0, resident = 0;
+  FILE *f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  int n = std::fscanf(f, "%ld %ld", &pages, &resident);
+  std::fclose(f);
+  return n == 2 ? static_cast<size_t>(resident) * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+ak_pool_stats stats(ak_pool *p) {
+  ak_pool_stats s;
+  ak_pool_stats_get(p, &s);
+  return s;
+}
+
+class PoolReclaim : public ::testing::TestWithParam<ak_sync> {
+ protected:
+  void SetUp() override {
+    ak_reclaim_get_delays(&purge_, &release_);
+    ASSERT_EQ(ak_reclaim_set_delays(100, 1000), 0);
+    _ak_reclaim_set_clock(fake_now);
+  }
+  void TearDown() override {
+    ak_reclaim_thread_stop();
+    _ak_reclaim_set_clock(nullptr);
+    ak_reclaim_set_delays(purge_, release_);
+  }
+  ak_pool *make(bool at_once = false, size_t spare = 0) {
+    ak_pool_options o{};
+    o.object_size = 48;
+    o.sync = GetParam();
+    o.release_empty = at_once;
+    o.spare_slabs = spare;
+    ak_pool *p = ak_pool_create(&o);
+    EXPECT_NE(p, nullptr) << ak_last_error();
+    return p;
+  }
+  // Allocates and writes n objects, then frees them all.
+  static void churn(ak_pool *p, size_t n) {
+    std::vector<void *> v(n);
+    for (auto &o : v) {
+      o = ak_pool_alloc(p);
+      ASSERT_NE(o, nullptr);
+      std::memset(o, 0x5a, 48);
+    }
+    for (void *o : v) ak_pool_free(p, o);
+  }
+  long purge_ = 0, release_ = 0;
+};
+
+// The modes whose empty slabs go to the spare set (LOCKFREE keeps its
+// slabs mapped until a trim, pool_test covers it).
+constexpr ak_sync kPolicyModes[] = {AK_SYNC_THREADS, AK_SYNC_NONE, AK_SYNC_SPINLOCK};
+INSTANTIATE_TEST_SUITE_P(Modes, PoolReclaim, ::testing::ValuesIn(kPolicyModes), ak_sync_mode_name);
+
+TEST_P(PoolReclaim, EmptySlabsAreKeptAndReusedBeforeTheDelay) {
+  ak_pool *p = make();
+  churn(p, 100000);
+  ak_pool_stats s = stats(p);
+  EXPECT_EQ(s.live, 0u);
+  EXPECT_GT(s.slabs, 50u) << "the emptied slabs are kept as spares";
+  EXPECT_GE(s.bytes_spare, (s.slabs - 2) * 65536);
+  EXPECT_EQ(s.bytes_committed, s.bytes_reserved);
+  size_t allocs = s.slab_allocs, releases = s.slab_releases;
+  g_now += 50;  // below the purge delay
+  churn(p, 100000);
+  s = stats(p);
+  EXPECT_EQ(s.slab_allocs, allocs) << "the second round reuses the spares, no new slab";
+  EXPECT_EQ(s.slab_releases, releases);
+  EXPECT_EQ(s.bytes_purged, 0u);
+  ak_pool_destroy(p);
+}
+
+TEST_P(PoolReclaim, SparesArePurgedAfterTheDelayThenUnmapped) {
+  ak_pool *p = make();
+  churn(p, 100000);
+  ak_pool_stats s = stats(p);
+  size_t slabs = s.slabs, resident = s.bytes_resident;
+  ASSERT_GT(resident, 100000u * 48 / 2);
+  g_now += 150;  // past the purge delay, before the release delay
+  s = stats(p);  // a library call: the due steps run
+  EXPECT_EQ(s.slabs, slabs) << "decommitted, still mapped";
+  EXPECT_GT(s.bytes_purged, 0u);
+  EXPECT_LT(s.bytes_committed, s.bytes_reserved / 4);
+  EXPECT_LT(s.bytes_resident, resident / 4) << "the pages went back (mincore)";
+  // A purged spare is reused as well (its pages fault in again).
+  size_t allocs = s.slab_allocs;
+  churn(p, 20000);
+  EXPECT_EQ(stats(p).slab_allocs, allocs);
+  g_now += 2000;  // past the release delay
+  s = stats(p);
+  EXPECT_LE(s.slabs, 2u) << "unmapped (the current slab stays)";
+  EXPECT_GE(s.slab_releases, slabs - 2);
+  EXPECT_EQ(s.bytes_spare, 0u);
+  ak_pool_destroy(p);
+}
+
+TEST_P(PoolReclaim, SpareSlabsCapsTheSpares) {
+  ak_pool *p = make(false, 4);
+  churn(p, 100000);
+  ak_pool_stats s = stats(p);
+  EXPECT_LE(s.bytes_spare, 4u * 65536);
+  // AK_SYNC_THREADS: the thread's own spare_slabs come on top.
+  EXPECT_LE(s.slabs, GetParam() == AK_SYNC_THREADS ? 9u : 5u);
+  ak_pool_destroy(p);
+}
+
+TEST_P(PoolReclaim, ReleaseEmptyGivesAnEmptySlabBackAtOnce) {
+  ak_pool *p = make(true);
+  churn(p, 100000);
+  ak_pool_stats s = stats(p);
+  EXPECT_LE(s.slabs, 1u) << "ARAL's policy: no spares";
+  EXPECT_EQ(s.bytes_spare, 0u);
+  EXPECT_GE(s.slab_releases + 1, s.slab_allocs);
+  ak_pool_destroy(p);
+}
+
+TEST_P(PoolReclaim, RssReturnsToItsBaselineAfterTheDelay) {
+  ak_pool *p = make();
+  std::vector<void *> v(400000);  // ~19 MiB of objects; the vector is touched first
+  std::memset(v.data(), 0, v.size() * sizeof(void *));
+  size_t base = rss();
+  for (auto &o : v) {
+    o = ak_pool_alloc(p);
+    std::memset(o, 1, 48);
+  }
+  EXPECT_GT(rss(), base + 15u * 1048576);
+  for (void *o : v) ak_pool_free(p, o);
+  g_now += 2000;
+  (void)stats(p);  // the first library call past the delays
+  EXPECT_LT(rss(), base + base / 10 + 256 * 1024) << "RSS near the baseline (" << base << " B)";
+  ak_pool_destroy(p);
+}
+
+// Waits (real time, up to 5 s) for `pred`.
+template <class F>
+bool eventually(F pred) {
+  for (int i = 0; i < 500; i++) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+TEST_P(PoolReclaim, TheBackgroundThreadReturnsMemoryWithoutACall) {
+  ak_pool *p = make();
+  std::vector<void *> v(400000);
+  std::memset(v.data(), 0, v.size() * sizeof(void *));
+  size_t base = rss();
+  for (auto &o : v) {
+    o = ak_pool_alloc(p);
+    std::memset(o, 1, 48);
+  }
+  for (void *o : v) ak_pool_free(p, o);
+  ASSERT_EQ(ak_reclaim_thread_start(), 0);
+  g_now += 2000;
+  _ak_reclaim_set_clock(fake_now);  // wakes the thread
+  EXPECT_TRUE(eventually([&] { return rss() < base + base / 10 + 256 * 1024; }))
+      << "RSS " << rss() << " B, baseline " << base << " B";
+  ak_reclaim_thread_stop();
+  ak_pool_destroy(p);
+}
+
+TEST(PoolReclaimThreads, SlabsOfExitedThreadsGoBackByTime) {
+  long purge, release;
+  ak_reclaim_get_delays(&purge, &release);
+  ak_reclaim_set_delays(100, 1000);
+  _ak_reclaim_set_clock(fake_now);
+  ak_pool_options o{};
+  o.object_size = 64;
+  ak_pool *p = ak_pool_create(&o);
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(ak_reclaim_thread_start(), 0);
+  for (int round = 0; round < 4; round++) {
+    std::vector<std::thread> th;
+    for (int k = 0; k < 4; k++)
+      th.emplace_back([&] {
+        std::vector<void *> v(20000);
+        for (auto &x : v) x = ak_pool_alloc(p);
+        for (void *x : v) ak_pool_free(p, x);
+      });
+    for (auto &t : th) t.join();
+  }
+  EXPECT_GT(stats(p).slabs, 4u) << "spares kept for the next threads";
+  g_now += 5000;
+  _ak_reclaim_set_clock(fake_now);
+  EXPECT_TRUE(eventually([&] {
+    ak_pool_stats s;
+    ak_pool_stats_get(p, &s);
+    return s.slabs == 0 && s.live == 0;
+  })) << "slabs "
+      << stats(p).slabs;
+  ak_reclaim_thread_stop();
+  ak_pool_destroy(p);
+  _ak_reclaim_set_clock(nullptr);
+  ak_reclaim_set_delays(purge, release);
+}
+
+// Fork while the background thread purges and threads churn a pool: the
+// child finds no lock held, uses the pool (objects from before the fork
+// too) and exits; the parent's thread keeps running.
+TEST(PoolReclaimThreads, ForkWhileTheBackgroundThreadPurges) {
+  long purge, release;
+  ak_reclaim_get_delays(&purge, &release);
+  ak_reclaim_set_delays(0, 0);  // every emptied slab is purged and released at once, by the thread too
+  ak_pool_options o{};
+  o.object_size = 64;
+  ak_pool *p = ak_pool_create(&o);
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(ak_reclaim_thread_start(), 0);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> th;
+  for (int k = 0; k < 2; k++)
+    th.emplace_back([&] {
+      std::vector<void *> v(5000);
+      while (!stop.load()) {
+        for (auto &x : v) x = ak_pool_alloc(p);
+        for (void *x : v) ak_pool_free(p, x);
+      }
+    });
+  void *mine = ak_pool_alloc(p);
+  for (int i = 0; i < 30; i++) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      alarm(20);
+      std::vector<void *> v(3000);
+      for (auto &x : v) x = ak_pool_alloc(p);
+      for (void *x : v) ak_pool_free(p, x);
+      ak_pool_free(p, mine);
+      ak_reclaim_collect();
+      _exit(ak_reclaim_thread_running() ? 2 : 0);
+    }
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFEXITED(st)) << "child " << i << " died (signal " << WTERMSIG(st) << ")";
+    ASSERT_EQ(WEXITSTATUS(st), 0);
+  }
+  stop = true;
+  for (auto &t : th) t.join();
+  EXPECT_TRUE(ak_reclaim_thread_running());
+  ak_reclaim_thread_stop();
+  ak_pool_free(p, mine);
+  ak_pool_destroy(p);
+  ak_reclaim_set_delays(purge, release);
+}
+
+}  // namespace
