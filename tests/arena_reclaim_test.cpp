@@ -4,44 +4,18 @@
 // reuse; once unused for the purge delay, the next slow path decommits
 // their pages (RSS falls, the chunks stay reserved and are reused).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <cstdio>
 #include <cstring>
 
 #include "arenakit/arena.h"
-#include "arenakit/reclaim.h"
-
-extern "C" {
-#include "common/reclaim.h"
-}
+#include "reclaim_testing.h"
 
 namespace {
 
-std::atomic<uint64_t> g_now{5000000};
-uint64_t fake_now() { return g_now.load(); }
-
-size_t rss() {
-  long pages = 0, resident = 0;
-  FILE *f = std::fopen("/proc/self/statm", "r");
-  if (!f) return 0;
-  int n = std::fscanf(f, "%ld %ld", &pages, &resident);
-  std::fclose(f);
-  return n == 2 ? static_cast<size_t>(resident) * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
-}
-
-class ArenaReclaim : public ::testing::Test {
+class ArenaReclaim : public ::testing::Test, public FakeClockTest {
  protected:
-  void SetUp() override {
-    ak_reclaim_get_delays(&purge_, &release_);
-    ASSERT_EQ(ak_reclaim_set_delays(100, 1000), 0);
-    _ak_reclaim_set_clock(fake_now);
-  }
-  void TearDown() override {
-    _ak_reclaim_set_clock(nullptr);
-    ak_reclaim_set_delays(purge_, release_);
-  }
+  void SetUp() override { use_fake_clock(); }
+  void TearDown() override { restore_clock(); }
   // Fills `a` with 32 MiB of written 1 KiB blocks.
   static void fill(ak_arena *a) {
     for (int i = 0; i < 32 * 1024; i++) {
@@ -50,7 +24,6 @@ class ArenaReclaim : public ::testing::Test {
       std::memset(p, 0x5a, 1024);
     }
   }
-  long purge_ = 0, release_ = 0;
 };
 
 TEST_F(ArenaReclaim, RetainedChunksAreReusedCommittedBeforeTheDelay) {
@@ -59,13 +32,13 @@ TEST_F(ArenaReclaim, RetainedChunksAreReusedCommittedBeforeTheDelay) {
   ak_arena_stats s0;
   ak_arena_stats_get(&a, &s0);
   ak_arena_clear(&a);
-  size_t base = rss();
-  g_now += 50;  // below the purge delay
+  size_t base = rss_bytes();
+  g_fake_ms += 50;  // below the purge delay
   fill(&a);
   ak_arena_stats s1;
   ak_arena_stats_get(&a, &s1);
   EXPECT_EQ(s1.reserved, s0.reserved) << "the retained chunks were reused";
-  EXPECT_LT(rss(), base + 1024 * 1024) << "their pages were still committed: no new resident memory";
+  EXPECT_LT(rss_bytes(), base + 1024 * 1024) << "their pages were still committed: no new resident memory";
   ak_arena_destroy(&a);
 }
 
@@ -75,11 +48,11 @@ TEST_F(ArenaReclaim, RetainedChunksAreDecommittedAfterTheDelayAndReused) {
   ak_arena_stats s0;
   ak_arena_stats_get(&a, &s0);
   ak_arena_clear(&a);
-  size_t kept = rss();
-  g_now += 150;  // past the purge delay
+  size_t kept = rss_bytes();
+  g_fake_ms += 150;  // past the purge delay
   // The slow path that leaves the first chunk runs the policy.
   for (int i = 0; i < 8; i++) ASSERT_NE(ak_arena_alloc(&a, 1024, 8), nullptr);
-  size_t purged = rss();
+  size_t purged = rss_bytes();
   EXPECT_LT(purged + 24u * 1024 * 1024, kept)
       << "the spares' pages went back: RSS " << kept << " -> " << purged;
   ak_arena_stats s1;
@@ -97,16 +70,16 @@ TEST_F(ArenaReclaim, RestoredChunksAgeFromTheRestore) {
   ak_arena a = {};
   ASSERT_NE(ak_arena_alloc(&a, 64, 8), nullptr);
   ak_arena_mark m = ak_arena_save(&a);
-  g_now += 10000;  // the chunks are older than the delay before the restore
+  g_fake_ms += 10000;  // the chunks are older than the delay before the restore
   fill(&a);
   ak_arena_restore(&a, m);
-  size_t kept = rss();
+  size_t kept = rss_bytes();
   for (int i = 0; i < 8; i++) ASSERT_NE(ak_arena_alloc(&a, 1024, 8), nullptr);
-  EXPECT_GT(rss() + 1024 * 1024, kept) << "emptied by the restore just now: kept committed";
+  EXPECT_GT(rss_bytes() + 1024 * 1024, kept) << "emptied by the restore just now: kept committed";
   ak_arena_restore(&a, m);
-  g_now += 150;
+  g_fake_ms += 150;
   for (int i = 0; i < 8; i++) ASSERT_NE(ak_arena_alloc(&a, 1024, 8), nullptr);
-  EXPECT_LT(rss() + 24u * 1024 * 1024, kept) << "unused for the delay since the restore: decommitted";
+  EXPECT_LT(rss_bytes() + 24u * 1024 * 1024, kept) << "unused for the delay since the restore: decommitted";
   ak_arena_destroy(&a);
 }
 

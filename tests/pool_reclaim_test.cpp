@@ -10,34 +10,15 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "arenakit/pool.h"
-#include "arenakit/reclaim.h"
 #include "pool_sync_modes.h"
-
-extern "C" {
-#include "common/reclaim.h"
-}
+#include "reclaim_testing.h"
 
 namespace {
-
-std::atomic<uint64_t> g_now{1000000};
-uint64_t fake_now() { return g_now.load(); }
-
-// RSS of the process in bytes (/proc/self/statm).
-size_t rss() {
-  long pages = 0, resident = 0;
-  FILE *f = std::fopen("/proc/self/statm", "r");
-  if (!f) return 0;
-  int n = std::fscanf(f, "%ld %ld", &pages, &resident);
-  std::fclose(f);
-  return n == 2 ? static_cast<size_t>(resident) * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
-}
 
 ak_pool_stats stats(ak_pool *p) {
   ak_pool_stats s;
@@ -45,18 +26,10 @@ ak_pool_stats stats(ak_pool *p) {
   return s;
 }
 
-class PoolReclaim : public ::testing::TestWithParam<ak_sync> {
+class PoolReclaim : public ::testing::TestWithParam<ak_sync>, public FakeClockTest {
  protected:
-  void SetUp() override {
-    ak_reclaim_get_delays(&purge_, &release_);
-    ASSERT_EQ(ak_reclaim_set_delays(100, 1000), 0);
-    _ak_reclaim_set_clock(fake_now);
-  }
-  void TearDown() override {
-    ak_reclaim_thread_stop();
-    _ak_reclaim_set_clock(nullptr);
-    ak_reclaim_set_delays(purge_, release_);
-  }
+  void SetUp() override { use_fake_clock(); }
+  void TearDown() override { restore_clock(); }
   ak_pool *make(bool at_once = false, size_t spare = 0) {
     ak_pool_options o{};
     o.object_size = 48;
@@ -77,7 +50,12 @@ class PoolReclaim : public ::testing::TestWithParam<ak_sync> {
     }
     for (void *o : v) ak_pool_free(p, o);
   }
-  long purge_ = 0, release_ = 0;
+};
+
+class PoolReclaimThreads : public ::testing::Test, public FakeClockTest {
+ protected:
+  void SetUp() override { use_fake_clock(); }
+  void TearDown() override { restore_clock(); }
 };
 
 // The modes whose empty slabs go to the spare set (LOCKFREE keeps its
@@ -94,7 +72,7 @@ TEST_P(PoolReclaim, EmptySlabsAreKeptAndReusedBeforeTheDelay) {
   EXPECT_GE(s.bytes_spare, (s.slabs - 2) * 65536);
   EXPECT_EQ(s.bytes_committed, s.bytes_reserved);
   size_t allocs = s.slab_allocs, releases = s.slab_releases;
-  g_now += 50;  // below the purge delay
+  g_fake_ms += 50;  // below the purge delay
   churn(p, 100000);
   s = stats(p);
   EXPECT_EQ(s.slab_allocs, allocs) << "the second round reuses the spares, no new slab";
@@ -109,8 +87,8 @@ TEST_P(PoolReclaim, SparesArePurgedAfterTheDelayThenUnmapped) {
   ak_pool_stats s = stats(p);
   size_t slabs = s.slabs, resident = s.bytes_resident;
   ASSERT_GT(resident, 100000u * 48 / 2);
-  g_now += 150;  // past the purge delay, before the release delay
-  s = stats(p);  // a library call: the due steps run
+  g_fake_ms += 150;  // past the purge delay, before the release delay
+  s = stats(p);      // a library call: the due steps run
   EXPECT_EQ(s.slabs, slabs) << "decommitted, still mapped";
   EXPECT_GT(s.bytes_purged, 0u);
   EXPECT_LT(s.bytes_committed, s.bytes_reserved / 4);
@@ -119,7 +97,7 @@ TEST_P(PoolReclaim, SparesArePurgedAfterTheDelayThenUnmapped) {
   size_t allocs = s.slab_allocs;
   churn(p, 20000);
   EXPECT_EQ(stats(p).slab_allocs, allocs);
-  g_now += 2000;  // past the release delay
+  g_fake_ms += 2000;  // past the release delay
   s = stats(p);
   EXPECT_LE(s.slabs, 2u) << "unmapped (the current slab stays)";
   EXPECT_GE(s.slab_releases, slabs - 2);
@@ -151,53 +129,39 @@ TEST_P(PoolReclaim, RssReturnsToItsBaselineAfterTheDelay) {
   ak_pool *p = make();
   std::vector<void *> v(400000);  // ~19 MiB of objects; the vector is touched first
   std::memset(v.data(), 0, v.size() * sizeof(void *));
-  size_t base = rss();
+  size_t base = rss_bytes();
   for (auto &o : v) {
     o = ak_pool_alloc(p);
     std::memset(o, 1, 48);
   }
-  EXPECT_GT(rss(), base + 15u * 1048576);
+  EXPECT_GT(rss_bytes(), base + 15u * 1048576);
   for (void *o : v) ak_pool_free(p, o);
-  g_now += 2000;
+  g_fake_ms += 2000;
   (void)stats(p);  // the first library call past the delays
-  EXPECT_LT(rss(), base + base / 10 + 256 * 1024) << "RSS near the baseline (" << base << " B)";
+  EXPECT_LT(rss_bytes(), base + base / 10 + 256 * 1024) << "RSS near the baseline (" << base << " B)";
   ak_pool_destroy(p);
-}
-
-// Waits (real time, up to 5 s) for `pred`.
-template <class F>
-bool eventually(F pred) {
-  for (int i = 0; i < 500; i++) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
 }
 
 TEST_P(PoolReclaim, TheBackgroundThreadReturnsMemoryWithoutACall) {
   ak_pool *p = make();
   std::vector<void *> v(400000);
   std::memset(v.data(), 0, v.size() * sizeof(void *));
-  size_t base = rss();
+  size_t base = rss_bytes();
   for (auto &o : v) {
     o = ak_pool_alloc(p);
     std::memset(o, 1, 48);
   }
   for (void *o : v) ak_pool_free(p, o);
   ASSERT_EQ(ak_reclaim_thread_start(), 0);
-  g_now += 2000;
+  g_fake_ms += 2000;
   _ak_reclaim_set_clock(fake_now);  // wakes the thread
-  EXPECT_TRUE(eventually([&] { return rss() < base + base / 10 + 256 * 1024; }))
-      << "RSS " << rss() << " B, baseline " << base << " B";
+  EXPECT_TRUE(eventually([&] { return rss_bytes() < base + base / 10 + 256 * 1024; }))
+      << "RSS " << rss_bytes() << " B, baseline " << base << " B";
   ak_reclaim_thread_stop();
   ak_pool_destroy(p);
 }
 
-TEST(PoolReclaimThreads, SlabsOfExitedThreadsGoBackByTime) {
-  long purge, release;
-  ak_reclaim_get_delays(&purge, &release);
-  ak_reclaim_set_delays(100, 1000);
-  _ak_reclaim_set_clock(fake_now);
+TEST_F(PoolReclaimThreads, SlabsOfExitedThreadsGoBackByTime) {
   ak_pool_options o{};
   o.object_size = 64;
   ak_pool *p = ak_pool_create(&o);
@@ -214,7 +178,7 @@ TEST(PoolReclaimThreads, SlabsOfExitedThreadsGoBackByTime) {
     for (auto &t : th) t.join();
   }
   EXPECT_GT(stats(p).slabs, 4u) << "spares kept for the next threads";
-  g_now += 5000;
+  g_fake_ms += 5000;
   _ak_reclaim_set_clock(fake_now);
   EXPECT_TRUE(eventually([&] {
     ak_pool_stats s;
@@ -224,8 +188,6 @@ TEST(PoolReclaimThreads, SlabsOfExitedThreadsGoBackByTime) {
       << stats(p).slabs;
   ak_reclaim_thread_stop();
   ak_pool_destroy(p);
-  _ak_reclaim_set_clock(nullptr);
-  ak_reclaim_set_delays(purge, release);
 }
 
 // AddressSanitizer's allocator (GCC 12's libasan) is not fork-safe with
@@ -242,12 +204,11 @@ TEST(PoolReclaimThreads, SlabsOfExitedThreadsGoBackByTime) {
 // Fork while the background thread purges and threads churn a pool: the
 // child finds no lock held, uses the pool (objects from before the fork
 // too) and exits; the parent's thread keeps running.
-TEST(PoolReclaimThreads, ForkWhileTheBackgroundThreadPurges) {
+TEST_F(PoolReclaimThreads, ForkWhileTheBackgroundThreadPurges) {
 #ifdef AK_TEST_ASAN
   GTEST_SKIP() << "AddressSanitizer's malloc is not fork-safe with threads: its children can hang in it";
 #endif
-  long purge, release;
-  ak_reclaim_get_delays(&purge, &release);
+  _ak_reclaim_set_clock(nullptr);
   ak_reclaim_set_delays(0, 0);  // every emptied slab is purged and released at once, by the thread too
   ak_pool_options o{};
   o.object_size = 64;
@@ -288,7 +249,6 @@ TEST(PoolReclaimThreads, ForkWhileTheBackgroundThreadPurges) {
   ak_reclaim_thread_stop();
   ak_pool_free(p, mine);
   ak_pool_destroy(p);
-  ak_reclaim_set_delays(purge, release);
 }
 
 }  // namespace

@@ -8,13 +8,10 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <thread>
 #include <vector>
 
-extern "C" {
-#include "common/reclaim.h"
-}
+#include "reclaim_testing.h"
 
 namespace {
 
@@ -30,9 +27,6 @@ constexpr bool kTsan = false;
 constexpr bool kTsan = false;
 #endif
 
-std::atomic<uint64_t> g_now{1000};
-uint64_t fake_now() { return g_now.load(); }
-
 struct Block {
   _ak_spare node;
   int id = 0;
@@ -47,19 +41,13 @@ void on_release(_ak_spare *s, void *ctx) {
 }
 const _ak_spare_ops kOps = {on_decommit, on_release};
 
-class Reclaim : public ::testing::Test {
+class Reclaim : public ::testing::Test, public FakeClockTest {
  protected:
   void SetUp() override {
-    ak_reclaim_get_delays(&purge_, &release_);
-    ASSERT_EQ(ak_reclaim_set_delays(100, 1000), 0);
-    g_now = 1000;
-    _ak_reclaim_set_clock(fake_now);
+    use_fake_clock();
+    g_fake_ms = 1000;
   }
-  void TearDown() override {
-    _ak_reclaim_set_clock(nullptr);
-    ak_reclaim_set_delays(purge_, release_);
-  }
-  long purge_ = 0, release_ = 0;
+  void TearDown() override { restore_clock(); }
 };
 
 TEST_F(Reclaim, SparesAreReusedNewestFirstBeforeTheDelay) {
@@ -70,9 +58,9 @@ TEST_F(Reclaim, SparesAreReusedNewestFirstBeforeTheDelay) {
   for (int i = 0; i < 3; i++) {
     b[i].id = i;
     _ak_spare_put(&set, &b[i].node, 4096);
-    g_now += 10;
+    g_fake_ms += 10;
   }
-  g_now += 50;  // the oldest is 80 ms old: below the 100 ms purge delay
+  g_fake_ms += 50;  // the oldest is 80 ms old: below the 100 ms purge delay
   _ak_spare_tick(&set);
   bool cold = true;
   _ak_spare *s = _ak_spare_take(&set, &cold);
@@ -96,9 +84,9 @@ TEST_F(Reclaim, SparesAreDecommittedAfterThePurgeDelayThenReleased) {
   _ak_spare_set_init(&set, &kOps, &releases, SIZE_MAX, AK_SPARE_TIMED);
   Block a{}, b{};
   _ak_spare_put(&set, &a.node, 4096);
-  g_now += 60;
+  g_fake_ms += 60;
   _ak_spare_put(&set, &b.node, 4096);
-  g_now += 50;  // a: 110 ms, b: 50 ms
+  g_fake_ms += 50;  // a: 110 ms, b: 50 ms
   _ak_spare_tick(&set);
   EXPECT_TRUE(a.decommitted);
   EXPECT_FALSE(b.decommitted);
@@ -111,7 +99,7 @@ TEST_F(Reclaim, SparesAreDecommittedAfterThePurgeDelayThenReleased) {
   EXPECT_EQ(_ak_spare_take(&set, &cold), &b.node);
   EXPECT_FALSE(cold);
   _ak_spare_put(&set, &b.node, 4096);
-  g_now += 2000;  // both past the release delay
+  g_fake_ms += 2000;  // both past the release delay
   _ak_spare_tick(&set);
   EXPECT_TRUE(a.released);
   EXPECT_TRUE(b.released);
@@ -129,7 +117,7 @@ TEST_F(Reclaim, AColdSpareIsHandedOutWithItsState) {
   _ak_spare_set_init(&set, &kOps, &releases, SIZE_MAX, AK_SPARE_TIMED);
   Block a{};
   _ak_spare_put(&set, &a.node, 4096);
-  g_now += 500;
+  g_fake_ms += 500;
   bool cold = false;
   EXPECT_EQ(_ak_spare_take(&set, &cold), &a.node);  // the take purges first
   EXPECT_TRUE(cold);
@@ -165,7 +153,7 @@ TEST_F(Reclaim, CapZeroReleasesAtOnceAndUntimedSetsKeep) {
   _ak_spare_set_init(&keep, &kOps, &releases, 4, 0);
   Block b{};
   _ak_spare_put(&keep, &b.node, 4096);
-  g_now += 100000;
+  g_fake_ms += 100000;
   _ak_spare_tick(&keep);
   EXPECT_FALSE(b.decommitted);
   EXPECT_FALSE(b.released);
@@ -182,13 +170,13 @@ TEST_F(Reclaim, PurgeDelayZeroDecommitsAtOnceAndMinusOneNever) {
   Block a{};
   _ak_spare_put(&set, &a.node, 4096);
   EXPECT_TRUE(a.decommitted);
-  g_now += 1000000;
+  g_fake_ms += 1000000;
   _ak_spare_tick(&set);
   EXPECT_FALSE(a.released);  // release -1: never
   ASSERT_EQ(ak_reclaim_set_delays(-1, -1), 0);
   Block b{};
   _ak_spare_put(&set, &b.node, 4096);
-  g_now += 1000000;
+  g_fake_ms += 1000000;
   _ak_spare_tick(&set);
   EXPECT_FALSE(b.decommitted);
   _ak_spare_drain(&set);
@@ -202,22 +190,12 @@ TEST_F(Reclaim, TheOwnerWithoutReleaseOnlyDecommits) {
   _ak_spare_set_init(&set, &decommit_only, nullptr, SIZE_MAX, AK_SPARE_TIMED);
   Block a{};
   _ak_spare_put(&set, &a.node, 4096);
-  g_now += 100000;
+  g_fake_ms += 100000;
   _ak_spare_tick(&set);
   EXPECT_TRUE(a.decommitted);
   EXPECT_FALSE(a.released);
   EXPECT_EQ(_ak_spare_take(&set, nullptr), &a.node);
   _ak_spare_set_fini(&set);
-}
-
-// Waits (real time, up to 5 s) for `pred`.
-template <class F>
-bool eventually(F pred) {
-  for (int i = 0; i < 500; i++) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
 }
 
 TEST_F(Reclaim, BackgroundThreadPurgesRegisteredSetsAndStops) {
@@ -232,7 +210,7 @@ TEST_F(Reclaim, BackgroundThreadPurgesRegisteredSetsAndStops) {
   size_t passes = _ak_reclaim_thread_passes();
   EXPECT_TRUE(eventually([&] { return _ak_reclaim_thread_passes() > passes; }));
   EXPECT_FALSE(a.released);
-  g_now += 5000;
+  g_fake_ms += 5000;
   _ak_reclaim_set_clock(fake_now);  // wakes the thread
   EXPECT_TRUE(eventually([&] {
     _ak_spare_counts c;
@@ -263,7 +241,7 @@ TEST_F(Reclaim, ForkWhileTheBackgroundThreadRuns) {
   std::vector<Block> blocks(64);
   for (int round = 0; round < 20; round++) {
     for (auto &b : blocks) _ak_spare_put(&set, &b.node, 4096);
-    g_now += 3000;  // everything due: the thread purges while we fork
+    g_fake_ms += 3000;  // everything due: the thread purges while we fork
     _ak_reclaim_set_clock(fake_now);
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
@@ -296,11 +274,11 @@ TEST_F(Reclaim, CollectPurgesRegisteredSetsWithoutTheThread) {
   _ak_spare_set_init(&set, &kOps, &releases, SIZE_MAX, AK_SPARE_TIMED | AK_SPARE_REGISTERED);
   Block a{};
   _ak_spare_put(&set, &a.node, 4096);
-  g_now += 150;
+  g_fake_ms += 150;
   ak_reclaim_collect();
   EXPECT_TRUE(a.decommitted);
   EXPECT_FALSE(a.released);
-  g_now += 1000;
+  g_fake_ms += 1000;
   ak_reclaim_collect();
   EXPECT_TRUE(a.released);
   _ak_spare_set_fini(&set);

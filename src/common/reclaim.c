@@ -190,31 +190,31 @@ static void fork_parent(void) {
   pthread_mutex_unlock(&g_ctl);
 }
 
+/* The condition variables: g_wake on the monotonic clock (the thread's
+ * timed waits), g_unpinned. */
+static void conds_init(void) {
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&g_wake, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_cond_init(&g_unpinned, NULL);
+}
+
 /* The child has no background thread: its pins are void, and the condition
  * variables it may have waited on are made anew. */
 static void fork_child(void) {
   g_running = false;
   g_stop = false;
   for (_ak_spare_set *s = g_sets; s; s = s->reg_next) s->pins = 0;
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&g_wake, &ca);
-  pthread_condattr_destroy(&ca);
-  pthread_cond_init(&g_unpinned, NULL);
+  conds_init();
   pthread_mutex_unlock(&g_mu);
   pthread_mutex_unlock(&g_ctl);
 }
 
-/* Once: the condition variables (g_wake on the monotonic clock), the
- * atfork handlers and AK_BACKGROUND. */
+/* Once: the condition variables and the atfork handlers. */
 static void once_init(void) {
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&g_wake, &ca);
-  pthread_condattr_destroy(&ca);
-  pthread_cond_init(&g_unpinned, NULL);
+  conds_init();
   (void)pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
@@ -225,8 +225,9 @@ static void wake_thread(void) {
   pthread_mutex_unlock(&g_mu);
 }
 
-/* Under g_mu: one pass over the registered sets. Returns the ms until the
- * next step falls due (at most 250). */
+/* Under g_mu: one pass over the registered sets (the thread's, or
+ * ak_reclaim_collect's). Returns the ms until the next step falls due
+ * (5 to 250). */
 static long pass_locked(void) {
   uint64_t next = UINT64_MAX;
   for (_ak_spare_set *set = g_sets; set;) {
@@ -328,15 +329,7 @@ size_t _ak_reclaim_thread_passes(void) { return atomic_load_explicit(&g_passes, 
 void ak_reclaim_collect(void) {
   pthread_once(&g_once, once_init);
   pthread_mutex_lock(&g_mu);
-  for (_ak_spare_set *set = g_sets; set;) {
-    set->pins++;
-    pthread_mutex_unlock(&g_mu);
-    _ak_spare_purge(set, _ak_reclaim_now());
-    pthread_mutex_lock(&g_mu);
-    _ak_spare_set *following = set->reg_next;
-    if (--set->pins == 0) pthread_cond_broadcast(&g_unpinned);
-    set = following;
-  }
+  (void)pass_locked(); /* what one pass of the thread does */
   pthread_mutex_unlock(&g_mu);
 }
 

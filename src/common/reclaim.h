@@ -154,7 +154,8 @@ void _ak_reclaim_set_clock(uint64_t (*now_ms)(void));
  *  0 keep, 1 decommit, 2 release (`release_ok`: the owner may release). */
 int _ak_reclaim_due(uint64_t since, uint64_t now, bool release_ok);
 
-/** Passes of the background thread so far (tests). */
+/** Passes over the registered sets so far, of the background thread and
+ *  ak_reclaim_collect() (tests). */
 size_t _ak_reclaim_thread_passes(void);
 
 #endif /* AK_RECLAIM_H */
