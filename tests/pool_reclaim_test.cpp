@@ -105,6 +105,19 @@ TEST_P(PoolReclaim, SparesArePurgedAfterTheDelayThenUnmapped) {
   ak_pool_destroy(p);
 }
 
+TEST_P(PoolReclaim, ReserveTakesSparesThePolicyThenKeeps) {
+  ak_pool *p = make();
+  churn(p, 100000);
+  size_t allocs = stats(p).slab_allocs;
+  ASSERT_EQ(ak_pool_reserve(p, 100000), 0);
+  EXPECT_EQ(stats(p).slab_allocs, allocs) << "the spares made the room";
+  g_fake_ms += 5000;  // past both delays: spares would be gone
+  (void)stats(p);
+  churn(p, 100000);
+  EXPECT_EQ(stats(p).slab_allocs, allocs) << "the reserved room stayed";
+  ak_pool_destroy(p);
+}
+
 TEST_P(PoolReclaim, SpareSlabsCapsTheSpares) {
   ak_pool *p = make(false, 4);
   churn(p, 100000);

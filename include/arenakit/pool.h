@@ -611,7 +611,9 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
 }
 
 /** Makes sure `n` more objects can be allocated without asking the backing
- *  for memory (slabs are obtained now). In AK_SYNC_THREADS the room goes to
+ *  for memory (slabs are obtained now: spare slabs first, taken out of the
+ *  spare set, so the reclaim policy does not give them back meanwhile, then
+ *  new ones). In AK_SYNC_THREADS the room goes to
  *  the calling thread. A request whose slabs would need more than the
  *  system can commit (RAM + swap, or the strict overcommit policy's limit,
  *  and RLIMIT_AS) fails at once with ENOMEM, and one beyond the free space

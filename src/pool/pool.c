@@ -1034,12 +1034,12 @@ int ak_pool_reserve(ak_pool *pub, size_t n) {
   mirror_in(p);
   size_t room = 0;
   for (_ak_slab *s = p->avail.head; s; s = s->next) room += s->capacity - s->used;
-  _ak_spare_counts sc;
-  _ak_spare_stats(&p->spares, &sc);
-  room += sc.spares * p->capacity;
   int rc = 0;
   while (room < n) {
-    _ak_slab *s = slab_new(p, "ak_pool_reserve");
+    /* Spares are taken onto `avail`, not counted: the reclaim policy could
+     * release them before they are used. */
+    _ak_slab *s = _ak_pool_slab_spare(p);
+    if (!s) s = slab_new(p, "ak_pool_reserve");
     if (!s) {
       rc = errno ? errno : ENOMEM;
       break;
