@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -262,6 +264,41 @@ TEST_F(PoolReclaimThreads, ForkWhileTheBackgroundThreadPurges) {
   ak_reclaim_thread_stop();
   ak_pool_free(p, mine);
   ak_pool_destroy(p);
+}
+
+// AK_BACKGROUND is read when the first pool is created: this test runs
+// itself again (exec, so the variable is read afresh) with AK_BACKGROUND
+// set, and the child reports whether the thread runs after its first pool.
+TEST(PoolReclaimEnvironment, AkBackgroundStartsTheThread) {
+  if (const char *want = std::getenv("AK_TEST_BACKGROUND_EXPECT")) {
+    ak_pool_options o{};
+    o.object_size = 32;
+    ak_pool *p = ak_pool_create(&o);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(ak_reclaim_thread_running(), std::string(want) == "1");
+    ak_reclaim_thread_stop();  // the calls win over the environment
+    EXPECT_FALSE(ak_reclaim_thread_running());
+    ak_pool_destroy(p);
+    return;
+  }
+  struct Case {
+    const char *value, *expect;
+  } cases[] = {{"1", "1"}, {"0", "0"}, {"yes", "0"}};
+  for (const Case &c : cases) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      setenv("AK_BACKGROUND", c.value, 1);
+      setenv("AK_TEST_BACKGROUND_EXPECT", c.expect, 1);
+      execl("/proc/self/exe", "pool_reclaim_test", "--gtest_filter=PoolReclaimEnvironment.*",
+            static_cast<char *>(nullptr));
+      _exit(127);
+    }
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFEXITED(st));
+    EXPECT_EQ(WEXITSTATUS(st), 0) << "AK_BACKGROUND=" << c.value;
+  }
 }
 
 }  // namespace
