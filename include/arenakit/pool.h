@@ -117,7 +117,7 @@ typedef struct ak_pool_options {
                            decommitted once unused for the purge delay and
                            unmapped after the release delay
                            (arenakit/reclaim.h); past the cap the oldest
-                           is unmapped. With release_empty: exactly this
+                           is unmapped. With release_empty: up to this
                            many are kept, with no delay (0: none). In
                            AK_SYNC_THREADS each thread also keeps up to
                            this many of the slabs it emptied, reused by it
@@ -168,6 +168,8 @@ typedef struct ak_pool_stats {
                               for a file, its pages in the page cache) */
   size_t slab_allocs;    /**< slabs obtained from the backing so far */
   size_t slab_releases;  /**< slabs given back so far */
+
+  /* Version 2: the reclaim policy's view (arenakit/reclaim.h). */
   size_t bytes_committed; /**< bytes of slabs held whose pages are not
                                decommitted (bytes_reserved less the
                                purged spares'; a purged slab keeps its
