@@ -409,6 +409,9 @@ static _ak_slab *slab_new(_ak_pool_impl *p, const char *call) {
   return s;
 }
 
+/* The slab whose header holds spare-set node `n`. */
+static _ak_slab *spare_slab(_ak_spare *n) { return (_ak_slab *)((char *)n - offsetof(_ak_slab, spare)); }
+
 /* A spare slab (LOCKFREE's taken-down list first, then the spare set), or
  * NULL; `*failed` when a punched-out file spare cannot get its blocks back
  * (error reported; a taken-down LOCKFREE slab stays listed, a purged spare
@@ -420,7 +423,7 @@ static _ak_slab *spare_take(_ak_pool_impl *p, bool *failed) {
   if (!s) {
     _ak_spare *n = _ak_spare_take(&p->spares, &cold);
     if (!n) return NULL;
-    s = (_ak_slab *)((char *)n - offsetof(_ak_slab, spare));
+    s = spare_slab(n);
   }
   /* A file spare that was punched out (_ak_pool_slab_decommit) has its
    * blocks allocated again before a slot is written. */
@@ -483,7 +486,6 @@ void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s) {
 
 /* The spare set's view of a pool's slabs (common/reclaim.h). Decommit
  * keeps the header page, where the set's node lives. */
-static _ak_slab *spare_slab(_ak_spare *n) { return (_ak_slab *)((char *)n - offsetof(_ak_slab, spare)); }
 static void spare_decommit(_ak_spare *n, void *ctx) { _ak_pool_slab_decommit(ctx, spare_slab(n)); }
 static void spare_release(_ak_spare *n, void *ctx) { _ak_pool_slab_release(ctx, spare_slab(n)); }
 static const _ak_spare_ops pool_spare_ops = {spare_decommit, spare_release};
