@@ -8,8 +8,8 @@
  * drops g_mu, purges it (the owner's release callbacks take the owner's
  * leaf locks), and takes g_mu again; _ak_spare_set_fini waits for the pin
  * to go. So the thread never holds g_mu while it waits for any other lock,
- * and the atfork handlers (g_ctl, g_mu here; the owners take their own and
- * their sets') cannot deadlock with it in either order. */
+ * and the atfork handlers (g_mu here; the owners take their own and their
+ * sets') cannot deadlock with it in either order. */
 #define _GNU_SOURCE
 #include "common/reclaim.h"
 
@@ -180,15 +180,14 @@ static bool g_running, g_stop; /* under g_mu */
 static _Atomic size_t g_passes;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
-static void fork_prepare(void) {
-  pthread_mutex_lock(&g_ctl);
-  pthread_mutex_lock(&g_mu);
-}
+/* fork: g_mu is taken (it is never held while its holder waits for
+ * another lock, so this cannot deadlock whatever order the handlers of
+ * other modules run in). g_ctl is not: ak_reclaim_thread_stop holds it
+ * while it joins the thread, which may wait for an owner's lock that
+ * another atfork handler already holds; the child makes it anew. */
+static void fork_prepare(void) { pthread_mutex_lock(&g_mu); }
 
-static void fork_parent(void) {
-  pthread_mutex_unlock(&g_mu);
-  pthread_mutex_unlock(&g_ctl);
-}
+static void fork_parent(void) { pthread_mutex_unlock(&g_mu); }
 
 /* The condition variables: g_wake on the monotonic clock (the thread's
  * timed waits), g_unpinned. */
@@ -201,15 +200,16 @@ static void conds_init(void) {
   pthread_cond_init(&g_unpinned, NULL);
 }
 
-/* The child has no background thread: its pins are void, and the condition
- * variables it may have waited on are made anew. */
+/* The child has no background thread: its pins are void, and g_ctl (maybe
+ * held by a parent thread starting or stopping the thread) and the
+ * condition variables it may have waited on are made anew. */
 static void fork_child(void) {
   g_running = false;
   g_stop = false;
   for (_ak_spare_set *s = g_sets; s; s = s->reg_next) s->pins = 0;
   conds_init();
+  pthread_mutex_init(&g_ctl, NULL);
   pthread_mutex_unlock(&g_mu);
-  pthread_mutex_unlock(&g_ctl);
 }
 
 /* Once: the condition variables and the atfork handlers. */
