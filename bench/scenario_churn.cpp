@@ -99,6 +99,12 @@ struct Pool {
   void stats(ak_pool_stats *s) { ak_pool_stats_get(p, s); }
 };
 
+double minor_faults() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_minflt);
+}
+
 const char *const kPoints[] = {"before", "peak", "freed25", "freed50", "freed75", "after", "idle"};
 constexpr std::size_t kNumPoints = sizeof kPoints / sizeof kPoints[0];
 
@@ -113,6 +119,7 @@ bool churn(A &a, const char *key, void **ptr, const std::uint32_t *order, std::u
     pool[i] = static_cast<double>(st.bytes_resident);
   };
   sample(0);
+  double flt0 = minor_faults();
   double t0 = akb::now_s();
   for (std::uint64_t i = 0; i < n; i++) {
     void *p = a.alloc();
@@ -155,16 +162,11 @@ bool churn(A &a, const char *key, void **ptr, const std::uint32_t *order, std::u
   }
   akb::emit("alloc_ns." + k, (t1 - t0) * 1e9 / static_cast<double>(n));
   akb::emit("free_ns." + k, tf * 1e9 / static_cast<double>(n));
+  akb::emit("minflt." + k, minor_faults() - flt0);
   return true;
 }
 
 // ---- the repeated churn ------------------------------------------------------------
-
-double minor_faults() {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_minflt);
-}
 
 struct Malloc48 {
   void *alloc() { return std::malloc(kRoundsSize); }
@@ -230,6 +232,7 @@ bool pool_rounds(void **ptr, std::uint64_t n, int rounds) {
         ak_pool_stats st;
         ak_pool_stats_get(p, &st);
         akb::emit("idle.call." + k, rss_bytes());
+        // One more round makes spares again (the call gave them back).
         if (!churn_rounds(pool, k + ".default_bg", ptr, n, 1)) return false;
         ak_reclaim_thread_start();
         usleep(kIdleMs * 1000);
@@ -390,13 +393,14 @@ akb::Report report(const akb::RunData &d, const akb::Params &params) {
            " MiB) are in every figure. Median over repetitions.";
   akb::Table tm = t;
   tm.id = "time";
-  tm.title = "Churn: ns per allocation (including a 16-byte write) and per free (random order)";
+  tm.title =
+      "Churn: ns per allocation (including a 16-byte write) and per free (random order); minor page faults";
   tm.corner = "ns";
   tm.unit = "ns";
   tm.precision = 1;
-  tm.rows = {"allocate + write", "free (random order)"};
+  tm.rows = {"allocate + write", "free (random order)", "minor faults (fill, frees, 2 s idle and call)"};
   tm.cells.clear();
-  for (const char *k : {"alloc_ns", "free_ns"}) {
+  for (const char *k : {"alloc_ns", "free_ns", "minflt"}) {
     std::vector<double> line;
     for (const Col &c : cols) line.push_back(d.median(c.alloc, std::string(k) + "." + c.key));
     tm.cells.push_back(line);
