@@ -7,6 +7,9 @@
 #   app_shared  main.c + part_c.c + part_cpp.cpp, linked with <shared target>
 #   app_static  the same, linked with <static target>
 #   app_c       main.c + part_c.c only (a pure C program), <shared target>
+#   app_malloc_static  tests/c_api_ctest.c with the drop-in linked
+#               statically (arenakit::malloc_static): malloc & co. are
+#               arenakit's in a program with no libarenakit*.so
 set(CONSUMER_COMMON_DIR ${CMAKE_CURRENT_LIST_DIR})
 
 function(consumer_apps shared_target static_target have_hpp)
@@ -38,4 +41,11 @@ function(consumer_apps shared_target static_target have_hpp)
       CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
     target_compile_options(${app} PRIVATE -Wall -Wextra)
   endforeach()
+  if(NOT TARGET arenakit::malloc_static)
+    message(FATAL_ERROR "consumer: target arenakit::malloc_static does not exist")
+  endif()
+  add_executable(app_malloc_static ${common}/../../c_api_ctest.c)
+  target_link_libraries(app_malloc_static PRIVATE arenakit::malloc_static)
+  target_compile_definitions(app_malloc_static PRIVATE AK_TEST_OVERRIDE=1)
+  set_target_properties(app_malloc_static PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON)
 endfunction()
