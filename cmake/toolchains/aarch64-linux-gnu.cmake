@@ -12,9 +12,10 @@ set(AK_CROSS_ROOT /usr/${AK_CROSS_TRIPLE})
 
 set(CMAKE_C_COMPILER ${AK_CROSS_TRIPLE}-gcc)
 set(CMAKE_CXX_COMPILER ${AK_CROSS_TRIPLE}-g++)
-# qemu-user: -L makes the target's dynamic loader and libraries the ones
-# the cross compiler linked against.
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -L ${AK_CROSS_ROOT})
+# qemu-user, through qemu-run.sh (which lets a test re-execute itself);
+# -L makes the target's dynamic loader and libraries the ones the cross
+# compiler linked against.
+set(CMAKE_CROSSCOMPILING_EMULATOR ${CMAKE_CURRENT_LIST_DIR}/qemu-run.sh qemu-aarch64 ${AK_CROSS_ROOT})
 
 # Libraries, headers and CMake packages of the target only (never the
 # host's x86-64 ones); programs (bash, objdump) from the host.

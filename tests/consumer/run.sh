@@ -130,13 +130,13 @@ check_cmake_apps() {
 start=$(date +%s)
 
 # ---- the install line: default options, library only ----------------------
-# As the README has it (cmake -S . -B build && cmake --build build &&
-# cmake --install build), with a prefix of its own and the compilers
-# under test.
+# As docs/install.md has it (cmake -S . -B build -DCMAKE_BUILD_TYPE=Release,
+# cmake --build build, cmake --install build), with a prefix of its own and
+# the compilers under test.
 installed=0
 ilog=$logs/install.log
 abuild=$scratch/arenakit-build
-if step "$ilog" "$cmake" -S "$src" -B "$abuild" "$nogtest" -DCMAKE_INSTALL_PREFIX="$prefix" \
+if step "$ilog" "$cmake" -S "$src" -B "$abuild" -DCMAKE_BUILD_TYPE=Release "$nogtest" -DCMAKE_INSTALL_PREFIX="$prefix" \
   -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" &&
   step "$ilog" "$cmake" --build "$abuild" -j "$jobs" &&
   step "$ilog" "$cmake" --install "$abuild"; then
