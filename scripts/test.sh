@@ -218,7 +218,18 @@ for stage in "${stages[@]}"; do
       fi
       ;;
     musl)
-      step "musl" env AK_JOBS="$jobs" bash tests/platform/musl.sh "$root" build-musl
+      # One count per program the script runs (its last line: "musl: N passed, N failed").
+      log=$(mktemp)
+      AK_JOBS=$jobs bash tests/platform/musl.sh "$root" build-musl 2>&1 | tee "$log"
+      line=$(tail -1 "$log")
+      rm -f "$log"
+      if [[ "$line" =~ ^musl:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+        passed=$((passed + BASH_REMATCH[1]))
+        failed=$((failed + BASH_REMATCH[2]))
+        [ "${BASH_REMATCH[2]}" -eq 0 ] || failures+=("musl: ${BASH_REMATCH[2]} programs")
+      else
+        failed=$((failed + 1)); failures+=("musl: no summary")
+      fi
       ;;
     format)
       [ -f build-test/Makefile ] || cmake -S "$root" -B build-test -DAK_BUILD_TESTS=ON -DAK_BUILD_BENCH=OFF >/dev/null

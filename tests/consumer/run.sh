@@ -231,22 +231,31 @@ if [ $installed -eq 1 ]; then
   fi
 fi
 
+# cmake_way <way> <consumer project> <build dir> <what it configures> <ok note>
+#   [cmake args...]: configures, builds and checks one CMake consumer.
+cmake_way() {
+  local way=$1 proj=$2 bdir=$scratch/$3 what=$4 note=$5
+  shift 5
+  local log=$logs/$way.log why
+  if ! step "$log" "$cmake" -S "$here/$proj" -B "$bdir" -DCMAKE_BUILD_TYPE=Release "$nogtest" \
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" "$@"; then
+    fail "$way" "$log" "configuring the consumer failed ($what)"
+  elif ! step "$log" "$cmake" --build "$bdir" -j "$jobs"; then
+    fail "$way" "$log" "building the consumer failed"
+  elif why=$(check_cmake_apps "$bdir" "$log"); then
+    echo "$way: ok ($note)"
+  else
+    fail "$way" "$log" "$why"
+  fi
+}
+cmake_targets="arenakit::arenakit, arenakit::arenakit_static, C-only program, arenakit::malloc_static"
+
 # ---- 1. the installed CMake package -------------------------------------------
-way="cmake-package"
-log=$logs/$way.log
-bdir=$scratch/package-build
 if [ $installed -ne 1 ]; then
-  fail $way "" "skipped: arenakit did not install"
-elif ! step "$log" "$cmake" -S "$here/package" -B "$bdir" -DCMAKE_BUILD_TYPE=Release "$nogtest" \
-  -DCMAKE_PREFIX_PATH="$prefix" -DAK_CONSUMER_PREFIX="$prefix" \
-  -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx"; then
-  fail $way "$log" "configuring the consumer failed (find_package(arenakit CONFIG) or its targets)"
-elif ! step "$log" "$cmake" --build "$bdir" -j "$jobs"; then
-  fail $way "$log" "building the consumer failed"
-elif why=$(check_cmake_apps "$bdir" "$log"); then
-  echo "$way: ok (arenakit::arenakit, arenakit::arenakit_static, C-only program, arenakit::malloc_static)"
+  fail cmake-package "" "skipped: arenakit did not install"
 else
-  fail $way "$log" "$why"
+  cmake_way cmake-package package package-build "find_package(arenakit CONFIG) or its targets" \
+    "$cmake_targets" -DCMAKE_PREFIX_PATH="$prefix" -DAK_CONSUMER_PREFIX="$prefix"
 fi
 
 # ---- 2. pkg-config -------------------------------------------------------------
@@ -367,40 +376,18 @@ else
 fi
 
 # ---- 3. add_subdirectory() ----------------------------------------------------
-way="add_subdirectory"
-log=$logs/$way.log
-bdir=$scratch/subdir-build
-if ! step "$log" "$cmake" -S "$here/subdir" -B "$bdir" -DCMAKE_BUILD_TYPE=Release "$nogtest" \
-  -DAK_CONSUMER_ARENAKIT_SOURCE="$src" -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx"; then
-  fail $way "$log" "configuring the consumer with add_subdirectory(arenakit) failed"
-elif ! step "$log" "$cmake" --build "$bdir" -j "$jobs"; then
-  fail $way "$log" "building the consumer failed"
-elif why=$(check_cmake_apps "$bdir" "$log"); then
-  echo "$way: ok (arenakit::arenakit, arenakit::arenakit_static, C-only program, arenakit::malloc_static)"
-else
-  fail $way "$log" "$why"
-fi
+cmake_way add_subdirectory subdir subdir-build "add_subdirectory(arenakit)" "$cmake_targets" \
+  -DAK_CONSUMER_ARENAKIT_SOURCE="$src"
 
 # ---- 4. FetchContent ----------------------------------------------------------
-way="FetchContent"
-log=$logs/$way.log
-bdir=$scratch/fetch-build
 fetch_args=(-DAK_CONSUMER_ARENAKIT_SOURCE="$src")
 fetch_from="the source directory (tracked files have uncommitted changes)"
 if head=$(git -C "$src" rev-parse --verify -q HEAD 2>/dev/null) && git -C "$src" diff --quiet HEAD 2>/dev/null; then
   fetch_args=(-DAK_CONSUMER_GIT="$src" -DAK_CONSUMER_GIT_TAG="$head")
   fetch_from="a git clone of $src at ${head:0:12}"
 fi
-if ! step "$log" "$cmake" -S "$here/fetch" -B "$bdir" -DCMAKE_BUILD_TYPE=Release "$nogtest" "${fetch_args[@]}" \
-  -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx"; then
-  fail $way "$log" "configuring the consumer with FetchContent_MakeAvailable(arenakit) failed"
-elif ! step "$log" "$cmake" --build "$bdir" -j "$jobs"; then
-  fail $way "$log" "building the consumer failed"
-elif why=$(check_cmake_apps "$bdir" "$log"); then
-  echo "$way: ok (from $fetch_from)"
-else
-  fail $way "$log" "$why"
-fi
+cmake_way FetchContent fetch fetch-build "FetchContent_MakeAvailable(arenakit)" "$cmake_targets; from $fetch_from" \
+  "${fetch_args[@]}"
 
 echo "consumer_link: $([ $failed -eq 0 ] && echo passed || echo FAILED) in $(($(date +%s) - start)) s (logs: $logs)"
 exit $failed

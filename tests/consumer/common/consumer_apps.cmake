@@ -49,3 +49,20 @@ function(consumer_apps shared_target static_target have_hpp)
   target_compile_definitions(app_malloc_static PRIVATE AK_TEST_OVERRIDE=1)
   set_target_properties(app_malloc_static PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON)
 endfunction()
+
+# consumer_from_source(<arenakit source dir> <how>): for the consumers that
+# build arenakit from source (add_subdirectory, FetchContent): checks that
+# arenakit builds its library only and installs nothing there, then
+# defines the programs.
+function(consumer_from_source source how)
+  if(AK_BUILD_TESTS OR AK_BUILD_BENCH OR AK_INSTALL)
+    message(FATAL_ERROR "consumer: arenakit taken with ${how} defaults AK_BUILD_TESTS=${AK_BUILD_TESTS} "
+                        "AK_BUILD_BENCH=${AK_BUILD_BENCH} AK_INSTALL=${AK_INSTALL}; all should be OFF")
+  endif()
+  set(have_hpp 0)
+  if(EXISTS "${source}/include/arenakit/arenakit.hpp")
+    set(have_hpp 1)
+  endif()
+  message(STATUS "consumer: arenakit from source ${source} (${how}); arenakit.hpp: ${have_hpp}")
+  consumer_apps(arenakit::arenakit arenakit::arenakit_static ${have_hpp})
+endfunction()
