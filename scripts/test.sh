@@ -4,12 +4,14 @@
 #
 #   scripts/test.sh            all stages
 #   scripts/test.sh STAGE...   some of: release asan tsan valgrind hardened
-#                              fuzz soak realprog format
+#                              fuzz soak realprog aarch64 musl format
 #
 # Stages:
 #   release   release-with-assertions build (-O2 -g, assert on, -Werror),
-#             every ctest suite including the consumer tests (link ways and
-#             the matrix of compilers, -O levels, link modes, PIE, C and C++)
+#             every ctest suite including the consumer tests (the install
+#             line, add_subdirectory, FetchContent, the installed package,
+#             pkg-config shared and static, and the matrix of compilers,
+#             -O levels, link modes, PIE, C and C++)
 #   asan      AddressSanitizer + UndefinedBehaviorSanitizer + checked build
 #             (AK_CHECKED), unit tests: the arena and pools take their
 #             annotated paths (use-after-clear/free death tests) and misuse
@@ -31,23 +33,72 @@
 #   realprog  python test modules, git, sqlite3, gcc and sort with
 #             LD_PRELOAD=libarenakit-malloc.so, output compared with a run
 #             without it (tests/realprog/run.sh)
+#   aarch64   cross build for aarch64 Linux (Debian's gcc-aarch64-linux-gnu,
+#             GoogleTest built for it from /usr/src/googletest), every unit
+#             suite run under qemu-user (tests/platform/aarch64.sh;
+#             docs/platforms.md)
+#   musl      the static libraries built with musl-gcc; the C API test, the
+#             same with the drop-in malloc, and the soak program, each linked
+#             statically and run (tests/platform/musl.sh)
 #   format    clang-format check of every source file
 # Installs missing Debian packages first (scripts/deps.sh test).
-# Ends with one line "tests: N passed, N failed".
+# Prints the stages it will run with their usual times first, a progress
+# line as each stage starts and ends, and ends with one line
+# "tests: N passed, N failed, N skipped" (skipped: GoogleTest's GTEST_SKIP
+# and ctest's disabled tests, counted apart from the passed ones).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 jobs=${AK_JOBS:-$(nproc)}
+all_stages=(release asan tsan valgrind hardened fuzz soak realprog aarch64 musl format)
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(release asan tsan valgrind hardened fuzz soak realprog format)
+[ ${#stages[@]} -eq 0 ] && stages=("${all_stages[@]}")
+
+# Usual wall time of each stage in seconds on the project's 2-core machine
+# (AK_JOBS=2) from a fresh checkout (build directories empty): the first
+# nine share out the ~12 minutes CI took for them; aarch64 and musl took
+# 298 s and 25 s on a fresh clone with other builds running, the release
+# stage 453 s then. A run keeps what it measured in .cache/test-times
+# (ignored by git) and the next run quotes those instead.
+declare -A usual=([release]=300 [asan]=120 [tsan]=90 [valgrind]=30 [hardened]=90 [fuzz]=70
+  [soak]=75 [realprog]=25 [aarch64]=270 [musl]=20 [format]=5)
+declare -A what=([release]="release build, every ctest suite and the consumer tests"
+  [asan]="ASan+UBSan+checked build, unit tests" [tsan]="ThreadSanitizer build (clang), unit tests"
+  [valgrind]="memcheck over the single-threaded suites" [hardened]="hardened build, unit tests"
+  [fuzz]="libFuzzer targets, ${AK_FUZZ_SECONDS:-24} s each" [soak]="soak, ${AK_SOAK_SECONDS:-60} s, release and hardened"
+  [realprog]="real programs under LD_PRELOAD" [aarch64]="aarch64 cross build, unit suites under qemu-user"
+  [musl]="musl static programs: C API, drop-in malloc, soak" [format]="clang-format check")
+for stage in "${stages[@]}"; do
+  [ -n "${usual[$stage]:-}" ] || { echo "test.sh: unknown stage '$stage' (${all_stages[*]})" >&2; exit 2; }
+done
+times_file=$root/.cache/test-times
+declare -A measured=()
+if [ -f "$times_file" ]; then
+  while read -r st sec; do [[ "$sec" =~ ^[0-9]+$ ]] && measured[$st]=$sec; done <"$times_file"
+fi
+fmt_time() { # seconds -> "4 min 05 s" / "45 s"
+  if [ "$1" -ge 60 ]; then printf '%d min %02d s' $(($1 / 60)) $(($1 % 60)); else printf '%d s' "$1"; fi
+}
+total_usual=0
+for stage in "${stages[@]}"; do total_usual=$((total_usual + ${measured[$stage]:-${usual[$stage]}})); done
+echo "test.sh: ${#stages[@]} stage(s), usually about $(fmt_time $total_usual) on 2 cores (AK_JOBS=$jobs here):"
+n=0
+for stage in "${stages[@]}"; do
+  n=$((n + 1))
+  if [ -n "${measured[$stage]:-}" ]; then t="$(fmt_time "${measured[$stage]}") (last run)"; else t="~$(fmt_time "${usual[$stage]}")"; fi
+  printf '  %2d. %-9s %-18s %s\n' $n "$stage" "$t" "${what[$stage]}"
+done
 
 scripts/deps.sh test || { echo "test.sh: could not install dependencies" >&2; exit 1; }
 
 passed=0
 failed=0
+skipped=0
 failures=()
 
-# Runs ctest in build dir $1 with extra args; adds its counts to the totals.
+# Runs ctest in build dir $1 with extra args; adds its counts to the totals:
+# a test ctest lists under "did not run" as Skipped (GTEST_SKIP) or
+# Disabled counts as skipped, not passed.
 run_ctest() {
   local dir=$1 name=$2
   shift 2
@@ -60,11 +111,13 @@ run_ctest() {
     failed=$((failed + 1))
     failures+=("$name: ctest printed no summary")
   else
-    local total nfail
+    local total nfail nskip
     total=$(echo "$line" | sed -E 's/.* out of ([0-9]+).*/\1/')
     nfail=$(echo "$line" | sed -E 's/.*passed, ([0-9]+) tests? failed.*/\1/')
-    passed=$((passed + total - nfail))
+    nskip=$(sed -n '/^The following tests did not run:/,/^$/p' "$log" | grep -cE '\((Skipped|Disabled)\)$')
+    passed=$((passed + total - nfail - nskip))
     failed=$((failed + nfail))
+    skipped=$((skipped + nskip))
     [ "$nfail" -eq 0 ] || failures+=("$name: $nfail ctest failures")
   fi
   rm -f "$log"
@@ -80,16 +133,27 @@ step() { # name command...: a single pass/fail step
 configure_build() { # dir cmake-args...
   local dir=$1
   shift
-  cmake -S "$root" -B "$dir" -DAK_BUILD_BENCH=OFF -DAK_WERROR=ON "$@" >/dev/null &&
+  cmake -S "$root" -B "$dir" -DAK_BUILD_TESTS=ON -DAK_BUILD_BENCH=OFF -DAK_WERROR=ON "$@" >/dev/null &&
     cmake --build "$dir" -j"$jobs"
 }
 
+# What qemu-user (7.2, Debian 12) cannot emulate, left to the native
+# stages (docs/platforms.md): it ignores setrlimit(RLIMIT_AS) (the limit
+# would bind qemu itself) and madvise (so resident memory never drops:
+# soak_short's RSS bounds), and a fork while other guest threads run can
+# hang inside qemu (the fork torture tests).
+qemu_excluded='Rlimit|ChildrenOfAChurning|^soak_short$'
+
+run_start=$(date +%s)
 timings=()
+n=0
 for stage in "${stages[@]}"; do
+  n=$((n + 1))
   stage_start=$(date +%s)
+  before="$passed $failed $skipped"
+  echo "==== [stage $n/${#stages[@]}] $stage: ${what[$stage]} (usually $(fmt_time "${measured[$stage]:-${usual[$stage]}}"); elapsed $(fmt_time $((stage_start - run_start))))"
   case "$stage" in
     release)
-      echo "==== release-with-assertions build"
       if configure_build build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g"; then
         run_ctest build-test release
@@ -98,7 +162,6 @@ for stage in "${stages[@]}"; do
       fi
       ;;
     asan)
-      echo "==== ASan+UBSan build"
       if configure_build build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" \
         -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DAK_SANITIZE=address,undefined -DAK_CHECKED=ON; then
         ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -108,7 +171,6 @@ for stage in "${stages[@]}"; do
       fi
       ;;
     tsan)
-      echo "==== ThreadSanitizer build (clang)"
       if CC=clang CXX=clang++ configure_build build-tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" \
         -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DAK_SANITIZE=thread; then
         TSAN_OPTIONS=halt_on_error=1 run_ctest build-tsan tsan -LE consumer
@@ -117,7 +179,6 @@ for stage in "${stages[@]}"; do
       fi
       ;;
     valgrind)
-      echo "==== Valgrind memcheck (single-threaded suites; arena and pools as mempools)"
       [ -x build-test/tests/arena_test ] || configure_build build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
       # Multi-threaded tests are TSan's: under memcheck's serialised threads
       # a race test (PoolMagazine.TrimRacesWithOwners) alone took 4-8 min.
@@ -130,7 +191,6 @@ for stage in "${stages[@]}"; do
       done
       ;;
     hardened)
-      echo "==== hardened build (AK_HARDENED=ON: links, guards, shuffle, double-free)"
       if configure_build build-hardened -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_HARDENED=ON \
         -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g"; then
         run_ctest build-hardened hardened -LE consumer
@@ -139,33 +199,59 @@ for stage in "${stages[@]}"; do
       fi
       ;;
     fuzz)
-      echo "==== libFuzzer targets, ${AK_FUZZ_SECONDS:-24} s each"
       step "fuzz" bash tests/fuzz/run.sh "${AK_FUZZ_SECONDS:-24}"
       ;;
     soak)
-      echo "==== soak, ${AK_SOAK_SECONDS:-60} s under the release and the hardened build"
       step "soak" bash tests/soak/run.sh "${AK_SOAK_SECONDS:-60}"
       ;;
     realprog)
-      echo "==== real programs under LD_PRELOAD of libarenakit-malloc.so"
-      scripts/deps.sh realprog || { failed=$((failed + 1)); failures+=("realprog deps"); continue; }
-      [ -f build-test/libarenakit-malloc.so ] || configure_build build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
-      step "realprog" bash tests/realprog/run.sh "$root/build-test/libarenakit-malloc.so"
+      if scripts/deps.sh realprog; then
+        [ -f build-test/libarenakit-malloc.so ] || configure_build build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
+        step "realprog" bash tests/realprog/run.sh "$root/build-test/libarenakit-malloc.so"
+      else
+        failed=$((failed + 1)); failures+=("realprog deps")
+      fi
+      ;;
+    aarch64)
+      if AK_JOBS=$jobs bash tests/platform/aarch64.sh "$root" build-aarch64; then
+        run_ctest build-aarch64/arenakit aarch64 -L unit -E "$qemu_excluded"
+      else
+        failed=$((failed + 1)); failures+=("aarch64 build")
+      fi
+      ;;
+    musl)
+      # One count per program the script runs (its last line: "musl: N passed, N failed").
+      log=$(mktemp)
+      AK_JOBS=$jobs bash tests/platform/musl.sh "$root" build-musl 2>&1 | tee "$log"
+      line=$(tail -1 "$log")
+      rm -f "$log"
+      if [[ "$line" =~ ^musl:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+        passed=$((passed + BASH_REMATCH[1]))
+        failed=$((failed + BASH_REMATCH[2]))
+        [ "${BASH_REMATCH[2]}" -eq 0 ] || failures+=("musl: ${BASH_REMATCH[2]} programs")
+      else
+        failed=$((failed + 1)); failures+=("musl: no summary")
+      fi
       ;;
     format)
-      echo "==== clang-format check"
-      [ -f build-test/Makefile ] || cmake -S "$root" -B build-test -DAK_BUILD_BENCH=OFF >/dev/null
+      [ -f build-test/Makefile ] || cmake -S "$root" -B build-test -DAK_BUILD_TESTS=ON -DAK_BUILD_BENCH=OFF >/dev/null
       step "format-check" cmake --build build-test --target format-check
       ;;
-    *) echo "test.sh: unknown stage '$stage'" >&2; exit 2 ;;
   esac
-  timings+=("$stage $(($(date +%s) - stage_start)) s")
+  took=$(($(date +%s) - stage_start))
+  timings+=("$stage $took s")
+  measured[$stage]=$took
+  read -r p0 f0 s0 <<<"$before"
+  echo "---- [stage $n/${#stages[@]}] $stage done in $(fmt_time $took): $((passed - p0)) passed," \
+    "$((failed - f0)) failed, $((skipped - s0)) skipped; elapsed $(fmt_time $(($(date +%s) - run_start)))"
 done
 
-echo "stage times: $(IFS=,; echo "${timings[*]}" | sed 's/,/, /g')"
+echo "stage times: $(IFS=,; echo "${timings[*]}" | sed 's/,/, /g'); total $(fmt_time $(($(date +%s) - run_start)))"
+mkdir -p "$(dirname "$times_file")" &&
+  for st in "${!measured[@]}"; do echo "$st ${measured[$st]}"; done | sort >"$times_file"
 
 if [ ${#failures[@]} -gt 0 ]; then
   printf 'FAILED: %s\n' "${failures[@]}"
 fi
-echo "tests: $passed passed, $failed failed"
+echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

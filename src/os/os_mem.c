@@ -1,6 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* os_mem.c - the OS memory layer: the only file that calls mmap, munmap
- * and madvise. See os_mem.h for the contract. */
+ * and madvise. See os_mem.h for the contract.
+ *
+ * Portability (docs/platforms.md): mremap, mincore and getrandom are
+ * Linux system calls that glibc and musl both wrap; CMake checks for each
+ * (AK_HAVE_MREMAP, AK_HAVE_MINCORE, AK_HAVE_GETRANDOM) and a C library
+ * without one gets the portable fallback below instead. On x86-64 and
+ * aarch64 Linux the build takes the system calls, so the fallbacks cost
+ * those builds nothing; the musl stage of scripts/test.sh builds them
+ * (forced off) and runs the C tests on them. */
 #define _GNU_SOURCE
 #include "os/os_mem.h"
 
@@ -12,7 +20,18 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#ifndef AK_HAVE_MREMAP
+#define AK_HAVE_MREMAP 1
+#endif
+#ifndef AK_HAVE_MINCORE
+#define AK_HAVE_MINCORE 1
+#endif
+#ifndef AK_HAVE_GETRANDOM
+#define AK_HAVE_GETRANDOM 1
+#endif
+#if AK_HAVE_GETRANDOM
 #include <sys/random.h>
+#endif
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <sys/sysinfo.h>
@@ -289,6 +308,28 @@ void *_ak_os_remap(void *p, size_t old_size, size_t new_size, size_t align) {
   }
   if (new_len == old_len) return p;
   if (new_len > old_len && fault_fires(_AK_OS_FAULT_COMMIT)) return NULL;
+#if !AK_HAVE_MREMAP
+  /* Without mremap: shrink by unmapping the tail; grow in place when the
+   * range after the mapping is free (a hint the kernel takes), else move
+   * by copying into a new aligned mapping. */
+  if (new_len < old_len) {
+    unmap_part((char *)p + new_len, old_len - new_len);
+    count(new_len - old_len, 0, 0); /* wraps: subtracts */
+    return p;
+  }
+  char *end = (char *)p + old_len;
+  void *tail = hooks.map(end, new_len - old_len, hooks.ctx);
+  if (tail == end) {
+    count(new_len - old_len, 0, 0);
+    return p;
+  }
+  if (tail) unmap_part(tail, new_len - old_len);
+  void *moved = _ak_os_alloc(new_len, align);
+  if (!moved) return NULL;
+  memcpy(moved, p, old_len);
+  _ak_os_free(p, old_len);
+  return moved;
+#else
   void *q = mremap(p, old_len, new_len, 0); /* in place, or fail */
   if (q == MAP_FAILED) {
     /* Move: reserve an aligned range, then move the pages over it. */
@@ -306,13 +347,23 @@ void *_ak_os_remap(void *p, size_t old_size, size_t new_size, size_t align) {
   }
   count(new_len - old_len, 0, 0); /* wraps when shrinking */
   return q;
+#endif
 }
 
 int _ak_os_decommit(void *p, size_t size) { return hooks.decommit(p, _ak_os_round_page(size), hooks.ctx); }
 
 uint64_t _ak_os_entropy(void) {
   uint64_t v = 0;
+#if AK_HAVE_GETRANDOM
   if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v) return 0;
+#else
+  int saved = errno;
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, &v, sizeof v) : -1;
+  if (fd >= 0) close(fd);
+  errno = saved;
+  if (n != (ssize_t)sizeof v) return 0;
+#endif
   return v;
 }
 
@@ -322,6 +373,10 @@ int _ak_os_guard(void *p, size_t size, bool on) {
 }
 
 size_t _ak_os_resident(const void *p, size_t size) {
+#if !AK_HAVE_MINCORE
+  (void)p; /* no way to ask: every page counts as resident (an upper bound) */
+  return _ak_os_round_page(size);
+#else
   size_t ps = _ak_os_page_size();
   size_t pages = _ak_os_round_page(size) / ps;
   unsigned char vec[256];
@@ -332,6 +387,7 @@ size_t _ak_os_resident(const void *p, size_t size) {
     for (size_t j = 0; j < n; j++) resident += (vec[j] & 1) ? ps : 0;
   }
   return resident;
+#endif
 }
 
 void *_ak_os_heap_alloc(size_t size, size_t align) {

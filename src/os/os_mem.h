@@ -94,7 +94,8 @@ uint64_t _ak_os_entropy(void);
 size_t _ak_os_round_page(size_t n);
 
 /** Fraction of [p, p + size) resident in RAM, in bytes (mincore); 0 on
- *  error. `p` page-aligned. */
+ *  error. `p` page-aligned. Without mincore (AK_HAVE_MINCORE 0): the whole
+ *  range, rounded to pages. */
 size_t _ak_os_resident(const void *p, size_t size);
 
 /** Bytes one request may still commit: the lower of the overcommit

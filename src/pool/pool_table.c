@@ -30,6 +30,10 @@ void _ak_word_lock_slow(atomic_int *l) {
       for (unsigned i = 0; i < backoff; i++) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        __asm__ __volatile__("yield"); /* the spin-wait hint of aarch64 */
+#else
+        atomic_signal_fence(memory_order_seq_cst); /* keeps the loop: a pause of its own length */
 #endif
       }
       backoff *= 2;

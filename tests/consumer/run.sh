@@ -1,14 +1,27 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# run.sh - proves the three ways to use arenakit from another project:
+# run.sh - proves the ways to use arenakit from another project:
+#   install           the README's install line (cmake -S -B, --build,
+#                     --install) with default options builds the library
+#                     only: no test, no benchmark, no GoogleTest needed
+#   no-gtest          AK_BUILD_TESTS=ON without GoogleTest configures, with
+#                     a message that its suites are skipped
 #   cmake-package     find_package(arenakit CONFIG REQUIRED) on the installed
-#                     package; arenakit::arenakit and arenakit::arenakit_static
+#                     package; arenakit::arenakit, arenakit::arenakit_static,
+#                     arenakit::malloc_static
 #   pkg-config        pkg-config --cflags --libs [--static] arenakit against
-#                     the install prefix, plain compiler driver
+#                     the install prefix, plain compiler driver; --static
+#                     gives a binary without libarenakit.so
 #   add_subdirectory  add_subdirectory(<arenakit source dir>) in a consumer
+#   FetchContent      FetchContent_MakeAvailable from a git clone of the
+#                     checkout (its HEAD; the source directory itself when
+#                     tracked files have uncommitted changes)
 # Each way builds the consumer program of tests/consumer/common (two C units
 # and a C++ unit that all include the headers and call ak_arena_alloc, so the
-# link also proves there is no `extern inline` trap) and runs it.
+# link also proves there is no `extern inline` trap) and runs it; the CMake
+# ways also build tests/c_api_ctest.c with the drop-in linked statically.
+# GoogleTest's CMake package is hidden from every configure
+# (CMAKE_DISABLE_FIND_PACKAGE_GTest): nothing a user builds may need it.
 #
 # Usage: run.sh <arenakit source dir> <scratch dir> <C compiler> <C++ compiler>
 # Environment: AK_CMAKE (cmake to use, default: cmake on PATH),
@@ -43,7 +56,8 @@ case "$scratch" in
 esac
 # Only the subdirectories this script creates are removed.
 rm -rf "$scratch/arenakit-build" "$scratch/prefix" "$scratch/package-build" \
-  "$scratch/pkgconfig-build" "$scratch/subdir-build" "$scratch/logs" "$scratch/prefix-moved"
+  "$scratch/pkgconfig-build" "$scratch/subdir-build" "$scratch/logs" "$scratch/prefix-moved" \
+  "$scratch/fetch-build" "$scratch/nogtest-build"
 mkdir -p "$scratch/logs"
 logs=$scratch/logs
 prefix=$scratch/prefix
@@ -88,16 +102,44 @@ run_app() {
   return $rc
 }
 
+# Every configure below: GoogleTest's package hidden.
+nogtest=-DCMAKE_DISABLE_FIND_PACKAGE_GTest=TRUE
+# check_static_malloc <binary> <log>: a program with arenakit::malloc_static
+# needs no libarenakit*.so and its malloc & co. are arenakit's.
+check_static_malloc() {
+  local out
+  ! needed_libs "$1" | grep -q '^libarenakit' || { echo "$1 needs a shared libarenakit"; return 1; }
+  out=$("$1" 2>&1)
+  echo "+ $1: $out" >>"$2"
+  case "$out" in *"are arenakit's"*) return 0 ;; esac
+  echo "$1: malloc is not arenakit's: $out"
+  return 1
+}
+# check_cmake_apps <build dir> <log>: runs the apps of consumer_apps.cmake.
+check_cmake_apps() {
+  local app kind
+  for app in app_shared app_static app_c; do
+    kind=shared
+    [ $app = app_static ] && kind=static
+    check_link "$1/$app" $kind || return 1
+    run_app "$2" "$1/$app" || return 1
+  done
+  check_static_malloc "$1/app_malloc_static" "$2"
+}
+
 start=$(date +%s)
 
-# ---- build and install arenakit into a fresh prefix -------------------------
+# ---- the install line: default options, library only ----------------------
+# As docs/install.md has it (cmake -S . -B build -DCMAKE_BUILD_TYPE=Release,
+# cmake --build build, cmake --install build), with a prefix of its own and
+# the compilers under test.
 installed=0
 ilog=$logs/install.log
-if step "$ilog" "$cmake" -S "$src" -B "$scratch/arenakit-build" -DCMAKE_BUILD_TYPE=Release \
-  -DAK_BUILD_TESTS=OFF -DAK_BUILD_BENCH=OFF -DCMAKE_INSTALL_PREFIX="$prefix" \
+abuild=$scratch/arenakit-build
+if step "$ilog" "$cmake" -S "$src" -B "$abuild" -DCMAKE_BUILD_TYPE=Release "$nogtest" -DCMAKE_INSTALL_PREFIX="$prefix" \
   -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" &&
-  step "$ilog" "$cmake" --build "$scratch/arenakit-build" -j "$jobs" &&
-  step "$ilog" "$cmake" --install "$scratch/arenakit-build"; then
+  step "$ilog" "$cmake" --build "$abuild" -j "$jobs" &&
+  step "$ilog" "$cmake" --install "$abuild"; then
   # The layout the three ways rely on; each missing piece is named.
   missing=()
   [ -f "$prefix/include/arenakit/arenakit.h" ] || missing+=("include/arenakit/arenakit.h")
@@ -120,12 +162,24 @@ if step "$ilog" "$cmake" -S "$src" -B "$scratch/arenakit-build" -DCMAKE_BUILD_TY
   if [ -f "$libdir/libarenakit.so" ] && command -v nm >/dev/null 2>&1; then
     leaked=$(nm -D --defined-only "$libdir/libarenakit.so" | awk 'NF >= 3 && $3 !~ /^ak_/ { print $3 }' | tr '\n' ' ')
   fi
-  if [ -n "$leaked" ]; then
+  # Library only: the defaults build no test or benchmark.
+  extra=""
+  grep -q '^AK_BUILD_TESTS:BOOL=OFF' "$abuild/CMakeCache.txt" || extra="$extra AK_BUILD_TESTS is not OFF;"
+  grep -q '^AK_BUILD_BENCH:BOOL=OFF' "$abuild/CMakeCache.txt" || extra="$extra AK_BUILD_BENCH is not OFF;"
+  [ ! -e "$abuild/tests" ] || extra="$extra it configured tests/;"
+  [ ! -e "$abuild/bench" ] || extra="$extra it configured bench/;"
+  [ -n "$(find "$prefix" -name 'libarenakit-malloc.a' -print -quit)" ] || missing+=("libarenakit-malloc.a")
+  [ -n "$(find "$prefix" -path '*/pkgconfig/arenakit-shared.pc' -print -quit)" ] ||
+    missing+=("<libdir>/pkgconfig/arenakit-shared.pc")
+  if [ -n "$extra" ]; then
+    echo "install: FAILED: the install line does not build the library only:$extra"
+    failed=1
+  elif [ -n "$leaked" ]; then
     echo "install: FAILED: libarenakit.so exports symbols outside the ak_ namespace: $leaked"
     failed=1
   elif [ ${#missing[@]} -eq 0 ]; then
     installed=1
-    echo "install: ok ($prefix, libdir ${libdir#"$prefix"/})"
+    echo "install: ok ($prefix, libdir ${libdir#"$prefix"/}; library only, GoogleTest hidden)"
   else
     echo "install: FAILED: the install prefix lacks: ${missing[*]}"
     echo "---- installed files ----"
@@ -136,6 +190,19 @@ if step "$ilog" "$cmake" -S "$src" -B "$scratch/arenakit-build" -DCMAKE_BUILD_TY
 else
   fail install "$ilog" "configuring, building or installing arenakit failed"
 fi
+
+# ---- AK_BUILD_TESTS=ON without GoogleTest: a message, not an error --------
+way="no-gtest"
+log=$logs/$way.log
+if ! step "$log" "$cmake" -S "$src" -B "$scratch/nogtest-build" "$nogtest" -DAK_BUILD_TESTS=ON \
+  -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx"; then
+  fail $way "$log" "configuring with AK_BUILD_TESTS=ON failed without GoogleTest"
+elif ! grep -q 'GoogleTest not found' "$log"; then
+  fail $way "$log" "AK_BUILD_TESTS=ON without GoogleTest printed no message"
+else
+  echo "$way: ok (AK_BUILD_TESTS=ON configures; GoogleTest suites skipped with a message)"
+fi
+rm -rf "$scratch/nogtest-build"
 
 # ---- the same build installed elsewhere: cmake --install --prefix <other> ----
 # The CMake package is relocatable by construction; arenakit.pc must name the
@@ -164,31 +231,31 @@ if [ $installed -eq 1 ]; then
   fi
 fi
 
-# ---- 1. the installed CMake package -------------------------------------------
-way="cmake-package"
-log=$logs/$way.log
-bdir=$scratch/package-build
-if [ $installed -ne 1 ]; then
-  fail $way "" "skipped: arenakit did not install"
-elif ! step "$log" "$cmake" -S "$here/package" -B "$bdir" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$prefix" -DAK_CONSUMER_PREFIX="$prefix" \
-  -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx"; then
-  fail $way "$log" "configuring the consumer failed (find_package(arenakit CONFIG) or its targets)"
-elif ! step "$log" "$cmake" --build "$bdir" -j "$jobs"; then
-  fail $way "$log" "building the consumer failed"
-else
-  why=""
-  for app in app_shared app_static app_c; do
-    kind=shared
-    [ $app = app_static ] && kind=static
-    why=$(check_link "$bdir/$app" $kind) || break
-    why=$(run_app "$log" "$bdir/$app") || break
-  done
-  if [ -z "$why" ]; then
-    echo "$way: ok (arenakit::arenakit, arenakit::arenakit_static, C-only program)"
+# cmake_way <way> <consumer project> <build dir> <what it configures> <ok note>
+#   [cmake args...]: configures, builds and checks one CMake consumer.
+cmake_way() {
+  local way=$1 proj=$2 bdir=$scratch/$3 what=$4 note=$5
+  shift 5
+  local log=$logs/$way.log why
+  if ! step "$log" "$cmake" -S "$here/$proj" -B "$bdir" -DCMAKE_BUILD_TYPE=Release "$nogtest" \
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" "$@"; then
+    fail "$way" "$log" "configuring the consumer failed ($what)"
+  elif ! step "$log" "$cmake" --build "$bdir" -j "$jobs"; then
+    fail "$way" "$log" "building the consumer failed"
+  elif why=$(check_cmake_apps "$bdir" "$log"); then
+    echo "$way: ok ($note)"
   else
-    fail $way "$log" "$why"
+    fail "$way" "$log" "$why"
   fi
+}
+cmake_targets="arenakit::arenakit, arenakit::arenakit_static, C-only program, arenakit::malloc_static"
+
+# ---- 1. the installed CMake package -------------------------------------------
+if [ $installed -ne 1 ]; then
+  fail cmake-package "" "skipped: arenakit did not install"
+else
+  cmake_way cmake-package package package-build "find_package(arenakit CONFIG) or its targets" \
+    "$cmake_targets" -DCMAKE_PREFIX_PATH="$prefix" -DAK_CONSUMER_PREFIX="$prefix"
 fi
 
 # ---- 2. pkg-config -------------------------------------------------------------
@@ -211,25 +278,19 @@ pkgconfig_way() {
     echo "pkg-config does not accept arenakit.pc"
     return 1
   }
-  local version pc_prefix cflags libs slibs_l slibs_other slibs_L expect
+  local version pc_prefix cflags libs slibs expect
   version=$("$pkgconfig" --modversion arenakit)
   pc_prefix=$("$pkgconfig" --variable=prefix arenakit)
   cflags=$("$pkgconfig" --cflags arenakit)
   libs=$("$pkgconfig" --libs arenakit)
-  slibs_L=$("$pkgconfig" --static --libs-only-L arenakit)
-  # --static: only -larenakit is wrapped in -Bstatic (the archive is chosen
-  # over the shared library next to it); system libraries stay dynamic.
-  local l
-  slibs_l=""
-  for l in $("$pkgconfig" --static --libs-only-l arenakit); do
-    if [ "$l" = -larenakit ]; then slibs_l="$slibs_l -Wl,-Bstatic -larenakit -Wl,-Bdynamic"; else slibs_l="$slibs_l $l"; fi
-  done
-  slibs_other=$("$pkgconfig" --static --libs-only-other arenakit)
+  # --static, as it comes: the archive, with the shared library beside it
+  # in the same directory.
+  slibs=$("$pkgconfig" --static --libs arenakit)
   {
     echo "version=$version prefix=$pc_prefix"
     echo "cflags=$cflags"
     echo "libs=$libs"
-    echo "static libs=$slibs_L $slibs_l $slibs_other"
+    echo "static libs=$slibs"
   } >>"$log"
   [ "$(cd "$pc_prefix" 2>/dev/null && pwd)" = "$prefix" ] || {
     echo "arenakit.pc has prefix=$pc_prefix, installed to $prefix"
@@ -242,6 +303,7 @@ pkgconfig_way() {
     esac
   done
   case " $libs " in *" -larenakit "*) ;; *) echo "pkg-config --libs lacks -larenakit: $libs"; return 1 ;; esac
+  case " $slibs " in *libarenakit.a*) ;; *) echo "pkg-config --static --libs names no libarenakit.a: $slibs"; return 1 ;; esac
   if ! printf '%s\n' "$version" | grep -Eq '^[0-9]+\.[0-9]+\.[0-9]+$'; then
     echo "pkg-config --modversion gives '$version'"
     return 1
@@ -286,15 +348,15 @@ pkgconfig_way() {
     }
     check_link "$o/app_c" shared || return 1
     LD_LIBRARY_PATH=$libdir run_app "$log" "$o/app_c" || return 1
-    # Static: `pkg-config --static --libs`, with the archive chosen over the
-    # shared library that sits next to it.
-    step "$log" "$cxx" "$o/main.o" "$o/part_c.o" "$o/part_cpp.o" -o "$o/app_static" $slibs_L $slibs_l $slibs_other || {
+    # Static: `pkg-config --static --libs` as it is; the shared library sits
+    # next to the archive, and the binary must not need it.
+    step "$log" "$cxx" "$o/main.o" "$o/part_c.o" "$o/part_cpp.o" -o "$o/app_static" $slibs || {
       echo "linking with \`pkg-config --static --libs arenakit\` failed (C and C++, -$opt)"
       return 1
     }
     check_link "$o/app_static" static || return 1
     run_app "$log" "$o/app_static" || return 1
-    step "$log" "$cc" "$o/main_c.o" "$o/part_c.o" -o "$o/app_c_static" $slibs_L $slibs_l $slibs_other || {
+    step "$log" "$cc" "$o/main_c.o" "$o/part_c.o" -o "$o/app_c_static" $slibs || {
       echo "linking a C-only program with \`pkg-config --static --libs arenakit\` failed (-$opt)"
       return 1
     }
@@ -314,28 +376,18 @@ else
 fi
 
 # ---- 3. add_subdirectory() ----------------------------------------------------
-way="add_subdirectory"
-log=$logs/$way.log
-bdir=$scratch/subdir-build
-if ! step "$log" "$cmake" -S "$here/subdir" -B "$bdir" -DCMAKE_BUILD_TYPE=Release \
-  -DAK_CONSUMER_ARENAKIT_SOURCE="$src" -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx"; then
-  fail $way "$log" "configuring the consumer with add_subdirectory(arenakit) failed"
-elif ! step "$log" "$cmake" --build "$bdir" -j "$jobs"; then
-  fail $way "$log" "building the consumer failed"
-else
-  why=""
-  for app in app_shared app_static app_c; do
-    kind=shared
-    [ $app = app_static ] && kind=static
-    why=$(check_link "$bdir/$app" $kind) || break
-    why=$(run_app "$log" "$bdir/$app") || break
-  done
-  if [ -z "$why" ]; then
-    echo "$way: ok (arenakit::arenakit, arenakit::arenakit_static, C-only program)"
-  else
-    fail $way "$log" "$why"
-  fi
+cmake_way add_subdirectory subdir subdir-build "add_subdirectory(arenakit)" "$cmake_targets" \
+  -DAK_CONSUMER_ARENAKIT_SOURCE="$src"
+
+# ---- 4. FetchContent ----------------------------------------------------------
+fetch_args=(-DAK_CONSUMER_ARENAKIT_SOURCE="$src")
+fetch_from="the source directory (tracked files have uncommitted changes)"
+if head=$(git -C "$src" rev-parse --verify -q HEAD 2>/dev/null) && git -C "$src" diff --quiet HEAD 2>/dev/null; then
+  fetch_args=(-DAK_CONSUMER_GIT="$src" -DAK_CONSUMER_GIT_TAG="$head")
+  fetch_from="a git clone of $src at ${head:0:12}"
 fi
+cmake_way FetchContent fetch fetch-build "FetchContent_MakeAvailable(arenakit)" "$cmake_targets; from $fetch_from" \
+  "${fetch_args[@]}"
 
 echo "consumer_link: $([ $failed -eq 0 ] && echo passed || echo FAILED) in $(($(date +%s) - start)) s (logs: $logs)"
 exit $failed

@@ -53,7 +53,7 @@ for v in $variants; do
   esac
   d=$(dir_of "$v")
   echo "==== fuzz: building the libFuzzer targets in $d (clang, -fsanitize=$san)"
-  if ! CC=clang CXX=clang++ cmake -S "$root" -B "$d" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_BUILD_BENCH=OFF \
+  if ! CC=clang CXX=clang++ cmake -S "$root" -B "$d" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_BUILD_TESTS=ON -DAK_BUILD_BENCH=OFF \
     -DAK_WERROR=ON -DAK_SANITIZE="$san" -DAK_FUZZ=ON >/dev/null; then
     echo "fuzz: cmake configure of $d failed" >&2
     exit 1

@@ -29,7 +29,7 @@ build_tree() { # name dir cmake-args...: configures and builds ak_soak
   shift 2
   echo "==== soak: building $name ($dir)"
   mkdir -p "$dir"
-  if ! cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_BUILD_BENCH=OFF -DAK_WERROR=ON "$@" \
+  if ! cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAK_BUILD_TESTS=ON -DAK_BUILD_BENCH=OFF -DAK_WERROR=ON "$@" \
     >"$dir/configure.log" 2>&1; then
     tail -20 "$dir/configure.log"
     summaries+=("soak $name: FAIL (configure; see $dir/configure.log)")
