@@ -1092,14 +1092,16 @@ int ak_pool_stats_print(const ak_pool *pub, FILE *f) {
   ak_pool_stats_get(pub, &s);
   static const char *const modes[] = {"threads", "none", "spinlock", "lockfree"};
   const _ak_pool_impl *p = pub ? _ak_impl(pub) : NULL;
-  int rc =
-      fprintf(f,
-              "pool '%s' (%s): object %zu B, slot %zu B\n"
-              "  live %zu (peak %zu)\n"
-              "  slabs %zu (peak %zu), reserved %zu B, resident %zu B\n"
-              "  slabs obtained %zu, released %zu\n",
-              ak_pool_name(pub), p ? modes[p->sync] : "-", s.object_size, s.slot_size, s.live, s.peak_live,
-              s.slabs, s.peak_slabs, s.bytes_reserved, s.bytes_resident, s.slab_allocs, s.slab_releases);
+  char obj[AK_BYTES_TEXT], slot[AK_BYTES_TEXT], reserved[AK_BYTES_TEXT], resident[AK_BYTES_TEXT];
+  int rc = fprintf(f,
+                   "pool '%s' (sync %s): objects of %s in slots of %s\n"
+                   "  live objects  %zu (peak %zu)\n"
+                   "  slabs         %zu (peak %zu): reserved %s, resident %s\n"
+                   "  slabs obtained %zu, released %zu\n",
+                   ak_pool_name(pub), p ? modes[p->sync] : "-", _ak_format_bytes(obj, s.object_size),
+                   _ak_format_bytes(slot, s.slot_size), s.live, s.peak_live, s.slabs, s.peak_slabs,
+                   _ak_format_bytes(reserved, s.bytes_reserved), _ak_format_bytes(resident, s.bytes_resident),
+                   s.slab_allocs, s.slab_releases);
   /* The text may sit in the stream's buffer: only a flush says whether
    * it was written (/dev/full takes the fprintf and fails the flush). */
   int saved = errno, e = rc < 0 ? (errno ? errno : EIO) : 0;
