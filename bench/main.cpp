@@ -16,7 +16,8 @@
 // takes the median of every measurement over the repetitions, prints the
 // scenario's tables and acceptance checks, and writes <out>/<scenario>.md,
 // .csv, .table.md (headline table), .svg (bench/plot.py) and README-table.md
-// (the headline tables of every scenario whose results are in <out>).
+// (the headline tables of every scenario whose results are in <out>;
+// scripts/bench.sh copies them into docs/benchmarks.md, "Current figures").
 //
 // With --hardened-exe PATH (an ak_bench built with -DAK_HARDENED=ON), `run`
 // then measures the cost of the hardened build: for each scenario that
@@ -683,7 +684,7 @@ int run_scenario(const Scenario &sc, const Options &opts, const std::vector<Allo
     std::string cpu = cpu_model();
     snip += "\n" + cpu + ", " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cores, glibc " +
             gnu_get_libc_version() + ". ";
-    snip += "Details: [results/" + stem + ".md](results/" + stem + ".md).\n";
+    snip += "Details: [results/" + stem + ".md](../results/" + stem + ".md).\n";
     ok = write_file(dir / (stem + ".table.md"), snip) && ok;
     write_readme_snippet(dir);
   }
@@ -1055,12 +1056,12 @@ int hardened_cost(const std::vector<const Scenario *> &todo,
                   fmt_g(k.second[i], "%.9g") + "\n";
   write_file(dir / "raw" / (stem + ".csv"), rawcsv);
 
-  // The README snippet takes the default (all mitigations) report only.
+  // The tables snippet (README-table.md) takes the default (all mitigations) report only.
   if (h.tag.empty()) {
     std::string snip = "#### hardened-cost: slowdown of the hardened build (" + mitigations +
                        "), arenakit's metrics\n\n" + summary_md + "\n" + cpu_model() + ", " +
                        std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cores. Details: [results/" + stem +
-                       ".md](results/" + stem + ".md).\n";
+                       ".md](../results/" + stem + ".md).\n";
     ok = write_file(dir / (stem + ".table.md"), snip) && ok;
     write_readme_snippet(dir);
   }

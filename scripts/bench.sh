@@ -89,24 +89,6 @@ elif [ $hardened_only -eq 1 ]; then
   exit 2
 fi
 
-"$root/scripts/deps.sh" bench || echo "bench.sh: scripts/deps.sh bench failed; running with what is installed" >&2
-
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DAK_BUILD_TESTS=OFF -DAK_BUILD_BENCH=ON >/dev/null
-cmake --build "$build" --target ak_bench -j "$jobs"
-if [ -n "$hbuild" ]; then
-  # Only what ak_bench needs: arenakit_static, arenakit-malloc (the drop-in
-  # its malloc scenarios preload), ak_simple_malloc and ak_bench itself.
-  echo "bench.sh: hardened build ($hardened) in $hbuild"
-  cmake -S "$root" -B "$hbuild" -DCMAKE_BUILD_TYPE=Release -DAK_BUILD_TESTS=OFF -DAK_BUILD_BENCH=ON \
-    -DAK_HARDENED=ON "${hardened_cmake[@]}" >/dev/null
-  cmake --build "$hbuild" --target ak_bench -j "$jobs" ||
-    { echo "bench.sh: the hardened build failed (--no-hardened skips it)" >&2; exit 1; }
-fi
-
-out=()
-if [ ${#quick[@]} -eq 0 ]; then
-  out=(--out "$root/results")
-fi
 # Where the figures go, said before anything runs (an --out in the options
 # wins over both defaults).
 out_dir=$root/results
@@ -124,6 +106,24 @@ else
     echo "bench.sh: and refreshes the generated tables of docs/benchmarks.md (between the bench-table markers)."
   [ "${names[*]}" = all ] && echo "bench.sh: every scenario: about 35 minutes on 2 quiet cores."
   echo "bench.sh: commit what it rewrote afterwards."
+fi
+"$root/scripts/deps.sh" bench || echo "bench.sh: scripts/deps.sh bench failed; running with what is installed" >&2
+
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DAK_BUILD_TESTS=OFF -DAK_BUILD_BENCH=ON >/dev/null
+cmake --build "$build" --target ak_bench -j "$jobs"
+if [ -n "$hbuild" ]; then
+  # Only what ak_bench needs: arenakit_static, arenakit-malloc (the drop-in
+  # its malloc scenarios preload), ak_simple_malloc and ak_bench itself.
+  echo "bench.sh: hardened build ($hardened) in $hbuild"
+  cmake -S "$root" -B "$hbuild" -DCMAKE_BUILD_TYPE=Release -DAK_BUILD_TESTS=OFF -DAK_BUILD_BENCH=ON \
+    -DAK_HARDENED=ON "${hardened_cmake[@]}" >/dev/null
+  cmake --build "$hbuild" --target ak_bench -j "$jobs" ||
+    { echo "bench.sh: the hardened build failed (--no-hardened skips it)" >&2; exit 1; }
+fi
+
+out=()
+if [ ${#quick[@]} -eq 0 ]; then
+  out=(--out "$root/results")
 fi
 status=0
 "$build/bench/ak_bench" run "${names[@]}" "${quick[@]}" "${out[@]}" "${hardened_args[@]}" "${extra[@]}" || status=$?
