@@ -2,16 +2,14 @@
 // stats_output_test.cpp - what a user reads: the AK_SHOW_STATS exit report
 // (one per process, headed by program name and pid, human units, the
 // kernel's RSS and faults; JSON and file forms), the rejection of invalid
-// option values, and the human units of ak_malloc_stats_print and
-// ak_pool_stats_print. The exit report and the environment are tested from
-// outside: tests/preload/stats_prog.c runs under LD_PRELOAD.
-#include <arenakit/arenakit.h>
+// option values in the environment, tested from outside:
+// tests/preload/stats_prog.c runs under LD_PRELOAD with the variables set.
+// (The printers and ak_option_set are tested in tests/stats_print_test.cpp.)
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <regex>
@@ -196,54 +194,4 @@ TEST(OptionValues, ValidValuesAreTakenSilently) {
   }
   ProgRun r = run_prog({"AK_PURGE_DELAY=250", "AK_VERBOSE=yes"});
   EXPECT_NE(r.err.find("AK_PURGE_DELAY=250"), std::string::npos) << r.err;
-}
-
-TEST(OptionValues, ApiRejectsOutOfRangeValuesAndKeepsTheOption) {
-  long old = ak_option_get(AK_OPTION_PURGE_DELAY);
-  errno = 0;
-  ak_option_set(AK_OPTION_PURGE_DELAY, -5);
-  EXPECT_EQ(errno, EINVAL);
-  EXPECT_NE(std::string(ak_last_error()).find("ak_option_set: AK_PURGE_DELAY = -5 is out of range"),
-            std::string::npos)
-      << ak_last_error();
-  EXPECT_EQ(ak_option_get(AK_OPTION_PURGE_DELAY), old);
-  errno = 0;
-  ak_option_set(AK_OPTION_SHOW_STATS, 7);
-  EXPECT_EQ(errno, EINVAL);
-  EXPECT_EQ(ak_option_get(AK_OPTION_SHOW_STATS), 0);
-}
-
-// The printers a program calls itself use the same human units.
-TEST(StatsPrint, MallocAndPoolPrintersUseHumanUnits) {
-  void *big = ak_malloc(16u << 20);
-  ASSERT_NE(big, nullptr);
-  FILE *f = std::tmpfile();
-  ASSERT_NE(f, nullptr);
-  ASSERT_EQ(ak_malloc_stats_print(f), 0);
-  ak_pool_options po{};
-  po.object_size = 48;
-  ak_pool *p = ak_pool_create(&po);
-  ASSERT_NE(p, nullptr);
-  void *o = ak_pool_alloc(p);
-  ASSERT_NE(o, nullptr);
-  ASSERT_EQ(ak_pool_stats_print(p, f), 0);
-  ak_pool_free(p, o);
-  ak_pool_destroy(p);
-  ak_free(big);
-  std::rewind(f);
-  std::string text;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  std::fclose(f);
-  EXPECT_EQ(text.rfind("arenakit malloc:\n", 0), 0u) << text;
-  EXPECT_TRUE(std::regex_search(text, std::regex(R"(large blocks [1-9][0-9]* \([0-9.]+ MiB\))"))) << text;
-  EXPECT_TRUE(std::regex_search(text, std::regex(R"(\n  process RSS +[0-9.]+ (KiB|MiB|GiB))"))) << text;
-  EXPECT_TRUE(std::regex_search(
-      text, std::regex(R"(pool '[^']*' \(sync threads\): objects of 48 B in slots of [0-9]+ B\n)")))
-      << text;
-  EXPECT_TRUE(
-      std::regex_search(text, std::regex(R"(reserved [0-9.]+ (KiB|MiB), resident [0-9.]+ (B|KiB|MiB))")))
-      << text;
-  EXPECT_FALSE(std::regex_search(text, std::regex(R"([0-9]{4,} B\b)"))) << text;
 }
