@@ -12,6 +12,10 @@
 
 #include "text_match.h"
 
+// The library's internal formatter (src/common/error.h, a C header that C++
+// cannot include: _Noreturn): declared here with the same signature.
+extern "C" const char *_ak_format_bytes(char *buf, size_t bytes);
+
 TEST(OptionValues, ApiRejectsOutOfRangeValuesAndKeepsTheOption) {
   long old = ak_option_get(AK_OPTION_PURGE_DELAY);
   errno = 0;
@@ -57,4 +61,26 @@ TEST(StatsPrint, MallocAndPoolPrintersUseHumanUnits) {
       << text;
   EXPECT_TRUE(ere_search(text, R"(reserved [0-9.]+ (KiB|MiB), resident [0-9.]+ (B|KiB|MiB))")) << text;
   EXPECT_FALSE(ere_search(text, R"([0-9]{4,} B([^a-zA-Z]|$))")) << text;
+}
+
+// The units every printer uses: three significant digits, binary prefixes,
+// never "1024 KiB".
+TEST(StatsPrint, BytesInHumanUnits) {
+  struct Case {
+    size_t bytes;
+    const char *text;
+  } cases[] = {{0, "0 B"},
+               {1023, "1023 B"},
+               {1024, "1.00 KiB"},
+               {1536, "1.50 KiB"},
+               {10 * 1024 + 512, "10.5 KiB"},
+               {1048575, "1.00 MiB"},
+               {1048576 - 600, "1023 KiB"},
+               {10u << 20, "10.0 MiB"},
+               {size_t(5) << 30, "5.00 GiB"},
+               {SIZE_MAX, "16.0 EiB"}};
+  for (const Case &c : cases) {
+    char buf[64];  // AK_BYTES_TEXT (16) is enough
+    EXPECT_STREQ(_ak_format_bytes(buf, c.bytes), c.text) << c.bytes;
+  }
 }

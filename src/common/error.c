@@ -78,7 +78,7 @@ const char *_ak_format_bytes(char *buf, size_t bytes) {
   }
   double v = (double)bytes / 1024;
   unsigned u = 0;
-  while (v >= 1024 && u + 1 < sizeof units / sizeof units[0]) {
+  while (v >= 1023.5 && u + 1 < sizeof units / sizeof units[0]) { /* 1023.5 would print as 1024 */
     v /= 1024;
     u++;
   }
