@@ -1,26 +1,53 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""Draws the tables of one ak_bench scenario as grouped bar charts.
+"""Draws the tables of one ak_bench scenario, or the README's summary chart.
 
-Usage: plot.py <scenario.csv> <out.svg|out.png> [title]
+Usage: plot.py <scenario.csv> <out.svg|out.png> [scenario name]
+       plot.py --summary <malloc-workloads.csv> <out.svg|out.png>
 
-The CSV is the one ak_bench writes (columns: table,row,allocator,value,unit);
-every table becomes one panel: a group of bars per row, one bar per
-allocator. Tables whose unit is "x" (ratios) get a line at 1. Throughput
-tables use a log scale. Conventions on the table id: "vsT_..." tables
-(rows: thread counts such as "4 (oversubscribed)") are drawn as line charts,
-x = the number at the start of the row label, one line per column (the seed
-000 comparison graphs); "vsN_..." tables (rows: problem sizes such as TOP =
-1000, 5000, ...) are line charts on log-log axes, x = the row label's number;
-"pt_..." tables (per-thread detail), "tab_..." tables (printed only) and
-tables without a unit are not drawn. Needs matplotlib (Debian: python3-matplotlib); when
-it is missing the script says so and exits with status 3, and ak_bench
-carries on without the plot.
+Scenario plots: the CSV is the one ak_bench writes (columns:
+table,row,allocator,value,unit); every table becomes one panel titled with
+the table's title in words, taken from the scenario's report beside the CSV
+(<scenario>.md, its "### " headings in table order; without it, the table's
+id). A group of bars per row, one bar per allocator, each bar labelled with
+its value. Tables whose unit is "x" (ratios) get a line at 1. A panel whose
+positive values span more than a factor of 30 gets a log scale, said in
+its axis label. "vsT_..." tables (rows: thread counts such as
+"4 (oversubscribed)") are line charts against the number of threads;
+"vsN_..." tables (rows: problem sizes) are line charts on log-log axes;
+"pt_..." (per-thread detail) and "tab_..." (printed only) tables and tables
+without a unit are not drawn. Legends sit to the right of the axes, outside
+the data.
+
+Summary chart (--summary): from the malloc workload set, each allocator's
+time and peak resident memory relative to glibc's (geometric mean over the
+workloads; glibc = 1), arenakit against jemalloc, tcmalloc and mimalloc.
+
+Needs matplotlib (Debian: python3-matplotlib); when it is missing the script
+says so and exits with status 3, and ak_bench carries on without the plot.
 """
 import csv
 import math
+import os
 import sys
+import textwrap
 from collections import OrderedDict
+
+COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c",
+          "#ccb974", "#64b5cd"]
+
+# Axis labels in words for the units ak_bench writes.
+UNIT_WORDS = {
+    "s": "time (seconds)",
+    "ns": "time (ns)",
+    "ns/op": "time per operation (ns)",
+    "MiB": "memory (MiB)",
+    "x": "ratio (x)",
+    "M op/s": "throughput (million operations/s)",
+    "ops/us": "throughput (operations/\u00b5s)",
+}
+
+THREADS_LABEL = "threads (more than the machine's cores: oversubscribed)"
 
 
 def leading_number(label):
@@ -32,36 +59,216 @@ def leading_number(label):
     return float(digits) if digits else math.nan
 
 
-def line_chart(ax, tid, t, title, colors, xlabel="threads (above the machine's core count: oversubscribed)",
-               logx=False):
+def wrap(text, width):
+    return "\n".join(textwrap.wrap(text, width, break_long_words=False)) if text else text
+
+
+def thread_rows(rows):
+    """Rows named by a thread count ("4 (oversubscribed)"): their numbers as tick labels, else None."""
+    if not rows or any(math.isnan(leading_number(r)) for r in rows):
+        return None
+    if not any("oversubscribed" in r for r in rows):
+        return None
+    return ["%g" % leading_number(r) for r in rows]
+
+
+def read_tables(src):
+    """id -> {"unit", "rows": OrderedDict(row -> {alloc: value}), "allocs": [...]}, in file order."""
+    tables = OrderedDict()
+    with open(src, newline="") as f:
+        for rec in csv.DictReader(f):
+            t = tables.setdefault(rec["table"], {"unit": rec["unit"], "rows": OrderedDict(), "allocs": []})
+            if rec["allocator"] not in t["allocs"]:
+                t["allocs"].append(rec["allocator"])
+            v = float(rec["value"]) if rec["value"] else math.nan
+            t["rows"].setdefault(rec["row"], {})[rec["allocator"]] = v
+    return tables
+
+
+def read_titles(md_path, ids):
+    """The tables' titles in words from the scenario's report: the "### "
+    headings of its Results section, in the CSV's table order."""
+    try:
+        with open(md_path) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return {}, ""
+    description = lines[2].rstrip(".") if len(lines) > 2 and not lines[2].startswith(("#", "|")) else ""
+    heads, in_results = [], False
+    for line in lines:
+        if line.startswith("## "):
+            in_results = line.strip() == "## Results"
+        elif in_results and line.startswith("### "):
+            heads.append(line[4:].strip())
+    if len(heads) < len(ids):
+        return {}, description
+    return dict(zip(ids, heads)), description
+
+
+def positive_values(t):
+    return [v for r in t["rows"].values() for v in r.values() if not math.isnan(v) and v > 0]
+
+
+def set_value_scale(ax, t, label):
+    """Log scale when the values span more than a factor of 30; the label says so."""
+    pos = positive_values(t)
+    log = bool(pos) and max(pos) / min(pos) > 30
+    if log:
+        ax.set_yscale("log")
+        label += ", log scale"
+    ax.set_ylabel(label)
+    return log, pos
+
+
+def legend_outside(ax):
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
+
+
+def line_chart(ax, t, colors, xlabel, logx=False):
     """One line per column against the number that starts each row label."""
     rows = list(t["rows"].keys())
     xs = [leading_number(r) for r in rows]
     for i, a in enumerate(t["allocs"]):
-        pts = [(x, t["rows"][r].get(a, math.nan)) for x, r in zip(xs, rows)]
-        pts = [(x, y) for x, y in pts if not math.isnan(y)]  # a column measured at some rows only
+        pts = sorted((x, t["rows"][r].get(a, math.nan)) for x, r in zip(xs, rows))
+        pts = [(x, y) for x, y in pts if not math.isnan(y) and not math.isnan(x)]
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, linewidth=1.2, label=a,
                 color=colors[i % len(colors)])
     ax.set_xlabel(xlabel)
-    ax.set_ylabel(t["unit"])
     if logx:
         ax.set_xscale("log")
     elif all(not math.isnan(x) for x in xs):
-        ax.set_xticks(xs)
-    positive = [v for r in t["rows"].values() for v in r.values() if not math.isnan(v) and v > 0]
-    if positive and max(positive) / min(positive) > 50:
-        ax.set_yscale("log")
-    ax.set_title(tid if not title else "%s: %s" % (title, tid), fontsize=9)
-    ax.legend(fontsize=7, ncol=min(4, max(1, len(t["allocs"]))))
+        ax.set_xticks(sorted(set(xs)))
+    set_value_scale(ax, t, UNIT_WORDS.get(t["unit"], t["unit"]))
     ax.grid(linewidth=0.3)
 
 
+def bar_chart(ax, t, colors):
+    """A group of bars per row, one bar per column, each labelled with its value (vertical text, so
+    neighbouring labels never overlap), with headroom above the tallest bar for its label."""
+    rows = list(t["rows"].keys())
+    allocs = t["allocs"]
+    width = 0.8 / max(1, len(allocs))
+    nbars = len(rows) * len(allocs)
+    fontsize = 6 if nbars > 24 else 7
+    for i, a in enumerate(allocs):
+        xs = [r + (i - (len(allocs) - 1) / 2) * width for r in range(len(rows))]
+        ys = [t["rows"][row].get(a, math.nan) for row in rows]
+        bars = ax.bar(xs, ys, width * 0.95, label=a, color=colors[i % len(colors)])
+        for b, y in zip(bars, ys):
+            if math.isnan(y):
+                continue
+            text = ("%.0f" if abs(y) >= 100 else "%.3g") % y
+            ax.annotate(text, (b.get_x() + b.get_width() / 2, y), ha="center", va="bottom", rotation=90,
+                        fontsize=fontsize, xytext=(0, 2), textcoords="offset points")
+    ax.set_xticks(range(len(rows)))
+    numbers = thread_rows(rows)
+    if numbers:
+        ax.set_xticklabels(numbers, fontsize=8)
+        ax.set_xlabel(THREADS_LABEL)
+    else:
+        per_group = max(8, int(110 / max(1, len(rows))))  # characters per line that fit under a group
+        ax.set_xticklabels([wrap(r, per_group) for r in rows], fontsize=7)
+    ax.set_xlim(-0.5, len(rows) - 0.5)
+    unit = t["unit"]
+    if unit == "x":
+        ax.axhline(1.0, color="black", linewidth=0.6)
+    log, pos = set_value_scale(ax, t, UNIT_WORDS.get(unit, unit))
+    if pos:
+        top = max(pos)
+        if log:
+            ax.set_ylim(min(pos) / 1.5, top * 6)  # room for a vertical label above the tallest bar
+        else:
+            ax.set_ylim(0, top * 1.3)
+    ax.grid(axis="y", linewidth=0.3)
+
+
+def scenario_plot(plt, src, dst, name):
+    tables = read_tables(src)
+    ids = list(tables.keys())
+    titles, description = read_titles(os.path.splitext(src)[0] + ".md", ids)
+    tables = OrderedDict((k, t) for k, t in tables.items() if not k.startswith(("pt_", "tab_")) and t["unit"])
+    if not tables:
+        print("plot.py: %s has no data" % src, file=sys.stderr)
+        return 1
+    n = len(tables)
+    fig, axes = plt.subplots(n, 1, figsize=(11, 4.2 * n + 0.6), squeeze=False, layout="constrained")
+    head = name or os.path.splitext(os.path.basename(src))[0]
+    fig.suptitle(wrap(head + (": " + description if description else ""), 120), fontsize=10)
+    for ax, (tid, t) in zip(axes[:, 0], tables.items()):
+        if tid.startswith("vsT_"):
+            line_chart(ax, t, COLORS, THREADS_LABEL)
+        elif tid.startswith("vsN_"):
+            line_chart(ax, t, COLORS, "problem size (TOP, the largest starting number; log scale)", logx=True)
+        else:
+            bar_chart(ax, t, COLORS)
+        ax.set_title(wrap(titles.get(tid, tid.replace("_", " ")), 110), fontsize=9)
+        legend_outside(ax)
+    save(fig, dst)
+    return 0
+
+
+def geomean(values):
+    values = [v for v in values if v > 0 and not math.isnan(v)]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
+
+
+def summary_plot(plt, src, dst):
+    """Time and peak RSS of each allocator relative to glibc's, geometric mean over the workloads."""
+    tables = read_tables(src)
+    if "time" not in tables or "peak_rss" not in tables:
+        print("plot.py: %s has no time and peak_rss tables (malloc-workloads.csv?)" % src, file=sys.stderr)
+        return 1
+    order = ["arenakit", "mimalloc", "tcmalloc", "jemalloc", "glibc"]
+
+    def relative(t):
+        out = {}
+        rows = {r: v for r, v in t["rows"].items() if r != "geometric mean"}
+        for a in order:
+            ratios = [v.get(a, math.nan) / v["glibc"] for v in rows.values() if v.get("glibc", 0) > 0]
+            out[a] = geomean(ratios)
+        return out, len(rows)
+
+    time_rel, nw = relative(tables["time"])
+    rss_rel, nr = relative(tables["peak_rss"])
+    allocs = [a for a in order if not math.isnan(time_rel.get(a, math.nan))]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
+    panels = [
+        (axes[0], time_rel, "Time relative to glibc\n(geometric mean over %d workloads; lower is faster)" % nw),
+        (axes[1], rss_rel, "Peak resident memory relative to glibc\n(geometric mean over %d workloads; "
+                           "lower is leaner)" % nr),
+    ]
+    for ax, rel, title in panels:
+        ys = list(range(len(allocs)))[::-1]
+        vals = [rel[a] for a in allocs]
+        colors = ["#c44e52" if a == "arenakit" else "#8c8c8c" if a == "glibc" else "#4c72b0" for a in allocs]
+        bars = ax.barh(ys, vals, color=colors, height=0.6)
+        for b, v in zip(bars, vals):
+            ax.annotate("%.2fx" % v, (v, b.get_y() + b.get_height() / 2), xytext=(3, 0),
+                        textcoords="offset points", va="center", fontsize=8)
+        ax.set_yticks(ys)
+        ax.set_yticklabels(allocs)
+        ax.axvline(1.0, color="black", linewidth=0.6)
+        ax.set_xlim(0, max(vals) * 1.25)
+        ax.set_xlabel("relative to glibc malloc (glibc = 1.00x)")
+        ax.set_title(title, fontsize=9)
+        ax.grid(axis="x", linewidth=0.3)
+    fig.suptitle("arenakit's malloc against glibc, jemalloc, tcmalloc and mimalloc (LD_PRELOAD, default options)",
+                 fontsize=10)
+    save(fig, dst)
+    return 0
+
+
+def save(fig, dst):
+    fig.savefig(dst, metadata={"Date": None} if dst.endswith(".svg") else None, dpi=110)
+    print("plot.py: wrote %s" % dst)
+
+
 def main(argv):
-    if len(argv) < 3:
+    summary = len(argv) > 1 and argv[1] == "--summary"
+    args = argv[2:] if summary else argv[1:]
+    if len(args) < 2:
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    src, dst = argv[1], argv[2]
-    title = argv[3] if len(argv) > 3 else ""
     try:
         import matplotlib
 
@@ -71,62 +278,11 @@ def main(argv):
         print("plot.py: matplotlib is not installed (Debian: sudo apt-get install python3-matplotlib); "
               "no plot", file=sys.stderr)
         return 3
-
-    tables = OrderedDict()  # id -> {"unit", "rows": OrderedDict(row -> {alloc: value}), "allocs": [...]}
-    with open(src, newline="") as f:
-        for rec in csv.DictReader(f):
-            t = tables.setdefault(rec["table"], {"unit": rec["unit"], "rows": OrderedDict(), "allocs": []})
-            if rec["allocator"] not in t["allocs"]:
-                t["allocs"].append(rec["allocator"])
-            v = float(rec["value"]) if rec["value"] else math.nan
-            t["rows"].setdefault(rec["row"], {})[rec["allocator"]] = v
-    tables = OrderedDict((k, t) for k, t in tables.items() if not k.startswith(("pt_", "tab_")) and t["unit"])
-    if not tables:
-        print("plot.py: %s has no data" % src, file=sys.stderr)
-        return 1
-
     matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: small, greppable SVG
     matplotlib.rcParams["svg.hashsalt"] = "ak_bench"
-    n = len(tables)
-    fig, axes = plt.subplots(n, 1, figsize=(10, 3.6 * n), squeeze=False)
-    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c",
-              "#ccb974", "#64b5cd"]
-    for ax, (tid, t) in zip(axes[:, 0], tables.items()):
-        if tid.startswith("vsT_"):
-            line_chart(ax, tid, t, title, colors)
-            continue
-        if tid.startswith("vsN_"):
-            line_chart(ax, tid, t, title, colors, xlabel="problem size (log scale)", logx=True)
-            continue
-        rows = list(t["rows"].keys())
-        allocs = t["allocs"]
-        width = 0.8 / max(1, len(allocs))
-        for i, a in enumerate(allocs):
-            xs = [r + (i - (len(allocs) - 1) / 2) * width for r in range(len(rows))]
-            ys = [t["rows"][row].get(a, math.nan) for row in rows]
-            bars = ax.bar(xs, ys, width, label=a, color=colors[i % len(colors)])
-            for b, y in zip(bars, ys):
-                if not math.isnan(y):
-                    ax.annotate(("%.0f" if y >= 100 else "%.3g") % y, (b.get_x() + b.get_width() / 2, y), ha="center", va="bottom",
-                                fontsize=6, xytext=(0, 1), textcoords="offset points")
-        ax.set_xticks(range(len(rows)))
-        ax.set_xticklabels(rows, fontsize=7, rotation=12, ha="right")
-        unit = t["unit"]
-        if unit == "x":
-            ax.axhline(1.0, color="black", linewidth=0.6)
-            ax.set_ylabel("speedup (x)")
-        else:
-            ax.set_ylabel(unit)
-        positive = [v for r in t["rows"].values() for v in r.values() if not math.isnan(v) and v > 0]
-        if positive and max(positive) / min(positive) > 50:
-            ax.set_yscale("log")
-        ax.set_title(tid if not title else "%s: %s" % (title, tid), fontsize=9)
-        ax.legend(fontsize=7, ncol=min(5, max(1, len(allocs))))
-        ax.grid(axis="y", linewidth=0.3)
-    fig.tight_layout()
-    fig.savefig(dst, metadata={"Date": None} if dst.endswith(".svg") else None)
-    print("plot.py: wrote %s" % dst)
-    return 0
+    if summary:
+        return summary_plot(plt, args[0], args[1])
+    return scenario_plot(plt, args[0], args[1], args[2] if len(args) > 2 else "")
 
 
 if __name__ == "__main__":

@@ -2,10 +2,14 @@
 # SPDX-License-Identifier: MIT
 # The benchmark command (docs/benchmarks.md).
 #
-#   scripts/bench.sh                 every scenario, full run; tables and plots
-#                                    go to results/ (commit them)
-#   scripts/bench.sh seed001-arena   only the named scenario(s)
-#   scripts/bench.sh --quick         short CI run (build-bench/bench/results-quick)
+#   scripts/bench.sh                 every scenario, full run (about 35 minutes
+#                                    on 2 quiet cores): rewrites results/ (tables,
+#                                    CSVs, plots; commit them) and the generated
+#                                    tables of docs/benchmarks.md
+#   scripts/bench.sh seed001-arena   only the named scenario(s), same places
+#   scripts/bench.sh --quick         short CI run (about 2.5 minutes): small
+#                                    sizes, figures not for judging, written to
+#                                    build-bench/bench/results-quick/ only
 #   scripts/bench.sh --reps 5        options go to `ak_bench run` (--reps N,
 #                                    --rounds N, --n N, --out DIR,
 #                                    --allocators a,b, --cpu N|none,
@@ -85,6 +89,24 @@ elif [ $hardened_only -eq 1 ]; then
   exit 2
 fi
 
+# Where the figures go, said before anything runs (an --out in the options
+# wins over both defaults).
+out_dir=$root/results
+[ ${#quick[@]} -eq 0 ] || out_dir=$build/bench/results-quick
+for ((i = 0; i < ${#extra[@]}; i++)); do
+  [ "${extra[$i]}" = --out ] && out_dir=${extra[$((i + 1))]}
+done
+if [ ${#quick[@]} -ne 0 ]; then
+  echo "bench.sh: --quick: a short smoke run at small sizes; its figures are not for judging and its"
+  echo "bench.sh: acceptance checks are printed as 'not judged'. Writes $out_dir/ only"
+  echo "bench.sh: (results/ and docs/benchmarks.md are not touched)."
+else
+  echo "bench.sh: full run of ${names[*]}: writes tables, CSVs and plots to $out_dir/"
+  [ "$out_dir" = "$root/results" ] &&
+    echo "bench.sh: and refreshes the generated tables of docs/benchmarks.md (between the bench-table markers)."
+  [ "${names[*]}" = all ] && echo "bench.sh: every scenario: about 35 minutes on 2 quiet cores."
+  echo "bench.sh: commit what it rewrote afterwards."
+fi
 "$root/scripts/deps.sh" bench || echo "bench.sh: scripts/deps.sh bench failed; running with what is installed" >&2
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DAK_BUILD_TESTS=OFF -DAK_BUILD_BENCH=ON >/dev/null
@@ -106,14 +128,24 @@ fi
 status=0
 "$build/bench/ak_bench" run "${names[@]}" "${quick[@]}" "${out[@]}" "${hardened_args[@]}" "${extra[@]}" || status=$?
 
-# A full run refreshes the README's "Latest benchmark" section from
-# results/README-table.md (between the bench-table markers).
-if [ ${#quick[@]} -eq 0 ] && [ -f "$root/results/README-table.md" ] && grep -q 'bench-table:start' "$root/README.md"; then
+# A full run into results/ redraws the README's summary chart from the
+# malloc workload set, and refreshes the generated tables of
+# docs/benchmarks.md from results/README-table.md (between the bench-table
+# markers).
+doc=$root/docs/benchmarks.md
+if [ ${#quick[@]} -eq 0 ] && [ "$out_dir" = "$root/results" ] && [ -f "$root/results/README-table.md" ] &&
+  grep -q 'bench-table:start' "$doc"; then
   awk -v table="$root/results/README-table.md" '
     /<!-- bench-table:start -->/ { print; while ((getline line < table) > 0) print line; skip = 1; next }
     /<!-- bench-table:end -->/ { skip = 0 }
     !skip { print }
-  ' "$root/README.md" >"$root/README.md.tmp" && mv "$root/README.md.tmp" "$root/README.md"
-  echo "bench.sh: README.md benchmark section updated from results/README-table.md"
+  ' "$doc" >"$doc.tmp" && mv "$doc.tmp" "$doc"
+  echo "bench.sh: docs/benchmarks.md tables updated from results/README-table.md"
+fi
+if [ ${#quick[@]} -eq 0 ] && [ "$out_dir" = "$root/results" ] && [ -f "$root/results/malloc-workloads.csv" ]; then
+  py=python3
+  [ -x /usr/bin/python3 ] && py=/usr/bin/python3 # Debian's, with matplotlib
+  "$py" "$root/bench/plot.py" --summary "$root/results/malloc-workloads.csv" "$root/results/summary.svg" ||
+    echo "bench.sh: the summary chart was not redrawn (see above)" >&2
 fi
 exit $status

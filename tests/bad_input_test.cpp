@@ -75,6 +75,8 @@ Got catching(const std::function<Got()> &f) {
     return f();
   } catch (const std::bad_array_new_length &e) {
     return {"throws std::bad_array_new_length", errno, e.what()};
+  } catch (const ak::bad_alloc &e) {
+    return {"throws ak::bad_alloc", errno, e.what()};
   } catch (const std::bad_alloc &e) {
     return {"throws std::bad_alloc", errno, e.what()};
   } catch (const std::invalid_argument &e) {
@@ -1019,6 +1021,11 @@ const std::vector<Row> &table() {
         ak_option_set(bad_enum<ak_option>(99), 1);
         return nothing();
       }),
+      ret("ak_option_set", "value out of the option's range", "(no-op)", "EINVAL",
+          "^ak_option_set: AK_PURGE_DELAY = -2 is out of range", [] {
+            ak_option_set(AK_OPTION_PURGE_DELAY, -2);
+            return nothing();
+          }),
 
       // ---- arenakit.hpp: where the C++ layer has error behaviour of its own ------------------------
       ret("ak::arena::arena(opts)", "max_chunk < first_chunk", "throws std::invalid_argument", "n/a",
@@ -1051,7 +1058,8 @@ const std::vector<Row> &table() {
           return value("returned");
         });
       }),
-      ret("ak::arena::make<T>", "the arena's budget is exhausted", "throws std::bad_alloc", "ENOMEM", "", [] {
+      ret("ak::arena::make<T>", "the arena's budget is exhausted", "throws ak::bad_alloc", "ENOMEM",
+          "^ak::arena::make: ak_arena_alloc: .*exceed the budget", [] {
         return catching([] {
           ak_arena_options o{};
           o.max_bytes = 64;
@@ -1070,7 +1078,8 @@ const std::vector<Row> &table() {
               return value("returned");
             });
           }),
-      ret("ak::arena_resource::allocate", "alignment = 3", "throws std::bad_alloc", "EINVAL", "", [] {
+      ret("ak::arena_resource::allocate", "alignment = 3", "throws ak::bad_alloc", "EINVAL",
+          "^ak::arena_resource::allocate: ak_arena_alloc: alignment 3 is not a power of two", [] {
         return catching([] {
           ak::arena a;
           ak::arena_resource r(a);
@@ -1096,7 +1105,8 @@ const std::vector<Row> &table() {
               return value("constructed");
             });
           }),
-      ret("ak::object_pool<T>::create", "max_objects live already", "throws std::bad_alloc", "ENOMEM", "", [] {
+      ret("ak::object_pool<T>::create", "max_objects live already", "throws ak::bad_alloc", "ENOMEM",
+          "^ak::object_pool::create: ak_pool_alloc: ", [] {
         return catching([] {
           ak_pool_options o{};
           o.max_objects = 1;
@@ -1111,7 +1121,8 @@ const std::vector<Row> &table() {
           return value("returned");
         });
       }),
-      ret("ak::object_pool<T>::reserve", "n = SIZE_MAX", "throws std::bad_alloc", "ENOMEM", "", [] {
+      ret("ak::object_pool<T>::reserve", "n = SIZE_MAX", "throws ak::bad_alloc", "ENOMEM",
+          "^ak::object_pool::reserve: ak_pool_reserve: ", [] {
         return catching([] {
           ak::object_pool<Obj> p(AK_SYNC_NONE);
           p.reserve(SIZE_MAX);

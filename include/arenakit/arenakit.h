@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* arenakit/arenakit.h - the umbrella header of arenakit's C API.
  *
- * arenakit is a C11 memory-allocation library: a region arena (ak_arena)
- * and a fixed-size object pool (ak_pool), with a general-purpose malloc to
- * follow.
+ * arenakit is a C11 memory-allocation library: a region arena (ak_arena,
+ * <arenakit/arena.h>), a fixed-size object pool (ak_pool,
+ * <arenakit/pool.h>) and a general-purpose malloc (ak_malloc and friends,
+ * <arenakit/malloc.h>; libarenakit-malloc replaces the C library's malloc
+ * through LD_PRELOAD or linking).
  * Include this one header; the C++ layer is <arenakit/arenakit.hpp>.
  * Link with -larenakit (pkg-config: arenakit; CMake: arenakit::arenakit). */
 #ifndef ARENAKIT_ARENAKIT_H

@@ -2,8 +2,10 @@
 /* arenakit/arenakit.hpp - the header-only C++17 layer of arenakit.
  *
  * A thin layer over the C API of <arenakit/arenakit.h>: it wraps the C calls
- * and adds RAII and types, nothing else (STYLE.md, habit 9). Everything lives
- * in namespace `ak`; helpers in `ak::detail` are not part of the API.
+ * and adds RAII, types and exceptions, nothing else (no allocation policy of
+ * its own: each call here is one C call plus what C++ needs around it).
+ * Everything lives in namespace `ak`; helpers in `ak::detail` are not part
+ * of the API.
  *
  * Sections:
  *   - arena: ak::arena (RAII owner of an ak_arena, typed make<T>() with
@@ -18,7 +20,8 @@
  *
  * Errors: the C API reports failure with NULL and errno. Here, functions
  * that return raw memory (allocate) keep that convention; functions that
- * return typed objects or serve the standard library throw std::bad_alloc on
+ * return typed objects or serve the standard library throw ak::bad_alloc (a
+ * std::bad_alloc whose what() carries ak_last_error()'s reason) on
  * out-of-memory, and constructors throw std::invalid_argument on bad options.
  *
  * Thread-safety: as in C, an arena is not synchronised. Use one arena (and
@@ -63,6 +66,42 @@
 #endif
 
 namespace ak {
+
+/** What the C++ layer throws when arenakit cannot supply memory (a budget
+ *  reached, the OS refused, a pool's max_objects): a std::bad_alloc, so
+ *  `catch (const std::bad_alloc &)` still catches it, whose what() reads
+ *  "<C++ call>: <ak_last_error()>", for example "ak::arena::make:
+ *  ak_arena_alloc: 64 bytes exceed the budget of 4096". The text is copied
+ *  into the object (cut at 319 bytes), so constructing it never allocates.
+ *  Thread-safety: an immutable value. */
+class bad_alloc : public std::bad_alloc {
+ public:
+  /** `who` names the C++ call; `reason` is the C library's message (an
+   *  empty one reads "out of memory"). Never throws. */
+  bad_alloc(const char *who, const char *reason) noexcept {
+    if (!reason || !*reason) reason = "out of memory";
+    std::size_t n = 0;
+    for (const char *part : {who, ": ", reason})
+      for (; part && *part && n + 1 < sizeof text_; part++) text_[n++] = *part;
+    text_[n] = '\0';
+  }
+  /** The call and the reason. Never throws. */
+  const char *what() const noexcept override { return text_; }
+
+ private:
+  char text_[320];
+};
+
+/** The options of an ak::arena (the C struct ak_arena_options: zero-initialise
+ *  it, `ak::arena_options o{};`, and set the fields you need). */
+using arena_options = ak_arena_options;
+
+namespace detail {
+
+/* Throws ak::bad_alloc naming `who`, with the thread's last arenakit error. */
+[[noreturn]] inline void throw_bad_alloc(const char *who) { throw ak::bad_alloc(who, ak_last_error()); }
+
+}  // namespace detail
 
 /* ===========================================================================
  * arena
@@ -224,7 +263,7 @@ class arena {
    *  the arena: never delete the result. Unless T is trivially
    *  destructible, ~T() is registered to run at clear(), destruction, or
    *  restore of an earlier mark, in reverse order of creation.
-   *  Errors: throws std::bad_alloc if the memory or the cleanup record
+   *  Errors: throws ak::bad_alloc if the memory or the cleanup record
    *  cannot be allocated (then nothing stays constructed). If T's
    *  constructor throws, the exception propagates, nothing is registered
    *  and the bytes are abandoned until the next clear. */
@@ -233,18 +272,18 @@ class arena {
     static_assert(std::is_object_v<T> && !std::is_array_v<T>,
                   "make<T>: T must be a complete non-array object type");
     void *mem = allocate(sizeof(T), alignof(T));
-    if (!mem) throw std::bad_alloc();
+    if (!mem) detail::throw_bad_alloc("ak::arena::make");
     T *obj = ::new (mem) T(std::forward<Args>(args)...);
     if constexpr (!std::is_trivially_destructible_v<T>) {
       if (ak_arena_defer(&a_, &detail::destroy_one<T>, obj) != 0) {
         obj->~T();
-        throw std::bad_alloc();
+        detail::throw_bad_alloc("ak::arena::make");
       }
     }
     return obj;
   }
 
-  /** As make<T>(), but returns nullptr instead of throwing std::bad_alloc
+  /** As make<T>(), but returns nullptr instead of throwing ak::bad_alloc
    *  (errno is ENOMEM). Exceptions from T's constructor still propagate, as
    *  with `new (std::nothrow) T`. */
   template <class T, class... Args>
@@ -268,7 +307,7 @@ class arena {
    *  pointer to no element. Owned by the arena. Unless T is trivially
    *  destructible, one cleanup is registered that destroys the elements in
    *  reverse order (last element first).
-   *  Errors: throws std::bad_alloc if n * sizeof(T) overflows or memory
+   *  Errors: throws std::bad_array_new_length if n * sizeof(T) overflows, ak::bad_alloc if memory
    *  runs out. If an element's constructor throws, the elements already
    *  built are destroyed in reverse order, nothing is registered and the
    *  exception propagates. */
@@ -278,7 +317,7 @@ class arena {
                   "make_array<T>: T must be a complete non-array object type");
     if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_array_new_length();
     void *mem = allocate(n * sizeof(T), alignof(T));
-    if (!mem) throw std::bad_alloc();
+    if (!mem) detail::throw_bad_alloc("ak::arena::make_array");
     T *first = static_cast<T *>(mem);
     if constexpr (std::is_trivially_destructible_v<T>) {
       for (std::size_t i = 0; i < n; ++i) ::new (static_cast<void *>(first + i)) T();
@@ -287,7 +326,7 @@ class arena {
       /* The record is taken before any element exists, so its failure
        * needs no unwinding. */
       void *rmem = allocate(sizeof(detail::array_record), alignof(detail::array_record));
-      if (!rmem) throw std::bad_alloc();
+      if (!rmem) detail::throw_bad_alloc("ak::arena::make_array");
       std::size_t built = 0;
       try {
         for (; built < n; ++built) ::new (static_cast<void *>(first + built)) T();
@@ -298,7 +337,7 @@ class arena {
       auto *rec = ::new (rmem) detail::array_record{first, n};
       if (ak_arena_defer(&a_, &detail::destroy_array<T>, rec) != 0) {
         detail::destroy_n_reverse(first, n);
-        throw std::bad_alloc();
+        detail::throw_bad_alloc("ak::arena::make_array");
       }
     }
     return first;
@@ -377,11 +416,11 @@ class arena_allocator {
 
   /** Memory for `n` T aligned to alignof(T), owned by the arena.
    *  Throws std::bad_array_new_length (a std::bad_alloc) if n * sizeof(T)
-   *  overflows, std::bad_alloc if the arena is out of memory. */
+   *  overflows, ak::bad_alloc if the arena is out of memory. */
   T *allocate(std::size_t n) {
     if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_array_new_length();
     void *p = ak_arena_alloc(a_, n * sizeof(T), alignof(T));
-    if (!p) throw std::bad_alloc();
+    if (!p) detail::throw_bad_alloc("ak::arena_allocator::allocate");
     return static_cast<T *>(p);
   }
 
@@ -416,7 +455,7 @@ bool operator!=(const arena_allocator<T> &x, const arena_allocator<U> &y) noexce
  *  `ak::arena_resource r(arena); std::pmr::vector<int> v(&r);`.
  *
  *  do_allocate returns arena memory at the requested alignment (any power
- *  of two) and throws std::bad_alloc when the arena cannot supply it (or
+ *  of two) and throws ak::bad_alloc when the arena cannot supply it (or
  *  the alignment is not a power of two); do_deallocate frees nothing (the
  *  checked and hardened builds abort on a pointer the arena did not hand out).
  *  Resources are equal only to themselves (pointer identity, as for
@@ -440,7 +479,7 @@ class arena_resource : public std::pmr::memory_resource {
  protected:
   void *do_allocate(std::size_t bytes, std::size_t alignment) override {
     void *p = ak_arena_alloc(a_, bytes, alignment);
-    if (!p) throw std::bad_alloc();
+    if (!p) detail::throw_bad_alloc("ak::arena_resource::allocate");
     return p;
   }
   void do_deallocate(void *p, std::size_t bytes, std::size_t) override {
@@ -473,11 +512,11 @@ class arena_resource : public std::pmr::memory_resource {
 namespace detail {
 
 /* Throws the exception that matches the errno of a failed pool call:
- * EINVAL -> std::invalid_argument, ENOMEM -> std::bad_alloc, anything else
+ * EINVAL -> std::invalid_argument, ENOMEM -> ak::bad_alloc, anything else
  * (a failing file operation) -> std::system_error; the message is `who`
  * followed by ak_last_error(). */
 [[noreturn]] inline void throw_pool_error(const char *who, int err) {
-  if (err == ENOMEM) throw std::bad_alloc();
+  if (err == ENOMEM) throw ak::bad_alloc(who, ak_last_error());
   std::string msg = std::string(who) + ": " + ak_last_error();
   if (err == EINVAL) throw std::invalid_argument(msg);
   throw std::system_error(err, std::generic_category(), msg);
@@ -573,11 +612,11 @@ class object_pool {
   using unique_ptr = std::unique_ptr<T, deleter>;
 
   /** A pool with default options (AK_SYNC_THREADS, 64 KiB slabs, no cap).
-   *  Throws std::bad_alloc if the pool's bookkeeping cannot be allocated. */
+   *  Throws ak::bad_alloc if the pool's bookkeeping cannot be allocated. */
   object_pool() : object_pool(ak_pool_options{}) {}
 
   /** A pool with default options and the sync mode `sync`. Throws
-   *  std::invalid_argument when `sync` is out of range, std::bad_alloc
+   *  std::invalid_argument when `sync` is out of range, ak::bad_alloc
    *  when memory runs out. */
   explicit object_pool(ak_sync sync) : object_pool(sync_options(sync)) {}
 
@@ -585,7 +624,7 @@ class object_pool {
    *  sizeof(T) (a value given is replaced); align becomes alignof(T), or
    *  opts.align if that is a larger power of two. Errors, with
    *  "ak::object_pool: " and ak_last_error() as the message:
-   *  std::invalid_argument for bad options (EINVAL), std::bad_alloc when
+   *  std::invalid_argument for bad options (EINVAL), ak::bad_alloc when
    *  memory runs out, std::system_error when the file of AK_BACKING_FILE
    *  cannot be created. */
   explicit object_pool(ak_pool_options opts) {
@@ -616,14 +655,14 @@ class object_pool {
 
   /** Constructs a T from `args` in a slot of the pool and returns it. The
    *  caller owns the object until destroy() (or a deleter) gives it back.
-   *  Errors: throws std::bad_alloc when the pool is at max_objects or
+   *  Errors: throws ak::bad_alloc when the pool is at max_objects or
    *  memory runs out (errno ENOMEM). If T's constructor throws, the slot is
    *  freed and the exception propagates (stats().live is unchanged).
    *  Thread-safety: that of the sync mode. Requires a non-empty pool. */
   template <class... Args>
   AK_CXX_FAST_PATH T *create(Args &&...args) {
     void *mem = ak_pool_alloc(p_);
-    if (!mem) throw std::bad_alloc();
+    if (!mem) detail::throw_bad_alloc("ak::object_pool::create");
     if constexpr (std::is_nothrow_constructible_v<T, Args &&...>) {
       return ::new (mem) T(std::forward<Args>(args)...);
     } else {
@@ -665,7 +704,7 @@ class object_pool {
 
   /** Makes sure `n` more objects can be created without the pool asking
    *  its backing for memory (ak_pool_reserve; in AK_SYNC_THREADS the room
-   *  goes to the calling thread). Throws std::bad_alloc when memory runs
+   *  goes to the calling thread). Throws ak::bad_alloc when memory runs
    *  out (ENOMEM), std::system_error for another error of the backing;
    *  slabs obtained before the failure stay. */
   void reserve(std::size_t n) {
@@ -757,7 +796,7 @@ class pool_set {
   /** The pool for objects of `size` bytes aligned to `align` (a power of
    *  two), created on first use. The pool belongs to the set: never destroy
    *  it. Thread-safe. Errors: throws std::invalid_argument (bad size,
-   *  alignment or base options), std::bad_alloc (out of memory) or
+   *  alignment or base options), ak::bad_alloc (out of memory) or
    *  std::system_error, with ak_last_error() in the message. */
   ak_pool *get(std::size_t size, std::size_t align) {
     ak_pool *p = find(size, align);
@@ -799,7 +838,7 @@ class pool_set {
   /** The set that default-constructed pool_allocators share: default
    *  options (AK_SYNC_THREADS), created on first call (thread-safe) and
    *  never destroyed, so containers with static storage duration may use
-   *  it until the program ends. Throws std::bad_alloc on the first call if
+   *  it until the program ends. Throws ak::bad_alloc on the first call if
    *  memory runs out. */
   static const std::shared_ptr<pool_set> &default_set() {
     static const auto *set = new std::shared_ptr<pool_set>(std::make_shared<pool_set>());
@@ -824,7 +863,7 @@ class pool_set {
     entry *e = new (std::nothrow) entry{size, align, p, head_.load(std::memory_order_relaxed)};
     if (!e) {
       ak_pool_destroy(p);
-      throw std::bad_alloc();
+      throw ak::bad_alloc("ak::pool_set", "out of memory for the set's entry");
     }
     head_.store(e, std::memory_order_release);
     return p;
@@ -871,7 +910,7 @@ class pool_allocator {
   using is_always_equal = std::false_type;
 
   /** An allocator over pool_set::default_set() (AK_SYNC_THREADS). Throws
-   *  std::bad_alloc only if that set cannot be created. */
+   *  ak::bad_alloc only if that set cannot be created. */
   pool_allocator() : set_(pool_set::default_set()) {}
   /** An allocator over `set`, which must not be null. Implicit, so that a
    *  container can be built straight from a set. Never throws. */
@@ -887,14 +926,15 @@ class pool_allocator {
 
   /** Memory for `n` T aligned to alignof(T): for n == 1 a slot of the
    *  set's pool for T (created on first use), otherwise from
-   *  ::operator new. Contents unspecified. Errors: throws std::bad_alloc
-   *  when memory runs out (or a pool's max_objects is reached),
+   *  ::operator new. Contents unspecified. Errors: throws ak::bad_alloc
+   *  when a pool slot cannot be had (memory runs out, or the pool's
+   *  max_objects is reached), std::bad_alloc when ::operator new fails,
    *  std::bad_array_new_length if n * sizeof(T) overflows, and what
    *  pool_set::get() throws when the pool cannot be created. */
   T *allocate(std::size_t n) {
     if (n == 1) {
       void *p = ak_pool_alloc(set_->get(sizeof(T), alignof(T)));
-      if (!p) throw std::bad_alloc();
+      if (!p) detail::throw_bad_alloc("ak::pool_allocator::allocate");
       return static_cast<T *>(p);
     }
     if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_array_new_length();
@@ -1079,7 +1119,7 @@ class pool_resource : public std::pmr::memory_resource {
 
  protected:
   /** A slot of the class for (`bytes`, `alignment`), or upstream memory.
-   *  Throws std::bad_alloc when memory runs out (or a pool's max_objects
+   *  Throws ak::bad_alloc when memory runs out (or a pool's max_objects
    *  is reached), what the upstream throws, and std::invalid_argument if
    *  the base options are bad (at a class's first use). */
   void *do_allocate(std::size_t bytes, std::size_t alignment) override {
@@ -1088,7 +1128,7 @@ class pool_resource : public std::pmr::memory_resource {
     ak_pool *q = pools_[i].load(std::memory_order_acquire);
     if (!q) q = create(i);
     void *p = ak_pool_alloc(q);
-    if (!p) throw std::bad_alloc();
+    if (!p) detail::throw_bad_alloc("ak::pool_resource::allocate");
     return p;
   }
 

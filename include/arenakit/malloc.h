@@ -116,29 +116,43 @@ typedef struct ak_malloc_stats {
 /** Fills `out`; a consistent snapshot only when other threads are quiet. */
 AK_API void ak_malloc_stats_get(ak_malloc_stats *out);
 
-/** Prints the stats (totals, then one line per size class in use) to `f`
- *  and flushes `f`. 0 once every byte reached the stream's file; -1 with
- *  errno from stdio (ENOSPC on a full device, EBADF, ...; EIO if stdio gave
- *  none) and ak_last_error() naming the call when a write or the flush
- *  failed or the stream was already in error; EINVAL if `f` is NULL. */
+/** Prints the stats to `f` in human units (KiB, MiB, GiB): allocated,
+ *  committed and resident bytes with their peaks, the process's resident
+ *  set and minor/major page faults as the kernel counts them, then one line
+ *  per size class in use; then flushes `f`. 0 once every byte reached the
+ *  stream's file; -1 with errno from stdio (ENOSPC on a full device, EBADF,
+ *  ...; EIO if stdio gave none) and ak_last_error() naming the call when a
+ *  write or the flush failed or the stream was already in error; EINVAL if
+ *  `f` is NULL. Thread-safe (one report at a time); allocates nothing. */
 AK_API int ak_malloc_stats_print(FILE *f);
 
 /** Run-time options. Each has an environment variable named after it,
  *  read once when the heap starts; precedence: built-in default <
- *  environment < ak_option_set(). */
+ *  environment < ak_option_set(). An environment value that is not valid
+ *  (not a number, out of range, trailing text) is rejected with one line on
+ *  stderr naming the variable and the value, and the default is used. */
 typedef enum ak_option {
-  AK_OPTION_SHOW_STATS = 0,  /**< AK_SHOW_STATS: print stats at exit (0/1) */
-  AK_OPTION_VERBOSE = 1,     /**< AK_VERBOSE: print options and warnings */
+  AK_OPTION_SHOW_STATS = 0,  /**< AK_SHOW_STATS: a report at exit, one per
+                                  process (AK_SHOW_STATS_OFF, _TEXT, _JSON;
+                                  environment: 0, 1, json, file:PATH or
+                                  json:PATH, "%p" in PATH = the pid) */
+  AK_OPTION_VERBOSE = 1,     /**< AK_VERBOSE: print options and warnings (0/1) */
   AK_OPTION_PURGE_DELAY = 2, /**< AK_PURGE_DELAY: ms before an empty page is
                                   decommitted (default 10; 0 = at once;
-                                  -1 = only on ak_collect) */
+                                  -1 = only on ak_collect; at most 86400000) */
   AK_OPTION_COUNT_ = 3
 } ak_option;
+
+/** Values of AK_OPTION_SHOW_STATS: no report, the readable report (program
+ *  name, pid, elapsed time, sizes in KiB/MiB/GiB), or one JSON object per
+ *  process on one line (bytes as integers). */
+enum { AK_SHOW_STATS_OFF = 0, AK_SHOW_STATS_TEXT = 1, AK_SHOW_STATS_JSON = 2 };
 
 /** Reads an option's value. */
 AK_API long ak_option_get(ak_option o);
 /** Sets an option (thread-safe; takes effect at the next use). Unknown
- *  options are ignored with EINVAL. */
+ *  options, and values outside the option's range, are ignored with EINVAL
+ *  (and, for a value, the reason in ak_last_error()). */
 AK_API void ak_option_set(ak_option o, long value);
 
 #ifdef __cplusplus

@@ -6,6 +6,8 @@
 #ifndef AK_ERROR_H
 #define AK_ERROR_H
 
+#include <stddef.h>
+
 #if defined(__GNUC__) || defined(__clang__)
 #define AK_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define AK_COLD __attribute__((cold, noinline))
@@ -35,5 +37,25 @@ void _ak_error(int err, const char *fmt, ...) AK_PRINTF(2, 3) AK_COLD;
  *  and no stdio lock is taken. The message should start with the public
  *  call's name, as _ak_error's does. */
 _Noreturn void _ak_fatal(const char *fmt, ...) AK_PRINTF(1, 2) AK_COLD;
+
+/** Writes "arenakit: ", the formatted text and a newline to stderr (fd 2)
+ *  and returns: for a warning the caller cannot be told through a return
+ *  value (an invalid environment option). Same path as _ak_fatal (stack
+ *  buffer, write(2), no malloc, no stdio), so safe inside malloc; errno is
+ *  kept. */
+void _ak_warn(const char *fmt, ...) AK_PRINTF(1, 2) AK_COLD;
+
+/** Writes all `n` bytes of `buf` to `fd` with write(2), retried on EINTR
+ *  and partial writes. 0 when every byte was written, -1 with errno from
+ *  write otherwise. No malloc, no stdio: safe inside malloc and at exit. */
+int _ak_write_all(int fd, const char *buf, size_t n);
+
+/** Room for any _ak_format_bytes() text, terminator included. */
+#define AK_BYTES_TEXT 16
+
+/** Writes `bytes` in binary units with three significant digits ("512 B",
+ *  "1.50 KiB", "12.3 MiB", "4.00 GiB") into `buf` and returns `buf`. No
+ *  malloc. */
+const char *_ak_format_bytes(char *buf, size_t bytes);
 
 #endif /* AK_ERROR_H */

@@ -1,14 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /* stats.c - the general heap's run-time options and statistics.
  *
- * Options: one table of names and defaults; each is read once from the
- * environment variable of its name when the heap starts. Precedence:
- * built-in default < environment < ak_option_set(). */
+ * Options: one table of names, defaults and valid ranges; each is read once
+ * from the environment variable of its name when the heap starts.
+ * Precedence: built-in default < environment < ak_option_set(). A value
+ * that is not valid (not a number, out of range, trailing text) is
+ * reported on stderr with the variable and the value, and the default is
+ * used.
+ *
+ * Statistics: ak_malloc_stats_get fills the public struct; one formatter
+ * writes it in human units (or as JSON) into a buffer, which
+ * ak_malloc_stats_print hands to a stdio stream and the AK_SHOW_STATS exit
+ * report writes with write(2) (stdio may be closed or torn down at exit). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -17,41 +30,82 @@
 
 static const struct {
   const char *env;
-  long def;
+  long def, min, max;
 } option_table[AK_OPTION_COUNT_] = {
-    [AK_OPTION_SHOW_STATS] = {"AK_SHOW_STATS", 0},
-    [AK_OPTION_VERBOSE] = {"AK_VERBOSE", 0},
-    [AK_OPTION_PURGE_DELAY] = {"AK_PURGE_DELAY", 10},
+    [AK_OPTION_SHOW_STATS] = {"AK_SHOW_STATS", AK_SHOW_STATS_OFF, AK_SHOW_STATS_OFF, AK_SHOW_STATS_JSON},
+    [AK_OPTION_VERBOSE] = {"AK_VERBOSE", 0, 0, 1},
+    [AK_OPTION_PURGE_DELAY] = {"AK_PURGE_DELAY", 10, -1, 86400000},
 };
 
 atomic_long _ak_options[AK_OPTION_COUNT_];
 static atomic_bool options_set_by_api[AK_OPTION_COUNT_];
 
-/* No malloc here: runs before the first heap exists. */
+/* AK_SHOW_STATS=file:PATH / json:PATH: where the exit report goes ("" =
+ * stderr). Written once by _ak_options_init, before any report. */
+static char report_path[PATH_MAX];
+/* When and in which process the heap started (the exit report's header). */
+static struct timespec heap_started;
+static pid_t heap_pid;
+
+/* A decimal integer with nothing after it, within [min, max]. */
+static bool parse_long(const char *s, long min, long max, long *out) {
+  char *end;
+  errno = 0;
+  long x = strtol(s, &end, 10);
+  if (end == s || *end != '\0' || errno == ERANGE || x < min || x > max) return false;
+  *out = x;
+  return true;
+}
+
+/* The text of option i: a number in range, a switch word for on/off options,
+ * and for AK_SHOW_STATS "json", "file:PATH" or "json:PATH". */
+static bool parse_option(int i, const char *s, long *out) {
+  if (parse_long(s, option_table[i].min, option_table[i].max, out)) return true;
+  bool on = !strcmp(s, "true") || !strcmp(s, "yes") || !strcmp(s, "on");
+  bool off = !strcmp(s, "false") || !strcmp(s, "no") || !strcmp(s, "off");
+  if ((on || off) && option_table[i].min == 0 && option_table[i].max >= 1) {
+    *out = on;
+    return true;
+  }
+  if (i != AK_OPTION_SHOW_STATS) return false;
+  if (!strcmp(s, "json")) {
+    *out = AK_SHOW_STATS_JSON;
+    return true;
+  }
+  long form = !strncmp(s, "file:", 5) ? AK_SHOW_STATS_TEXT : !strncmp(s, "json:", 5) ? AK_SHOW_STATS_JSON : 0;
+  if (!form || !s[5] || strlen(s + 5) >= sizeof report_path) return false;
+  strcpy(report_path, s + 5);
+  *out = form;
+  return true;
+}
+
+/* What a valid value of option i looks like, for the rejection message. */
+static const char *option_expected(int i) {
+  switch (i) {
+    case AK_OPTION_SHOW_STATS: return "0, 1, json, file:PATH or json:PATH";
+    case AK_OPTION_VERBOSE: return "0 or 1";
+    default: return "an integer from -1 to 86400000 (ms)";
+  }
+}
+
+/* No malloc here: runs before the first heap exists (messages go out with
+ * write(2) through _ak_warn). */
 void _ak_options_init(void) {
+  clock_gettime(CLOCK_MONOTONIC, &heap_started);
+  heap_pid = getpid();
   for (int i = 0; i < AK_OPTION_COUNT_; i++) {
     if (atomic_load(&options_set_by_api[i])) continue;
     long v = option_table[i].def;
     const char *s = getenv(option_table[i].env);
-    if (s && *s) {
-      char *end;
-      long x = strtol(s, &end, 10);
-      if (*end == '\0')
-        v = x;
-      else if (!strcmp(s, "true") || !strcmp(s, "yes") || !strcmp(s, "on"))
-        v = 1;
-      else if (!strcmp(s, "false") || !strcmp(s, "no") || !strcmp(s, "off"))
-        v = 0;
-    }
+    if (s && *s && !parse_option(i, s, &v))
+      _ak_warn("%s=%s is not a valid value (expected %s); using the default, %ld", option_table[i].env, s,
+               option_expected(i), option_table[i].def);
     atomic_store(&_ak_options[i], v);
   }
-  if (atomic_load(&_ak_options[AK_OPTION_VERBOSE])) {
-    char buf[200];
-    int n =
-        snprintf(buf, sizeof buf, "arenakit: options: AK_SHOW_STATS=%ld AK_VERBOSE=%ld AK_PURGE_DELAY=%ld\n",
-                 atomic_load(&_ak_options[0]), atomic_load(&_ak_options[1]), atomic_load(&_ak_options[2]));
-    if (n > 0) (void)!write(2, buf, (size_t)n);
-  }
+  if (atomic_load(&_ak_options[AK_OPTION_VERBOSE]))
+    _ak_warn("options: AK_SHOW_STATS=%ld%s%s AK_VERBOSE=%ld AK_PURGE_DELAY=%ld",
+             atomic_load(&_ak_options[AK_OPTION_SHOW_STATS]), report_path[0] ? " to " : "", report_path,
+             atomic_load(&_ak_options[AK_OPTION_VERBOSE]), atomic_load(&_ak_options[AK_OPTION_PURGE_DELAY]));
 }
 
 long ak_option_get(ak_option o) {
@@ -66,6 +120,11 @@ long ak_option_get(ak_option o) {
 void ak_option_set(ak_option o, long value) {
   if ((unsigned)o >= AK_OPTION_COUNT_) {
     errno = EINVAL;
+    return;
+  }
+  if (value < option_table[o].min || value > option_table[o].max) {
+    _ak_error(EINVAL, "ak_option_set: %s = %ld is out of range (%ld to %ld); the option keeps its value",
+              option_table[o].env, value, option_table[o].min, option_table[o].max);
     return;
   }
   atomic_store(&options_set_by_api[o], true);
@@ -130,27 +189,138 @@ void ak_malloc_stats_get(ak_malloc_stats *out) {
   pthread_mutex_unlock(&_ak_abandoned_mu);
 }
 
+/* ---- the report ----------------------------------------------------------------- */
+
+/* Appends to a fixed buffer; text past its end is cut (len stays <= cap-1). */
+typedef struct report {
+  char *buf;
+  size_t len, cap;
+} report;
+
+AK_PRINTF(2, 3) static void put(report *r, const char *fmt, ...) {
+  if (r->len + 1 >= r->cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(r->buf + r->len, r->cap - r->len, fmt, ap);
+  va_end(ap);
+  if (k > 0) r->len += (size_t)k < r->cap - r->len ? (size_t)k : r->cap - r->len - 1;
+}
+
+/* The kernel's view of this process: resident set now (/proc/self/statm;
+ * 0 if unreadable) and at its peak, minor and major faults (getrusage). */
+typedef struct process_mem {
+  size_t rss, peak_rss;
+  long minor_faults, major_faults;
+} process_mem;
+
+static void process_mem_get(process_mem *m) {
+  memset(m, 0, sizeof *m);
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) == 0) {
+    m->peak_rss = (size_t)ru.ru_maxrss * 1024; /* Linux: KiB */
+    m->minor_faults = ru.ru_minflt;
+    m->major_faults = ru.ru_majflt;
+  }
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char text[128];
+  ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (n <= 0) return;
+  text[n] = '\0';
+  unsigned long size_pages, rss_pages;
+  if (sscanf(text, "%lu %lu", &size_pages, &rss_pages) == 2) m->rss = rss_pages * _ak_os_page_size();
+}
+
+/* The statistics in human units: totals, the kernel's figures, then one line
+ * per size class in use. */
+static void format_text(report *r, const ak_malloc_stats *s, const process_mem *m) {
+  char a[AK_BYTES_TEXT], b[AK_BYTES_TEXT];
+  put(r, "  allocated     %-10s (peak %s)\n", _ak_format_bytes(a, s->allocated),
+      _ak_format_bytes(b, s->peak_allocated));
+  put(r, "  committed     %-10s (peak %s)\n", _ak_format_bytes(a, s->committed),
+      _ak_format_bytes(b, s->peak_committed));
+  put(r, "  resident      %-10s (arenakit's segments, mincore)\n", _ak_format_bytes(a, s->resident));
+  if (m->rss)
+    put(r, "  process RSS   %-10s (peak %s, kernel)\n", _ak_format_bytes(a, m->rss),
+        _ak_format_bytes(b, m->peak_rss));
+  else
+    put(r, "  process RSS   peak %s (kernel)\n", _ak_format_bytes(b, m->peak_rss));
+  put(r, "  page faults   %ld minor, %ld major\n", m->minor_faults, m->major_faults);
+  put(r, "  segments %zu, large blocks %zu (%s), thread heaps %zu, abandoned segments %zu\n", s->segments,
+      s->large_blocks, _ak_format_bytes(a, s->large_bytes), s->heaps, s->abandoned);
+  bool any = false;
+  for (size_t c = 0; c < s->nclasses; c++) {
+    if (!s->class_pages[c]) continue;
+    if (!any) put(r, "  size class  block size  live blocks  pages\n");
+    any = true;
+    put(r, "  %10zu  %10s  %11zu  %5zu\n", c, _ak_format_bytes(a, s->class_size[c]), s->class_blocks[c],
+        s->class_pages[c]);
+  }
+}
+
+/* The program's name as a JSON string body (quotes and controls escaped). */
+static void put_json_string(report *r, const char *t) {
+  put(r, "\"");
+  for (; *t; t++) {
+    unsigned char ch = (unsigned char)*t;
+    if (ch == '"' || ch == '\\')
+      put(r, "\\%c", ch);
+    else if (ch < 0x20)
+      put(r, "\\u%04x", ch);
+    else
+      put(r, "%c", ch);
+  }
+  put(r, "\"");
+}
+
+/* The same figures as one JSON object on one line; bytes are plain integers. */
+static void format_json(report *r, const ak_malloc_stats *s, const process_mem *m, double elapsed) {
+  put(r, "{\"program\":");
+  put_json_string(r, program_invocation_short_name);
+  put(r,
+      ",\"pid\":%ld,\"elapsed_s\":%.6f,\"allocated\":%zu,\"peak_allocated\":%zu,\"committed\":%zu,"
+      "\"peak_committed\":%zu,\"resident\":%zu,\"process_rss\":%zu,\"process_peak_rss\":%zu,"
+      "\"minor_faults\":%ld,\"major_faults\":%ld,\"segments\":%zu,\"large_blocks\":%zu,\"large_bytes\":%zu,"
+      "\"heaps\":%zu,\"abandoned_segments\":%zu,\"classes\":[",
+      (long)getpid(), elapsed, s->allocated, s->peak_allocated, s->committed, s->peak_committed, s->resident,
+      m->rss, m->peak_rss, m->minor_faults, m->major_faults, s->segments, s->large_blocks, s->large_bytes,
+      s->heaps, s->abandoned);
+  const char *sep = "";
+  for (size_t c = 0; c < s->nclasses; c++) {
+    if (!s->class_pages[c]) continue;
+    put(r, "%s{\"class\":%zu,\"block_size\":%zu,\"live_blocks\":%zu,\"pages\":%zu}", sep, c, s->class_size[c],
+        s->class_blocks[c], s->class_pages[c]);
+    sep = ",";
+  }
+  put(r, "]}\n");
+}
+
+/* One report at a time: the snapshot and the text are big (not on the stack
+ * of an exiting thread) and shared. */
+static pthread_mutex_t report_mu = PTHREAD_MUTEX_INITIALIZER;
+static ak_malloc_stats report_stats;
+static char report_text[16384];
+
 int ak_malloc_stats_print(FILE *f) {
   if (!f) {
     errno = EINVAL;
     return -1;
   }
-  static ak_malloc_stats s; /* big: not on the stack of an exiting thread */
-  ak_malloc_stats_get(&s);
+  pthread_mutex_lock(&report_mu);
+  ak_malloc_stats_get(&report_stats);
+  process_mem m;
+  process_mem_get(&m);
+  report r = {report_text, 0, sizeof report_text};
+  put(&r, "arenakit malloc:\n");
+  format_text(&r, &report_stats, &m);
   int saved = errno;
   errno = 0; /* what stdio sets below is the failure's cause */
-  int rc = fprintf(f,
-                   "arenakit malloc: allocated %zu B (peak %zu), committed %zu B (peak %zu), resident %zu B\n"
-                   "  segments %zu, large blocks %zu (%zu B), heaps %zu, abandoned segments %zu\n"
-                   "  class    size      blocks   pages\n",
-                   s.allocated, s.peak_allocated, s.committed, s.peak_committed, s.resident, s.segments,
-                   s.large_blocks, s.large_bytes, s.heaps, s.abandoned);
-  for (size_t c = 0; rc >= 0 && c < s.nclasses; c++)
-    if (s.class_pages[c])
-      rc = fprintf(f, "  %5zu %7zu %11zu %7zu\n", c, s.class_size[c], s.class_blocks[c], s.class_pages[c]);
+  size_t wrote = fwrite(r.buf, 1, r.len, f);
+  pthread_mutex_unlock(&report_mu);
   /* A buffered stream fails only when it is flushed (a full disk,
    * /dev/full): flush, then ask the stream whether any write failed. */
-  if (rc >= 0 && fflush(f) == 0 && !ferror(f)) {
+  if (wrote == r.len && fflush(f) == 0 && !ferror(f)) {
     errno = saved;
     return 0;
   }
@@ -159,8 +329,54 @@ int ak_malloc_stats_print(FILE *f) {
   return -1;
 }
 
+/* report_path with each "%p" replaced by the pid (one file per process). */
+static void expand_path(char *out, size_t cap, long pid) {
+  report r = {out, 0, cap};
+  for (const char *t = report_path; *t; t++) {
+    if (t[0] == '%' && t[1] == 'p') {
+      put(&r, "%ld", pid);
+      t++;
+    } else {
+      put(&r, "%c", *t);
+    }
+  }
+}
+
+/* The AK_SHOW_STATS report: one per process, headed by the program's name
+ * and pid, written with write(2) to stderr or appended to the chosen file. */
 static void print_at_exit(void) {
-  if (atomic_load(&_ak_options[AK_OPTION_SHOW_STATS])) (void)ak_malloc_stats_print(stderr);
+  long form = atomic_load(&_ak_options[AK_OPTION_SHOW_STATS]);
+  if (form == AK_SHOW_STATS_OFF) return;
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  double elapsed =
+      (double)(now.tv_sec - heap_started.tv_sec) + (double)(now.tv_nsec - heap_started.tv_nsec) / 1e9;
+  long pid = (long)getpid();
+  pthread_mutex_lock(&report_mu);
+  ak_malloc_stats_get(&report_stats);
+  process_mem m;
+  process_mem_get(&m);
+  report r = {report_text, 0, sizeof report_text};
+  if (form == AK_SHOW_STATS_JSON) {
+    format_json(&r, &report_stats, &m, elapsed);
+  } else {
+    put(&r, "arenakit: %s (pid %ld", program_invocation_short_name, pid);
+    if (pid != (long)heap_pid) put(&r, ", forked from pid %ld", (long)heap_pid);
+    put(&r, "): heap statistics at exit, %.3f s after the heap started\n", elapsed);
+    format_text(&r, &report_stats, &m);
+  }
+  int fd = 2;
+  if (report_path[0]) {
+    char path[PATH_MAX];
+    expand_path(path, sizeof path, pid);
+    fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+      _ak_warn("AK_SHOW_STATS: cannot open %s: %s; the report goes to stderr", path, strerror(errno));
+    if (fd < 0) fd = 2;
+  }
+  (void)_ak_write_all(fd, r.buf, r.len);
+  if (fd != 2) close(fd);
+  pthread_mutex_unlock(&report_mu);
 }
 
 void _ak_stats_at_exit(void) { (void)atexit(print_at_exit); }

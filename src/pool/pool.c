@@ -1157,15 +1157,24 @@ int ak_pool_stats_print(const ak_pool *pub, FILE *f) {
   ak_pool_stats_get(pub, &s);
   static const char *const modes[] = {"threads", "none", "spinlock", "lockfree"};
   const _ak_pool_impl *p = pub ? _ak_impl(pub) : NULL;
+  char obj[AK_BYTES_TEXT], slot[AK_BYTES_TEXT], reserved[AK_BYTES_TEXT], resident[AK_BYTES_TEXT];
+  char committed[AK_BYTES_TEXT], spare[AK_BYTES_TEXT], purged[AK_BYTES_TEXT];
   int rc = fprintf(f,
-                   "pool '%s' (%s): object %zu B, slot %zu B\n"
-                   "  live %zu (peak %zu)\n"
-                   "  slabs %zu (peak %zu), reserved %zu B, resident %zu B\n"
-                   "  slabs obtained %zu, released %zu\n"
-                   "  committed %zu B, spare %zu B, purged %zu B so far\n",
-                   ak_pool_name(pub), p ? modes[p->sync] : "-", s.object_size, s.slot_size, s.live,
-                   s.peak_live, s.slabs, s.peak_slabs, s.bytes_reserved, s.bytes_resident, s.slab_allocs,
-                   s.slab_releases, s.bytes_committed, s.bytes_spare, s.bytes_purged);
+                   "pool '%s' (sync %s): objects of %s in slots of %s
+"
+                   "  live objects  %zu (peak %zu)
+"
+                   "  slabs         %zu (peak %zu): reserved %s, resident %s
+"
+                   "  slabs obtained %zu, released %zu
+"
+                   "  committed %s, spare %s, purged %s so far
+",
+                   ak_pool_name(pub), p ? modes[p->sync] : "-", _ak_format_bytes(obj, s.object_size),
+                   _ak_format_bytes(slot, s.slot_size), s.live, s.peak_live, s.slabs, s.peak_slabs,
+                   _ak_format_bytes(reserved, s.bytes_reserved), _ak_format_bytes(resident, s.bytes_resident),
+                   s.slab_allocs, s.slab_releases, _ak_format_bytes(committed, s.bytes_committed),
+                   _ak_format_bytes(spare, s.bytes_spare), _ak_format_bytes(purged, s.bytes_purged));
   /* The text may sit in the stream's buffer: only a flush says whether
    * it was written (/dev/full takes the fprintf and fails the flush). */
   int saved = errno, e = rc < 0 ? (errno ? errno : EIO) : 0;
