@@ -1160,16 +1160,11 @@ int ak_pool_stats_print(const ak_pool *pub, FILE *f) {
   char obj[AK_BYTES_TEXT], slot[AK_BYTES_TEXT], reserved[AK_BYTES_TEXT], resident[AK_BYTES_TEXT];
   char committed[AK_BYTES_TEXT], spare[AK_BYTES_TEXT], purged[AK_BYTES_TEXT];
   int rc = fprintf(f,
-                   "pool '%s' (sync %s): objects of %s in slots of %s
-"
-                   "  live objects  %zu (peak %zu)
-"
-                   "  slabs         %zu (peak %zu): reserved %s, resident %s
-"
-                   "  slabs obtained %zu, released %zu
-"
-                   "  committed %s, spare %s, purged %s so far
-",
+                   "pool '%s' (sync %s): objects of %s in slots of %s\n"
+                   "  live objects  %zu (peak %zu)\n"
+                   "  slabs         %zu (peak %zu): reserved %s, resident %s\n"
+                   "  slabs obtained %zu, released %zu\n"
+                   "  committed %s, spare %s, purged %s so far\n",
                    ak_pool_name(pub), p ? modes[p->sync] : "-", _ak_format_bytes(obj, s.object_size),
                    _ak_format_bytes(slot, s.slot_size), s.live, s.peak_live, s.slabs, s.peak_slabs,
                    _ak_format_bytes(reserved, s.bytes_reserved), _ak_format_bytes(resident, s.bytes_resident),
