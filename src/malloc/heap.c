@@ -55,10 +55,11 @@ static void heap_exit(void *arg);
  * only order in which any two of them are ever nested:
  *   1. _ak_heaps_mu      heap registry and reused heaps (heap.c; alone)
  *   2. _ak_abandoned_mu  abandoned segments (heap.c; held while releasing
- *                        a segment: takes 3 and 5 inside)
+ *                        a segment: takes 3 and 6 inside)
  *   3. cache_mu          segment cache (segment.c)
  *   4. huge_mu           huge-aligned registry (segment.c; a leaf)
- *   5. _ak_seg_mu        segment registry (segment.c; innermost)
+ *   5. lcache_mu         large-block cache (segment.c; a leaf)
+ *   6. _ak_seg_mu        segment registry (segment.c; innermost)
  * The parent releases them in reverse order; the child, in which no other
  * thread exists, initialises them afresh. The child may then malloc and
  * free, including blocks of any thread from before the fork (a block of a
@@ -67,7 +68,7 @@ static void heap_exit(void *arg);
 static void before_fork(void) {
   pthread_mutex_lock(&_ak_heaps_mu);
   pthread_mutex_lock(&_ak_abandoned_mu);
-  _ak_segment_fork_prepare(); /* cache_mu, huge_mu */
+  _ak_segment_fork_prepare(); /* cache_mu, huge_mu, lcache_mu */
   pthread_mutex_lock(&_ak_seg_mu);
 }
 static void after_fork_parent(void) {
@@ -407,7 +408,7 @@ void *_ak_malloc_slow(size_t n) {
     return NULL;
   }
   maybe_purge(h);
-  if (n > SOLO_MIN) return n > SOLO_MAX ? _ak_large_alloc(n, 16) : _ak_solo_alloc(h, n, false);
+  if (n > SOLO_MIN) return n > SOLO_MAX ? _ak_large_alloc(n, 16, false) : _ak_solo_alloc(h, n, false);
   unsigned cls = _ak_size_class(n);
   ak_page *pg = page_refill(h, cls);
   if (!pg) {

@@ -172,10 +172,15 @@ void *_ak_solo_alloc(ak_mheap *h, size_t n, bool zero);
 bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n);
 /** Frees the solo spans of `h` that other threads freed (remote lists). */
 void _ak_solo_collect(ak_mheap *h);
-/** Large blocks: own mapping, header segment. */
-void *_ak_large_alloc(size_t n, size_t align);
+/** Large blocks: own mapping, header segment; freed mappings go to the
+ *  large-block cache (segment.c). `zero`: the block reads as zero. NULL +
+ *  errno. */
+void *_ak_large_alloc(size_t n, size_t align, bool zero);
 void _ak_large_free(ak_segment *seg);
 void *_ak_large_realloc(ak_segment *seg, void *p, size_t n);
+/** Decommits cached large mappings older than the purge delay, unmaps
+ *  those older than the cache's unmap delay (all with force). */
+void _ak_large_cache_trim(bool force, uint64_t now_ms);
 /** Huge-aligned blocks (block on a segment boundary). */
 bool _ak_huge_aligned_free(void *p);
 size_t _ak_huge_aligned_size(const void *p);
@@ -222,6 +227,10 @@ void _ak_options_init(void);
 void _ak_stats_at_exit(void); /* registers the AK_SHOW_STATS printer */
 extern atomic_long _ak_options[AK_OPTION_COUNT_];
 void _ak_peak_sample(void);
+/** Raises the peak of allocated bytes to the last sampled small-block
+ *  bytes plus the large blocks live now (large alloc and realloc: cheap,
+ *  no walk). */
+void _ak_peak_note_large(void);
 
 /** Unlinks `s` from the doubly linked segment list starting at *head
  *  (a heap's segments or the abandoned list). */

@@ -469,7 +469,155 @@ bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n) {
 
 #define LARGE_HDR ((size_t)4096)
 
-void *_ak_large_alloc(size_t n, size_t align) {
+/* The large-block cache. A freed large block's mapping ([header | block],
+ * the block LARGE_HDR in) is kept instead of unmapped, so that a program
+ * that allocates and frees blocks above SOLO_MAX in a loop, or grows one by
+ * realloc, reuses pages that are mapped and resident: no system call, no
+ * page fault per page (glibc's adaptive mmap threshold keeps such blocks
+ * in its heap likewise; a fresh mapping each time cost 4.35 s against
+ * glibc's 0.05 s for 300 frees and mallocs of 5 MB). The policy, with the
+ * purge delay d (AK_PURGE_DELAY, ms):
+ *   reuse     a malloc takes the smallest cached mapping that holds it and
+ *             is at most twice its size (the most recently freed among
+ *             equals); a realloc that grows moves its pages into one
+ *             (mremap onto it: no copy, the cached pages past them stay)
+ *   decommit  a mapping cached for d ms gives its pages back (madvise),
+ *             keeping its range and its header page
+ *   unmap     after LCACHE_UNMAP_MS, or the oldest first when the cache
+ *             would pass LCACHE_SLOTS mappings or LCACHE_BYTES; all of
+ *             them before a fresh mapping is retried after ENOMEM, and at
+ *             ak_collect(true)
+ *   d == 0: nothing is cached (unmapped at once); d < 0: never decommitted.
+ * A cached mapping is no block: its segment-map bit is cleared and its
+ * magic zeroed, so free, realloc and malloc_usable_size of it end in the
+ * "not from arenakit" message like any freed large block; the kernel puts
+ * nothing else in its range while it is mapped, so the bit is set again
+ * when the mapping is reused. Committed bytes (stats) count a cached
+ * mapping until it is decommitted. lcache_mu is a leaf lock (nothing is
+ * taken under it); the system calls that unmap run after it is released. */
+#define LCACHE_SLOTS 16
+#define LCACHE_BYTES ((size_t)256 << 20)
+#define LCACHE_UNMAP_MS 1000u
+typedef struct lcache_entry {
+  ak_segment *seg;
+  size_t size;       /* bytes mapped */
+  uint64_t freed_ms; /* when it was freed */
+  bool decommitted;  /* pages past the header given back */
+} lcache_entry;
+static pthread_mutex_t lcache_mu = PTHREAD_MUTEX_INITIALIZER;
+static lcache_entry lcache[LCACHE_SLOTS];
+static int lcache_n;
+static size_t lcache_bytes;
+
+static long purge_delay(void) {
+  return atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
+}
+
+/* Removes entry i (under lcache_mu); returns it. */
+static lcache_entry lcache_remove(int i) {
+  lcache_entry e = lcache[i];
+  lcache[i] = lcache[--lcache_n];
+  lcache_bytes -= e.size;
+  return e;
+}
+
+/* Unmaps a mapping taken out of the cache (no lock held). */
+static void lcache_unmap(const lcache_entry *e) {
+  committed_sub(e->decommitted ? LARGE_HDR : e->size);
+  _ak_os_free(e->seg, e->size);
+}
+
+/* Decommits the entries cached for the purge delay and unmaps those past
+ * LCACHE_UNMAP_MS (all with `force`). */
+void _ak_large_cache_trim(bool force, uint64_t now) {
+  lcache_entry out[LCACHE_SLOTS];
+  int nout = 0;
+  long delay = purge_delay();
+  pthread_mutex_lock(&lcache_mu);
+  for (int i = 0; i < lcache_n;) {
+    lcache_entry *e = &lcache[i];
+    uint64_t age = now - e->freed_ms;
+    if (force || age >= LCACHE_UNMAP_MS) {
+      out[nout++] = lcache_remove(i);
+      continue;
+    }
+    if (!e->decommitted && delay >= 0 && age >= (uint64_t)delay) {
+      (void)_ak_os_decommit((char *)e->seg + LARGE_HDR, e->size - LARGE_HDR);
+      committed_sub(e->size - LARGE_HDR);
+      e->decommitted = true;
+    }
+    i++;
+  }
+  pthread_mutex_unlock(&lcache_mu);
+  for (int i = 0; i < nout; i++) lcache_unmap(&out[i]);
+}
+
+/* Takes the best cached mapping for `need` bytes (need .. 2 x need, the
+ * smallest, the most recently freed among equals) out of the cache: its
+ * size in *size, whether its pages still hold old data in *dirty; the
+ * mapping counts as committed again. NULL if none fits. */
+static ak_segment *lcache_take(size_t need, size_t *size, bool *dirty) {
+  if (!__atomic_load_n(&lcache_n, __ATOMIC_RELAXED))
+    return NULL; /* a racy peek: the common case costs no lock */
+  pthread_mutex_lock(&lcache_mu);
+  int best = -1;
+  for (int i = 0; i < lcache_n; i++) {
+    size_t sz = lcache[i].size;
+    if (sz < need || sz / 2 > need) continue;
+    if (best < 0 || sz < lcache[best].size ||
+        (sz == lcache[best].size && lcache[i].freed_ms > lcache[best].freed_ms))
+      best = i;
+  }
+  lcache_entry e = {NULL, 0, 0, false};
+  if (best >= 0) e = lcache_remove(best);
+  pthread_mutex_unlock(&lcache_mu);
+  if (!e.seg) return NULL;
+  if (e.decommitted) committed_add(e.size - LARGE_HDR); /* faulted in again as it is used */
+  *size = e.size;
+  *dirty = !e.decommitted;
+  return e.seg;
+}
+
+/* Puts the mapping of a freed large block (segment-map bit cleared, magic
+ * zeroed, still counted as committed) into the cache, or unmaps it. */
+static void lcache_put(ak_segment *seg, size_t size) {
+  long delay = purge_delay();
+  uint64_t now = _ak_now_ms();
+  lcache_entry out[LCACHE_SLOTS + 1];
+  int nout = 0;
+  if (delay == 0 || size > LCACHE_BYTES) {
+    out[nout++] = (lcache_entry){seg, size, now, false};
+  } else {
+    pthread_mutex_lock(&lcache_mu);
+    while (lcache_n == LCACHE_SLOTS || lcache_bytes + size > LCACHE_BYTES) { /* room: the oldest go */
+      int old = 0;
+      for (int i = 1; i < lcache_n; i++)
+        if (lcache[i].freed_ms < lcache[old].freed_ms) old = i;
+      out[nout++] = lcache_remove(old);
+    }
+    lcache[lcache_n++] = (lcache_entry){seg, size, now, false};
+    lcache_bytes += size;
+    pthread_mutex_unlock(&lcache_mu);
+  }
+  for (int i = 0; i < nout; i++) lcache_unmap(&out[i]);
+  _ak_large_cache_trim(false, now);
+}
+
+/* Makes `seg` (mapping of `map` bytes, block `off` in) a live large block. */
+static void *large_setup(ak_segment *seg, size_t map, size_t off) {
+  seg->magic = SEG_MAGIC;
+  seg->kind = SEG_LARGE;
+  seg->map_size = map;
+  seg->large_block = (uintptr_t)seg + off;
+  atomic_store_explicit(&seg->owner, OWNER_NONE, memory_order_relaxed); /* no free fast path */
+  registry_add(seg);
+  atomic_fetch_add_explicit(&_ak_large_count, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&_ak_large_bytes, map, memory_order_relaxed);
+  _ak_peak_note_large();
+  return (void *)seg->large_block;
+}
+
+void *_ak_large_alloc(size_t n, size_t align, bool zero) {
   /* At least one byte: the mapping must contain the block's address (a
    * zero-byte block at `align` >= 4 MiB would sit one past the mapping's
    * end, where another segment may be mapped, and its usable size, 0,
@@ -482,37 +630,64 @@ void *_ak_large_alloc(size_t n, size_t align) {
     return NULL;
   }
   size_t map = _ak_os_round_page(off + n);
+  if (off == LARGE_HDR) {
+    size_t size;
+    bool dirty;
+    ak_segment *seg = lcache_take(map, &size, &dirty);
+    if (seg) {
+      (void)_ak_segmap_set(seg, true); /* it was set for this address before: covered */
+      if (zero && dirty) memset((char *)seg + off, 0, n);
+      return large_setup(seg, size, off);
+    }
+  }
   /* The header precedes the block within the same 4 MiB, so masking finds
    * it; with align >= 4 MiB that is impossible and the block goes through
    * the huge-aligned registry instead. */
   size_t seg_align = align >= SEG_SIZE ? align : SEG_SIZE;
   ak_segment *seg = _ak_os_alloc(map, seg_align);
+  if (!seg && errno == ENOMEM && __atomic_load_n(&lcache_n, __ATOMIC_RELAXED)) {
+    _ak_large_cache_trim(true, 0); /* what the cache holds may be what the system lacks */
+    seg = _ak_os_alloc(map, seg_align);
+  }
   if (!seg) return NULL;
   if (!_ak_segmap_set(seg, true)) {
     _ak_os_free(seg, map);
     errno = ENOMEM;
     return NULL;
   }
-  seg->magic = SEG_MAGIC;
-  seg->kind = SEG_LARGE;
-  seg->map_size = map;
-  seg->large_block = (uintptr_t)seg + off;
-  atomic_store_explicit(&seg->owner, OWNER_NONE, memory_order_relaxed); /* no free fast path */
-  registry_add(seg);
-  atomic_fetch_add_explicit(&_ak_large_count, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&_ak_large_bytes, map, memory_order_relaxed);
   committed_add(map);
-  return (void *)seg->large_block;
+  return large_setup(seg, map, off); /* fresh mapping: zero */
 }
 
 void _ak_large_free(ak_segment *seg) {
   registry_remove(seg);
   atomic_fetch_sub_explicit(&_ak_large_count, 1, memory_order_relaxed);
   atomic_fetch_sub_explicit(&_ak_large_bytes, seg->map_size, memory_order_relaxed);
-  committed_sub(seg->map_size);
   seg->magic = 0;
   (void)_ak_segmap_set(seg, false);
-  _ak_os_free(seg, seg->map_size);
+  if (seg->large_block - (uintptr_t)seg == LARGE_HDR) {
+    lcache_put(seg, seg->map_size);
+  } else { /* aligned past the header (rare): not reused */
+    committed_sub(seg->map_size);
+    _ak_os_free(seg, seg->map_size);
+  }
+}
+
+/* A growing large block `seg` (old bytes mapped) moved into a cached
+ * mapping of at least `map` bytes: its pages go over the start of that
+ * mapping, whose later pages are resident already. NULL if none fits. */
+static ak_segment *large_grow_cached(ak_segment *seg, size_t old, size_t map) {
+  size_t size;
+  bool dirty;
+  ak_segment *to = lcache_take(map, &size, &dirty);
+  if (!to) return NULL;
+  if (_ak_os_move_into(seg, old, to) != 0) {
+    lcache_put(to, size); /* still as it was */
+    return NULL;
+  }
+  committed_sub(old); /* the pages moved replace as many of the cached mapping's */
+  to->map_size = size;
+  return to;
 }
 
 void *_ak_large_realloc(ak_segment *seg, void *p, size_t n) {
@@ -522,7 +697,9 @@ void *_ak_large_realloc(ak_segment *seg, void *p, size_t n) {
     return NULL;
   }
   size_t map = _ak_os_round_page(off + n);
-  if (map == seg->map_size) return p;
+  /* Fits and is not too loose (a mapping from the cache may be up to
+   * twice what was asked): stays. */
+  if (map <= seg->map_size && map >= seg->map_size / 2) return p;
   size_t old = seg->map_size;
   registry_remove(seg); /* it may move */
   /* The map's bit is cleared before the remap and set again after, where
@@ -531,19 +708,28 @@ void *_ak_large_realloc(ak_segment *seg, void *p, size_t n) {
    * the remap would undo (mremap moves below the map's limit, as every
    * mapping the kernel places without a hint above it). */
   (void)_ak_segmap_set(seg, false);
-  ak_segment *ns = _ak_os_remap(seg, old, map, SEG_SIZE);
+  ak_segment *ns = map > old && off == LARGE_HDR ? large_grow_cached(seg, old, map) : NULL;
+  if (ns) {
+    map = ns->map_size;
+  } else {
+    ns = _ak_os_remap(seg, old, map, SEG_SIZE);
+    if (ns) {
+      if (map > old)
+        committed_add(map - old);
+      else
+        committed_sub(old - map);
+    }
+  }
   (void)_ak_segmap_set(ns ? ns : seg, true);
   registry_add(ns ? ns : seg);
   if (!ns) return NULL;
   ns->map_size = map;
   ns->large_block = (uintptr_t)ns + off;
-  if (map > old) {
+  if (map > old)
     atomic_fetch_add_explicit(&_ak_large_bytes, map - old, memory_order_relaxed);
-    committed_add(map - old);
-  } else {
+  else
     atomic_fetch_sub_explicit(&_ak_large_bytes, old - map, memory_order_relaxed);
-    committed_sub(old - map);
-  }
+  _ak_peak_note_large();
   return (void *)ns->large_block;
 }
 
@@ -618,7 +804,7 @@ static bool huge_reserve(void) {
 
 void *_ak_huge_aligned_alloc(size_t n, size_t align);
 void *_ak_huge_aligned_alloc(size_t n, size_t align) {
-  void *p = _ak_large_alloc(n, align);
+  void *p = _ak_large_alloc(n, align, false);
   if (!p) return NULL;
   ak_segment *seg = (ak_segment *)((uintptr_t)p - align); /* the block sits `align` in */
   pthread_mutex_lock(&huge_mu);
@@ -639,18 +825,22 @@ void *_ak_huge_aligned_alloc(size_t n, size_t align) {
 }
 
 /* fork() (heap.c's handlers, which give the order of every malloc lock):
- * the segment cache's lock, then the huge-aligned registry's. */
+ * the segment cache's lock, the huge-aligned registry's, then the large
+ * cache's. */
 void _ak_segment_fork_prepare(void) {
   pthread_mutex_lock(&cache_mu);
   pthread_mutex_lock(&huge_mu);
+  pthread_mutex_lock(&lcache_mu);
 }
 
 void _ak_segment_fork_parent(void) {
+  pthread_mutex_unlock(&lcache_mu);
   pthread_mutex_unlock(&huge_mu);
   pthread_mutex_unlock(&cache_mu);
 }
 
 void _ak_segment_fork_child(void) {
+  pthread_mutex_init(&lcache_mu, NULL);
   pthread_mutex_init(&huge_mu, NULL);
   pthread_mutex_init(&cache_mu, NULL);
 }
