@@ -162,6 +162,115 @@ TEST(Realloc, LargeBlocksGrowWithoutCopying) {
   ak_free(q);
 }
 
+// Large blocks (above SOLO_MAX): a freed mapping is kept in the large-block
+// cache and reused without a system call; a growing realloc moves into a
+// cached mapping; the cache decommits after the purge delay and unmaps at
+// ak_collect(true).
+TEST(LargeCache, MallocFreeLoopReusesTheMapping) {
+  ak_collect(true);
+  const size_t n = size_t{5} << 20;
+  void *p = ak_malloc(n);
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 1, n);
+  ak_free(p);
+  _ak_os_counters a, b;
+  _ak_os_get_counters(&a);
+  for (int i = 0; i < 20; i++) {
+    void *q = ak_malloc(i % 2 ? n : n - 100000);  // the same mapping fits both
+    EXPECT_EQ(q, p);
+    std::memset(q, i, n - 100000);
+    ak_free(q);
+  }
+  _ak_os_get_counters(&b);
+  EXPECT_EQ(b.map_calls, a.map_calls) << "no new mapping while one is cached";
+  EXPECT_EQ(b.mapped_bytes, a.mapped_bytes);
+  ak_collect(true);
+  _ak_os_get_counters(&b);
+  EXPECT_LE(b.mapped_bytes + n, a.mapped_bytes) << "ak_collect(true) unmaps the cache";
+}
+
+TEST(LargeCache, CallocOfAReusedBlockIsZero) {
+  ak_collect(true);
+  const size_t n = size_t{6} << 20;
+  auto *p = static_cast<unsigned char *>(ak_malloc(n));
+  std::memset(p, 0xff, n);
+  ak_free(p);
+  auto *q = static_cast<unsigned char *>(ak_calloc(1, n));
+  ASSERT_EQ(q, p) << "the cached mapping is reused";
+  size_t nonzero = 0;
+  for (size_t i = 0; i < n; i++) nonzero += q[i] != 0;
+  EXPECT_EQ(nonzero, 0u);
+  ak_free(q);
+}
+
+TEST(LargeCache, ReallocGrowsIntoACachedMapping) {
+  ak_collect(true);
+  auto *big = static_cast<char *>(ak_malloc(size_t{40} << 20));
+  std::memset(big, 1, size_t{40} << 20);
+  ak_free(big);  // cached: 40 MiB
+  const size_t n = size_t{5} << 20;
+  auto *p = static_cast<char *>(ak_malloc(n));  // 40 MiB is too loose for 5: a mapping of its own
+  ASSERT_NE(p, big);
+  for (size_t i = 0; i < n; i++) p[i] = static_cast<char>(i * 7);
+  auto *q = static_cast<char *>(ak_realloc(p, size_t{30} << 20));
+  EXPECT_EQ(q, big) << "moved into the cached mapping";
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad += q[i] != static_cast<char>(i * 7);
+  EXPECT_EQ(bad, 0u);
+  EXPECT_GE(ak_usable_size(q), size_t{30} << 20);
+  std::memset(q, 2, size_t{30} << 20);
+  ak_free(q);
+  ak_collect(true);
+}
+
+TEST(LargeCache, DecommittedAfterThePurgeDelay) {
+  long old = ak_option_get(AK_OPTION_PURGE_DELAY);
+  ak_option_set(AK_OPTION_PURGE_DELAY, 20);
+  ak_collect(true);
+  const size_t n = size_t{8} << 20;
+  void *p = ak_malloc(n);
+  std::memset(p, 1, n);
+  ak_free(p);
+  size_t cached = committed();
+  _ak_os_counters a, b;
+  _ak_os_get_counters(&a);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  ak_collect(false);
+  EXPECT_LE(committed() + n - 4096, cached) << "decommitted once cached for the delay";
+  _ak_os_get_counters(&b);
+  EXPECT_EQ(b.mapped_bytes, a.mapped_bytes) << "still mapped (unmapped later)";
+  void *q = ak_malloc(n);
+  EXPECT_EQ(q, p);
+  ak_free(q);
+  ak_option_set(AK_OPTION_PURGE_DELAY, 0);  // delay 0: nothing is cached
+  ak_collect(true);
+  _ak_os_get_counters(&a);
+  q = ak_malloc(n);
+  ak_free(q);
+  _ak_os_get_counters(&b);
+  EXPECT_EQ(b.mapped_bytes, a.mapped_bytes) << "unmapped at once";
+  ak_option_set(AK_OPTION_PURGE_DELAY, old);
+}
+
+// A request just above a multiple of 64 KiB is not handed the rest of
+// another 64 KiB page.
+TEST(Malloc, SoloBlocksAreRoundedToFourKiB) {
+  for (size_t n : {size_t{65537}, size_t{70000}, size_t{131073}, size_t{1} << 20, size_t{3} << 20}) {
+    auto *p = static_cast<char *>(ak_malloc(n));
+    ASSERT_NE(p, nullptr);
+    size_t u = ak_usable_size(p);
+    EXPECT_GE(u, n);
+    EXPECT_LT(u, n + 4096) << n;
+    std::memset(p, 1, u);
+    auto *q = static_cast<char *>(ak_realloc(p, n + 5000));  // grows within its span or moves
+    ASSERT_NE(q, nullptr);
+    EXPECT_GE(ak_usable_size(q), n + 5000);
+    EXPECT_EQ(q[n - 1], 1);
+    std::memset(q, 2, n + 5000);
+    ak_free(q);
+  }
+}
+
 // Solo spans (SOLO_MIN < n <= SOLO_MAX): realloc grows a block into the
 // free pages after it and gives tail pages back when it shrinks, without
 // moving it; a buffer grown step by step is copied only a few times.
@@ -570,6 +679,17 @@ TEST(Stats, AddUpAndPrint) {
   EXPECT_NE(std::string(buf).find("allocated"), std::string::npos);
   for (void *p : v) ak_free(p);
   ak_free(big);
+}
+
+// The peak counts large blocks and their reallocs (it read 16 B after
+// 64 MiB of large realloc traffic).
+TEST(Stats, PeakCountsLargeBlocksAndRealloc) {
+  void *p = ak_malloc(size_t{5} << 20);
+  for (size_t n = size_t{6} << 20; n <= (size_t{64} << 20); n += size_t{2} << 20) p = ak_realloc(p, n);
+  ak_free(p);
+  ak_malloc_stats s;
+  ak_malloc_stats_get(&s);
+  EXPECT_GE(s.peak_allocated, size_t{64} << 20);
 }
 
 TEST(Options, DefaultsAndSet) {

@@ -357,6 +357,12 @@ void _ak_segment_purge(ak_segment *seg, bool force, uint64_t now_ms) {
  * grown step by step is copied only when its neighbour is taken. */
 
 /* Pages of a solo span holding `n` bytes (and the hardened guard). */
+/* The end of a solo block of `n` bytes starting at `start`: n rounded up
+ * to 4 KiB, so that a request just above a page multiple is not handed
+ * the rest of its last 64 KiB page (65,537 bytes got 131,072 usable). The
+ * span's pages after the end stay untouched. */
+static uintptr_t solo_end(uintptr_t start, size_t n) { return start + ((n + 4095) & ~(uintptr_t)4095); }
+
 static unsigned solo_pages(size_t n) {
   return (unsigned)((n + (ak_harden_guards ? GUARD : 0) + PAGE_SIZE_AK - 1) >> PAGE_SHIFT);
 }
@@ -417,6 +423,7 @@ void *_ak_solo_alloc(ak_mheap *h, size_t n, bool zero) {
   ak_page *pg = span_take(h, seg, (unsigned)at, k);
   if (!pg) return NULL;
   __atomic_store_n(&pg->cls, (uint16_t)CLS_SOLO, __ATOMIC_RELAXED);
+  pg->end = solo_end(pg->start, n); /* within the span (and before a hardened guard) */
   __atomic_store_n(&pg->block_size, (uint32_t)(pg->end - pg->start), __ATOMIC_RELAXED);
   pg->capacity = 1;
   pg->bump = pg->end;
@@ -434,7 +441,14 @@ void *_ak_solo_alloc(ak_mheap *h, size_t n, bool zero) {
 bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n) {
   if (n <= SOLO_MIN || n > SOLO_MAX) return false;
   unsigned at = (unsigned)(pg - seg->pages), k = pg->span, want = solo_pages(n);
-  if (want == k || (want < k && n >= (pg->end - pg->start) / 2)) return true; /* fits, not too loose */
+  size_t have = pg->end - pg->start;
+  if (want == k || (want < k && n >= have / 2)) { /* the span fits, not too loose */
+    if (n > have) {                               /* the block grows within its span */
+      pg->end = pg->bump = solo_end(pg->start, n);
+      __atomic_store_n(&pg->block_size, (uint32_t)(pg->end - pg->start), __ATOMIC_RELAXED);
+    }
+    return true;
+  }
   if (ak_harden_guards) return false; /* the guard would have to move: copy instead */
   if (want > k) {
     if (at + want > NPAGES) return false;
@@ -458,7 +472,7 @@ bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n) {
     seg->aged_mask = 0;
   }
   pg->span = (uint8_t)want;
-  pg->end = (uintptr_t)seg + (uintptr_t)(at + want) * PAGE_SIZE_AK;
+  pg->end = solo_end(pg->start, n);
   pg->bump = pg->end;
   __atomic_store_n(&pg->block_size, (uint32_t)(pg->end - pg->start), __ATOMIC_RELAXED);
   (void)h;
