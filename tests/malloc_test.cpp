@@ -655,6 +655,29 @@ TEST(MemoryReturn, QuietSegmentsArePurgedAfterTheDelay) {
   ak_option_set(AK_OPTION_PURGE_DELAY, old);
 }
 
+// Idle return: once the purge delay has passed, the next calls that reach
+// a slow path (here one block allocated and freed over and over) give back
+// the free pages of the heap's segments and of the cached empty segments,
+// without ak_collect.
+TEST(MemoryReturn, FreedMemoryGoesBackAfterTheDelayWithoutCollect) {
+  long old = ak_option_get(AK_OPTION_PURGE_DELAY);
+  ak_option_set(AK_OPTION_PURGE_DELAY, 25);
+  ak_collect(true);
+  ak_free(ak_malloc(1024));
+  size_t base = committed();
+  std::vector<void *> v;
+  for (int i = 0; i < 64 * 1024; i++) {  // 64 MiB of 1 KiB blocks
+    v.push_back(ak_malloc(1024));
+    std::memset(v.back(), 1, 1024);
+  }
+  for (void *p : v) ak_free(p);
+  EXPECT_GE(committed(), base + (size_t{8} << 20)) << "kept for a while: freed just now";
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  for (int i = 0; i < 20000; i++) ak_free(ak_malloc(1024));
+  EXPECT_LE(committed(), base + (size_t{256} << 10)) << "base " << base;
+  ak_option_set(AK_OPTION_PURGE_DELAY, old);
+}
+
 TEST(Stats, AddUpAndPrint) {
   ak_collect(true);
   ak_malloc_stats a;

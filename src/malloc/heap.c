@@ -47,6 +47,7 @@ static pthread_once_t heap_once = PTHREAD_ONCE_INIT;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void heap_exit(void *arg);
+static void maybe_purge(ak_mheap *h);
 
 /* fork(): the child has only the forking thread, so a malloc lock that
  * another thread held at the fork would stay locked in the child for good
@@ -232,6 +233,7 @@ static void page_release(ak_mheap *h, ak_page *pg) {
 }
 
 void _ak_page_retire(ak_mheap *h, ak_page *pg) {
+  maybe_purge(h); /* a loop that allocates and frees one block lands here on each free */
   if (pg->flags & PG_FULL) {
     full_remove(h, pg);
     queue_push_front(h, pg);
@@ -250,7 +252,7 @@ void _ak_page_retire(ak_mheap *h, ak_page *pg) {
 static void segment_adopt(ak_mheap *h, ak_segment *seg) {
   /* The adopter is about to reuse the free pages: the segment's aging
    * starts again, rather than decommitting pages that are faulted in next. */
-  seg->aged_mask = 0;
+  seg->active_ms = _ak_now_ms();
   seg->next = h->segs;
   seg->prev = NULL;
   if (h->segs) h->segs->prev = seg;
@@ -310,10 +312,20 @@ static bool adopt(ak_mheap *h) {
   return true;
 }
 
-/* True if one of h's segments has a page in no span. */
-static bool heap_has_free_page(const ak_mheap *h) {
-  for (const ak_segment *s = h->segs; s; s = s->next)
-    if (s->free_mask) return true;
+/* True if one of h's segments has `k` consecutive pages in no span (from
+ * page 1 when k > 1: page 0 holds one-page spans only). */
+static bool heap_has_free_run(const ak_mheap *h, unsigned k) {
+  for (const ak_segment *s = h->segs; s; s = s->next) {
+    uint64_t f = k > 1 ? s->free_mask & ~UINT64_C(1) : s->free_mask;
+    for (unsigned i = 1; i < k && f; i++) f &= f >> 1; /* bit j: pages j .. j+k-1 free */
+    if (f) return true;
+  }
+  return false;
+}
+
+bool _ak_heap_adopt_for(ak_mheap *h, unsigned k) {
+  while (adopt(h))
+    if (heap_has_free_run(h, k)) return true;
   return false;
 }
 
@@ -345,7 +357,7 @@ static ak_page *page_refill(ak_mheap *h, unsigned cls) {
    * (a thread that starts adopts one, not all of its predecessors'). */
   while (adopt(h)) {
     if (h->pages[cls] != &_ak_empty_page) return page_refill(h, cls);
-    if (heap_has_free_page(h)) break;
+    if (heap_has_free_run(h, _ak_cls_span[cls])) break;
   }
   ak_page *pg = _ak_span_alloc(h, cls);
   if (!pg) return NULL;
@@ -394,11 +406,18 @@ static void sweep_abandoned(bool force, uint64_t now) {
   pthread_mutex_unlock(&_ak_abandoned_mu);
 }
 
+/* The purge tick, every 64 slow-path calls of a thread (allocations that
+ * refill, frees that empty a page or come from another thread, blocks
+ * above 1 KiB): decommits the free pages of this heap's quiet segments and
+ * of abandoned ones, and trims the segment and large-block caches. A clock
+ * read and a few compares when there is nothing to do. */
 static void maybe_purge(ak_mheap *h) {
   if ((++h->slow_calls & 63) != 0) return;
   uint64_t now = _ak_now_ms();
   for (ak_segment *s = h->segs; s; s = s->next) _ak_segment_purge(s, false, now);
   sweep_abandoned(false, now);
+  _ak_segment_cache_trim(false);
+  _ak_large_cache_trim(false, now);
 }
 
 void *_ak_malloc_slow(size_t n) {

@@ -89,12 +89,12 @@ typedef struct ak_segment {
   struct ak_segment *gnext, *gprev; /* registry of all small segments */
   uint64_t free_mask;               /* pages not in any span */
   uint64_t dirty_mask;              /* free pages not yet decommitted */
-  uint64_t aged_mask;               /* dirty pages free without a break since purge_tick:
-                                       decommitted at the next tick (aged_mask <= dirty_mask) */
   uint64_t decommit_mask;           /* free pages given back with madvise */
   uint64_t guard_mask;              /* hardened: pages whose last 4 KiB is PROT_NONE (kept
                                        when their span is freed, opened when a span covers them) */
-  uint64_t purge_tick;              /* ms of the last purge tick (aged_mask taken then) */
+  uint64_t active_ms;               /* last span taken, freed or resized, or adoption: the
+                                       free pages go once it is older than the purge delay */
+  uint64_t purged_ms;               /* last decommit of free pages (refault detection) */
   size_t first_page_start;          /* offset of page 0's block area */
   ak_page pages[NPAGES];
 } ak_segment;
@@ -184,7 +184,16 @@ void _ak_large_cache_trim(bool force, uint64_t now_ms);
 /** Huge-aligned blocks (block on a segment boundary). */
 bool _ak_huge_aligned_free(void *p);
 size_t _ak_huge_aligned_size(const void *p);
+/** Milliseconds of a monotonic clock (coarse: a few ms of resolution, a
+ *  few ns to read). */
 uint64_t _ak_now_ms(void);
+/** The purge delay in force at `now`: the AK_PURGE_DELAY option d, or
+ *  longer (up to PURGE_EXTEND_MAX_MS) for a while after memory was
+ *  decommitted and taken again soon after (_ak_purge_refault). <= 0 as d. */
+long _ak_purge_delay(uint64_t now);
+/** Memory decommitted at `purged_ms` is taken again at `now`: if that is
+ *  soon after, the purge delay in force doubles (see segment.c). */
+void _ak_purge_refault(uint64_t purged_ms, uint64_t now);
 /** fork(): takes (prepare), releases (parent) or initialises (child) the
  *  segment cache's and the huge-aligned registry's locks; heap.c's atfork
  *  handlers call them at their place in the lock order written there. */
@@ -215,6 +224,10 @@ void *_ak_malloc_slow(size_t n);
 void _ak_free_slow(void *p, ak_segment *seg);
 void _ak_page_retire(ak_mheap *h, ak_page *pg); /* local free emptied or unfilled a page */
 void _ak_heap_collect(ak_mheap *h, bool force); /* h may be NULL: abandoned segments only */
+/** Adopts abandoned segments (most recently abandoned first) until one of
+ *  h's segments has `k` consecutive free pages: true then, false when none
+ *  is left. Their free pages are reused instead of a fresh segment's. */
+bool _ak_heap_adopt_for(ak_mheap *h, unsigned k);
 extern pthread_mutex_t _ak_heaps_mu;
 extern ak_mheap *_ak_heap_list;
 extern ak_segment *_ak_abandoned;

@@ -21,8 +21,47 @@ atomic_size_t _ak_large_count, _ak_large_bytes, _ak_committed, _ak_peak_committe
 
 uint64_t _ak_now_ms(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* the vDSO's tick: no system call, ~5 ns */
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The purge delay in force. Free memory is decommitted once it has been
+ * unused for the purge delay d (AK_PURGE_DELAY, 10 ms by default), so
+ * that a program that stops using memory gives it back soon. A program
+ * that frees and reuses memory in cycles a little longer than d (threads
+ * that come and go every few tens of ms, a buffer freed and allocated
+ * again each frame) would have it decommitted just before each reuse and
+ * fault every page in again (on the thread-churn workload 1.5 GiB of
+ * madvise a second, 5x glibc's page faults). So when memory is taken again
+ * within 4 x the delay in force after it was decommitted, the delay in
+ * force doubles, up to PURGE_EXTEND_MAX_MS; once PURGE_EXTEND_WINDOW_MS
+ * pass without such a refault it is d again. A program that goes idle thus
+ * has its memory back within PURGE_EXTEND_WINDOW_MS + PURGE_EXTEND_MAX_MS
+ * at worst, d after a quiet period. d <= 0 is never extended. */
+#define PURGE_EXTEND_MAX_MS 320
+#define PURGE_EXTEND_WINDOW_MS 1000u
+static _Atomic long purge_extended;       /* the extended delay (ms) */
+static _Atomic long purge_extended_from;  /* the option's value it extends (a new value drops it) */
+static _Atomic uint64_t purge_refault_ms; /* the last refault */
+
+long _ak_purge_delay(uint64_t now) {
+  long d = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
+  if (d <= 0 || atomic_load_explicit(&purge_extended_from, memory_order_relaxed) != d) return d;
+  long e = atomic_load_explicit(&purge_extended, memory_order_relaxed);
+  if (e > d && now - atomic_load_explicit(&purge_refault_ms, memory_order_relaxed) < PURGE_EXTEND_WINDOW_MS)
+    return e;
+  return d;
+}
+
+void _ak_purge_refault(uint64_t purged_ms, uint64_t now) {
+  long d = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
+  long cur = _ak_purge_delay(now);
+  if (cur <= 0 || now - purged_ms >= 4 * (uint64_t)cur) return; /* long after: the purge was right */
+  long next = cur >= PURGE_EXTEND_MAX_MS / 2 ? PURGE_EXTEND_MAX_MS : 2 * cur;
+  if (next < cur) next = cur; /* d above the bound: d */
+  atomic_store_explicit(&purge_extended, next, memory_order_relaxed);
+  atomic_store_explicit(&purge_extended_from, d, memory_order_relaxed);
+  atomic_store_explicit(&purge_refault_ms, now, memory_order_relaxed);
 }
 
 static void committed_add(size_t n) {
@@ -72,11 +111,13 @@ static void registry_remove(ak_segment *seg) {
   pthread_mutex_unlock(&_ak_seg_mu);
 }
 
-/* A few empty segments are cached, pages still committed, so that
- * threads that come and go do not map, fault in and unmap a segment each;
- * one cached longer than the purge delay (or on ak_collect(true)) goes back
- * to the OS. Under cache_mu. */
+/* A few empty segments are cached so that threads that come and go do
+ * not map, fault in and unmap a segment each: reused most recently cached
+ * first, their free pages decommitted once cached for the purge delay,
+ * the segment unmapped after SEG_CACHE_UNMAP_MS (or on ak_collect(true)).
+ * Under cache_mu. */
 #define SEG_CACHE 4
+#define SEG_CACHE_UNMAP_MS 1000u
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
 static ak_segment *seg_cache[SEG_CACHE];
 static uint64_t seg_cache_since[SEG_CACHE];
@@ -89,21 +130,25 @@ static void segment_unmap(ak_segment *seg) {
   _ak_os_free(seg, SEG_SIZE);
 }
 
-/* Releases cached segments older than the purge delay (all with force). */
+/* Decommits the free pages of segments cached for the purge delay, unmaps
+ * those cached for SEG_CACHE_UNMAP_MS (all with force). */
 void _ak_segment_cache_trim(bool force) {
+  if (!force && !__atomic_load_n(&seg_cached, __ATOMIC_RELAXED)) return; /* racy peek: no lock when empty */
   ak_segment *out[SEG_CACHE];
   int nout = 0;
-  long delay = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
   uint64_t now = _ak_now_ms();
+  long delay = _ak_purge_delay(now);
   pthread_mutex_lock(&cache_mu);
   for (int i = 0; i < seg_cached;) {
-    if (force || delay < 0 || now - seg_cache_since[i] >= (uint64_t)delay) {
+    uint64_t age = now - seg_cache_since[i];
+    if (force || age >= SEG_CACHE_UNMAP_MS) {
       out[nout++] = seg_cache[i];
       seg_cache[i] = seg_cache[--seg_cached];
       seg_cache_since[i] = seg_cache_since[seg_cached];
-    } else {
-      i++;
+      continue;
     }
+    if (delay >= 0 && age >= (uint64_t)delay) _ak_segment_purge(seg_cache[i], true, now);
+    i++;
   }
   pthread_mutex_unlock(&cache_mu);
   for (int i = 0; i < nout; i++) segment_unmap(out[i]);
@@ -124,7 +169,6 @@ static ak_segment *segment_new(ak_mheap *h) {
     seg->decommit_mask = decommitted;
     seg->guard_mask = guarded;
     seg->dirty_mask = ALL_PAGES & ~decommitted;
-    seg->purge_tick = _ak_now_ms();
   } else {
     seg = _ak_os_alloc(SEG_SIZE, SEG_SIZE);
     if (!seg) return NULL;
@@ -137,6 +181,7 @@ static ak_segment *segment_new(ak_mheap *h) {
   }
   seg->magic = SEG_MAGIC;
   seg->kind = SEG_SMALL;
+  seg->active_ms = _ak_now_ms();
   atomic_store_explicit(&seg->owner, (uintptr_t)h, memory_order_relaxed);
   seg->free_mask = ALL_PAGES;
   seg->first_page_start = (sizeof(ak_segment) + 4095) & ~(size_t)4095;
@@ -209,10 +254,14 @@ static ak_page *span_take(ak_mheap *h, ak_segment *seg, unsigned at, unsigned k)
     seg->guard_mask &= ~(UINT64_C(1) << i);
   }
   /* Pages that were decommitted come back on first touch: count them. */
-  committed_add((size_t)__builtin_popcountll(bits & seg->decommit_mask) * PAGE_SIZE_AK);
+  uint64_t now = _ak_now_ms();
+  if (bits & seg->decommit_mask) {
+    committed_add((size_t)__builtin_popcountll(bits & seg->decommit_mask) * PAGE_SIZE_AK);
+    _ak_purge_refault(seg->purged_ms, now);
+  }
+  seg->active_ms = now;
   seg->free_mask &= ~bits;
   seg->dirty_mask &= ~bits;
-  seg->aged_mask &= ~bits;
   seg->decommit_mask &= ~bits;
   ak_page *pg = &seg->pages[at];
   /* Relaxed atomic stores: the stats walker reads these fields from other
@@ -257,10 +306,17 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
     for (ak_segment *s = h->segs; s && at < 0; s = s->next)
       if ((at = find_same_class(s, cls)) >= 0) seg = s;
   }
-  for (ak_segment *s = h->segs; s && at < 0; s = s->next) {
-    if ((at = find_run(s->free_mask, k, k == 1 ? 0 : 1)) >= 0) { /* page 0: one-page spans only */
-      seg = s;
-      break;
+  /* Committed free pages before decommitted ones, in any of h's segments:
+   * a decommitted page faults in again as it is carved, and a committed
+   * one left alone is decommitted after the delay (taking pages in list
+   * order faulted decommitted pages in while committed ones aged out). */
+  for (int pass = 0; pass < 2 && at < 0; pass++) {
+    for (ak_segment *s = h->segs; s; s = s->next) {
+      uint64_t m = pass == 0 ? s->free_mask & ~s->decommit_mask : s->free_mask;
+      if ((at = find_run(m, k, k == 1 ? 0 : 1)) >= 0) { /* page 0: one-page spans only */
+        seg = s;
+        break;
+      }
     }
   }
   if (!seg) {
@@ -293,9 +349,9 @@ void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg) {
   pg->flags = 0;
   seg->free_mask |= bits;
   seg->dirty_mask |= bits;
-  seg->aged_mask = 0; /* a busy segment is not purged: its aging starts again */
+  seg->active_ms = _ak_now_ms(); /* a busy segment is not purged */
   long delay = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
-  if (delay == 0) _ak_segment_purge(seg, true, 0);
+  if (delay == 0) _ak_segment_purge(seg, true, seg->active_ms);
   if (seg->free_mask == ALL_PAGES && h) {
     /* Keep one empty segment per heap; release any other at once, and one
      * that the heap took over only to settle frees (SEG_RELEASE_EMPTY). */
@@ -310,27 +366,21 @@ void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg) {
 }
 
 /* Purge policy: the free pages of a segment are decommitted once the
- * segment has been quiet - no span freed, shrunk or grown in place in it -
- * for at least the purge delay. Each segment keeps a tick: at a tick
- * (maybe_purge in heap.c, at most once per delay) the pages still in
- * aged_mask - free since the tick before - are decommitted, and the free
- * pages become the next aged_mask. Such activity empties aged_mask, and
- * taking a page removes it, so the pages of a segment that a program keeps
- * freeing and taking (realloc growth) stay committed and do not fault
- * again; once the program stops using the segment, its free pages go back
- * within two delays. (Earlier, every free page of a segment went once the
- * first of them was older than the delay: pages freed a moment before were
- * decommitted and faulted in again at once.) */
+ * segment has been quiet - no span taken, freed, grown or shrunk in it,
+ * no adoption - for the purge delay in force (active_ms, stamped by each
+ * of those), at the first purge tick after that (maybe_purge in heap.c,
+ * every 64 slow-path calls of a thread; sweep_abandoned; ak_collect). So
+ * the pages of a segment that a program keeps freeing and taking stay
+ * committed and do not fault again, and once the program stops using the
+ * segment its free pages go back at the next call that reaches a slow
+ * path. */
 void _ak_segment_purge(ak_segment *seg, bool force, uint64_t now_ms) {
   if (!seg->dirty_mask) return;
-  uint64_t purge = seg->dirty_mask;
   if (!force) {
-    long delay = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
-    if (delay < 0 || now_ms - seg->purge_tick < (uint64_t)delay) return;
-    purge = seg->aged_mask & seg->dirty_mask;
-    seg->aged_mask = seg->dirty_mask & ~purge;
-    seg->purge_tick = now_ms;
+    long delay = _ak_purge_delay(now_ms);
+    if (delay < 0 || now_ms - seg->active_ms < (uint64_t)delay) return;
   }
+  uint64_t purge = seg->dirty_mask;
   for (unsigned i = 0; i < NPAGES; i++) {
     if (!(purge & (UINT64_C(1) << i))) continue;
     unsigned j = i;
@@ -344,7 +394,7 @@ void _ak_segment_purge(ak_segment *seg, bool force, uint64_t now_ms) {
   }
   seg->decommit_mask |= purge;
   seg->dirty_mask &= ~purge;
-  seg->aged_mask &= ~purge;
+  seg->purged_ms = now_ms;
 }
 
 /* ---- solo spans --------------------------------------------------------------------
@@ -414,6 +464,7 @@ void *_ak_solo_alloc(ak_mheap *h, size_t n, bool zero) {
     _ak_solo_collect(h); /* blocks other threads freed, before mapping more */
     seg = solo_place(h, k, &at);
   }
+  if (!seg && _ak_heap_adopt_for(h, k)) seg = solo_place(h, k, &at); /* exited threads' pages */
   if (!seg) {
     seg = segment_new(h);
     if (!seg) return NULL;
@@ -454,12 +505,13 @@ bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n) {
     if (at + want > NPAGES) return false;
     uint64_t more = run_bits(at + k, want - k);
     if ((seg->free_mask & more) != more) return false;
-    committed_add((size_t)__builtin_popcountll(more & seg->decommit_mask) * PAGE_SIZE_AK);
+    if (more & seg->decommit_mask) {
+      committed_add((size_t)__builtin_popcountll(more & seg->decommit_mask) * PAGE_SIZE_AK);
+      _ak_purge_refault(seg->purged_ms, _ak_now_ms());
+    }
     seg->free_mask &= ~more;
     seg->dirty_mask &= ~more;
-    seg->aged_mask &= ~more;
     seg->decommit_mask &= ~more;
-    seg->aged_mask = 0; /* a segment whose blocks grow is busy too */
     for (unsigned i = k; i < want; i++) {
       __atomic_store_n(&seg->pages[at + i].head_off, (uint8_t)i, __ATOMIC_RELAXED);
       seg->pages[at + i].head = pg;
@@ -469,8 +521,8 @@ bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n) {
     uint64_t less = run_bits(at + want, k - want);
     seg->free_mask |= less;
     seg->dirty_mask |= less;
-    seg->aged_mask = 0;
   }
+  seg->active_ms = _ak_now_ms(); /* a segment whose blocks grow or shrink is busy */
   pg->span = (uint8_t)want;
   pg->end = solo_end(pg->start, n);
   pg->bump = pg->end;
@@ -495,8 +547,10 @@ bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n) {
  *             is at most twice its size (the most recently freed among
  *             equals); a realloc that grows moves its pages into one
  *             (mremap onto it: no copy, the cached pages past them stay)
- *   decommit  a mapping cached for d ms gives its pages back (madvise),
- *             keeping its range and its header page
+ *   decommit  a mapping cached for the purge delay in force (d, longer
+ *             while memory is reused soon after it was decommitted:
+ *             _ak_purge_delay) gives its pages back (madvise), keeping its
+ *             range and its header page
  *   unmap     after LCACHE_UNMAP_MS, or the oldest first when the cache
  *             would pass LCACHE_SLOTS mappings or LCACHE_BYTES; all of
  *             them before a fresh mapping is retried after ENOMEM, and at
@@ -514,9 +568,10 @@ bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n) {
 #define LCACHE_UNMAP_MS 1000u
 typedef struct lcache_entry {
   ak_segment *seg;
-  size_t size;       /* bytes mapped */
-  uint64_t freed_ms; /* when it was freed */
-  bool decommitted;  /* pages past the header given back */
+  size_t size;        /* bytes mapped */
+  uint64_t freed_ms;  /* when it was freed */
+  uint64_t purged_ms; /* when it was decommitted */
+  bool decommitted;   /* pages past the header given back */
 } lcache_entry;
 static pthread_mutex_t lcache_mu = PTHREAD_MUTEX_INITIALIZER;
 static lcache_entry lcache[LCACHE_SLOTS];
@@ -546,7 +601,8 @@ static void lcache_unmap(const lcache_entry *e) {
 void _ak_large_cache_trim(bool force, uint64_t now) {
   lcache_entry out[LCACHE_SLOTS];
   int nout = 0;
-  long delay = purge_delay();
+  if (!force && !__atomic_load_n(&lcache_n, __ATOMIC_RELAXED)) return; /* racy peek: no lock when empty */
+  long delay = _ak_purge_delay(now);
   pthread_mutex_lock(&lcache_mu);
   for (int i = 0; i < lcache_n;) {
     lcache_entry *e = &lcache[i];
@@ -559,6 +615,7 @@ void _ak_large_cache_trim(bool force, uint64_t now) {
       (void)_ak_os_decommit((char *)e->seg + LARGE_HDR, e->size - LARGE_HDR);
       committed_sub(e->size - LARGE_HDR);
       e->decommitted = true;
+      e->purged_ms = now;
     }
     i++;
   }
@@ -582,11 +639,14 @@ static ak_segment *lcache_take(size_t need, size_t *size, bool *dirty) {
         (sz == lcache[best].size && lcache[i].freed_ms > lcache[best].freed_ms))
       best = i;
   }
-  lcache_entry e = {NULL, 0, 0, false};
+  lcache_entry e = {NULL, 0, 0, 0, false};
   if (best >= 0) e = lcache_remove(best);
   pthread_mutex_unlock(&lcache_mu);
   if (!e.seg) return NULL;
-  if (e.decommitted) committed_add(e.size - LARGE_HDR); /* faulted in again as it is used */
+  if (e.decommitted) { /* faulted in again as it is used */
+    committed_add(e.size - LARGE_HDR);
+    _ak_purge_refault(e.purged_ms, _ak_now_ms());
+  }
   *size = e.size;
   *dirty = !e.decommitted;
   return e.seg;
@@ -600,7 +660,7 @@ static void lcache_put(ak_segment *seg, size_t size) {
   lcache_entry out[LCACHE_SLOTS + 1];
   int nout = 0;
   if (delay == 0 || size > LCACHE_BYTES) {
-    out[nout++] = (lcache_entry){seg, size, now, false};
+    out[nout++] = (lcache_entry){seg, size, now, 0, false};
   } else {
     pthread_mutex_lock(&lcache_mu);
     while (lcache_n == LCACHE_SLOTS || lcache_bytes + size > LCACHE_BYTES) { /* room: the oldest go */
@@ -609,7 +669,7 @@ static void lcache_put(ak_segment *seg, size_t size) {
         if (lcache[i].freed_ms < lcache[old].freed_ms) old = i;
       out[nout++] = lcache_remove(old);
     }
-    lcache[lcache_n++] = (lcache_entry){seg, size, now, false};
+    lcache[lcache_n++] = (lcache_entry){seg, size, now, 0, false};
     lcache_bytes += size;
     pthread_mutex_unlock(&lcache_mu);
   }
