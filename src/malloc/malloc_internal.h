@@ -160,8 +160,9 @@ void _ak_segment_release(ak_segment *seg);
 /** Gives cached segments older than the purge delay (all with force) back
  *  to the OS. */
 void _ak_segment_cache_trim(bool force);
-/** Decommits free pages older than the purge delay (all with force). */
-void _ak_segment_purge(ak_segment *seg, bool force, uint64_t now_ms);
+/** Decommits the free pages of `seg` if it has been quiet for `delay` ms
+ *  at `now_ms` (all of them with delay 0; none with delay < 0). */
+void _ak_segment_purge(ak_segment *seg, long delay, uint64_t now_ms);
 /** Solo spans (SOLO_MIN < n <= SOLO_MAX): a span of whole pages holding
  *  one block, in one of `h`'s segments (best fit). `zero`: the block reads
  *  as zero. NULL + errno. */
@@ -224,9 +225,9 @@ void *_ak_malloc_slow(size_t n);
 void _ak_free_slow(void *p, ak_segment *seg);
 void _ak_page_retire(ak_mheap *h, ak_page *pg); /* local free emptied or unfilled a page */
 void _ak_heap_collect(ak_mheap *h, bool force); /* h may be NULL: abandoned segments only */
-/** Adopts abandoned segments (most recently abandoned first) until one of
- *  h's segments has `k` consecutive free pages: true then, false when none
- *  is left. Their free pages are reused instead of a fresh segment's. */
+/** Adopts abandoned segments (most recently abandoned first, at most 4)
+ *  until one of h's segments has `k` consecutive free pages: true then,
+ *  false otherwise. Their free pages are reused instead of a fresh segment's. */
 bool _ak_heap_adopt_for(ak_mheap *h, unsigned k);
 extern pthread_mutex_t _ak_heaps_mu;
 extern ak_mheap *_ak_heap_list;

@@ -147,7 +147,7 @@ void _ak_segment_cache_trim(bool force) {
       seg_cache_since[i] = seg_cache_since[seg_cached];
       continue;
     }
-    if (delay >= 0 && age >= (uint64_t)delay) _ak_segment_purge(seg_cache[i], true, now);
+    if (delay >= 0 && age >= (uint64_t)delay) _ak_segment_purge(seg_cache[i], 0, now);
     i++;
   }
   pthread_mutex_unlock(&cache_mu);
@@ -212,13 +212,14 @@ static inline uint64_t run_bits(unsigned at, unsigned k) {
   return (k == 64 ? ALL_PAGES : ((UINT64_C(1) << k) - 1)) << at;
 }
 
-/* The lowest run of `k` free pages starting at page `from` or later. */
+/* The lowest run of `k` free pages in `free_mask` starting at page `from`
+ * or later, or -1: bit i of the AND of the mask shifted by 0 .. k-1 is set
+ * when pages i .. i+k-1 are all free. */
 static int find_run(uint64_t free_mask, unsigned k, unsigned from) {
-  for (unsigned i = from; i + k <= NPAGES; i++) {
-    uint64_t want = run_bits(i, k);
-    if ((free_mask & want) == want) return (int)i;
-  }
-  return -1;
+  uint64_t starts = free_mask;
+  for (unsigned j = 1; j < k && starts; j++) starts &= free_mask >> j;
+  starts &= from ? ~(uint64_t)0 << from : ~(uint64_t)0;
+  return starts ? (int)__builtin_ctzll(starts) : -1;
 }
 
 /* A free, still committed one-page span whose last class was `cls`, or
@@ -306,17 +307,25 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
     for (ak_segment *s = h->segs; s && at < 0; s = s->next)
       if ((at = find_same_class(s, cls)) >= 0) seg = s;
   }
-  /* Committed free pages before decommitted ones, in any of h's segments:
-   * a decommitted page faults in again as it is carved, and a committed
-   * one left alone is decommitted after the delay (taking pages in list
-   * order faulted decommitted pages in while committed ones aged out). */
-  for (int pass = 0; pass < 2 && at < 0; pass++) {
+  /* Committed free pages before decommitted ones (a decommitted page
+   * faults in again as it is carved, and a committed one left alone is
+   * decommitted after the delay), and among those the fullest segment of
+   * h's: new spans pack into segments in use, so that sparse ones (a few
+   * blocks left by threads that exited) drain, empty and go back instead of
+   * every segment keeping a few live spans among many free pages. */
+  if (at < 0) {
+    unsigned from = k == 1 ? 0 : 1, best = ~0u; /* page 0: one-page spans only */
     for (ak_segment *s = h->segs; s; s = s->next) {
-      uint64_t m = pass == 0 ? s->free_mask & ~s->decommit_mask : s->free_mask;
-      if ((at = find_run(m, k, k == 1 ? 0 : 1)) >= 0) { /* page 0: one-page spans only */
-        seg = s;
-        break;
+      unsigned score = (unsigned)__builtin_popcountll(s->free_mask);
+      if (score >= best) continue;
+      int a = find_run(s->free_mask & ~s->decommit_mask, k, from);
+      if (a < 0) {
+        score += NPAGES; /* decommitted pages only: after any committed run */
+        if (score >= best || (a = find_run(s->free_mask, k, from)) < 0) continue;
       }
+      best = score;
+      seg = s;
+      at = a;
     }
   }
   if (!seg) {
@@ -351,7 +360,7 @@ void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg) {
   seg->dirty_mask |= bits;
   seg->active_ms = _ak_now_ms(); /* a busy segment is not purged */
   long delay = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
-  if (delay == 0) _ak_segment_purge(seg, true, seg->active_ms);
+  if (delay == 0) _ak_segment_purge(seg, 0, seg->active_ms);
   if (seg->free_mask == ALL_PAGES && h) {
     /* Keep one empty segment per heap; release any other at once, and one
      * that the heap took over only to settle frees (SEG_RELEASE_EMPTY). */
@@ -374,12 +383,8 @@ void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg) {
  * committed and do not fault again, and once the program stops using the
  * segment its free pages go back at the next call that reaches a slow
  * path. */
-void _ak_segment_purge(ak_segment *seg, bool force, uint64_t now_ms) {
-  if (!seg->dirty_mask) return;
-  if (!force) {
-    long delay = _ak_purge_delay(now_ms);
-    if (delay < 0 || now_ms - seg->active_ms < (uint64_t)delay) return;
-  }
+void _ak_segment_purge(ak_segment *seg, long delay, uint64_t now_ms) {
+  if (!seg->dirty_mask || delay < 0 || now_ms - seg->active_ms < (uint64_t)delay) return;
   uint64_t purge = seg->dirty_mask;
   for (unsigned i = 0; i < NPAGES; i++) {
     if (!(purge & (UINT64_C(1) << i))) continue;
