@@ -33,9 +33,10 @@ uint64_t _ak_now_ms(void) {
  * again each frame) would have it decommitted just before each reuse and
  * fault every page in again (on the thread-churn workload 1.5 GiB of
  * madvise a second, 5x glibc's page faults). So when memory is taken again
- * within 4 x the delay in force after it was decommitted, the delay in
+ * within PURGE_EXTEND_WINDOW_MS after it was decommitted, the delay in
  * force doubles, up to PURGE_EXTEND_MAX_MS; once PURGE_EXTEND_WINDOW_MS
- * pass without such a refault it is d again. A program that goes idle thus
+ * pass without such a refault it is d again. (A window of 4 delays missed
+ * the refaults of rounds that a loaded machine stretched past it.) A program that goes idle thus
  * has its memory back within PURGE_EXTEND_WINDOW_MS + PURGE_EXTEND_MAX_MS
  * at worst, d after a quiet period. d <= 0 is never extended. */
 #define PURGE_EXTEND_MAX_MS 320
@@ -56,7 +57,7 @@ long _ak_purge_delay(uint64_t now) {
 void _ak_purge_refault(uint64_t purged_ms, uint64_t now) {
   long d = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
   long cur = _ak_purge_delay(now);
-  if (cur <= 0 || now - purged_ms >= 4 * (uint64_t)cur) return; /* long after: the purge was right */
+  if (cur <= 0 || now - purged_ms >= PURGE_EXTEND_WINDOW_MS) return; /* long after: the purge was right */
   long next = cur >= PURGE_EXTEND_MAX_MS / 2 ? PURGE_EXTEND_MAX_MS : 2 * cur;
   if (next < cur) next = cur; /* d above the bound: d */
   atomic_store_explicit(&purge_extended, next, memory_order_relaxed);
