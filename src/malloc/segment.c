@@ -39,7 +39,7 @@ uint64_t _ak_now_ms(void) {
  * the refaults of rounds that a loaded machine stretched past it.) A program that goes idle thus
  * has its memory back within PURGE_EXTEND_WINDOW_MS + PURGE_EXTEND_MAX_MS
  * at worst, d after a quiet period. d <= 0 is never extended. */
-#define PURGE_EXTEND_MAX_MS 320
+#define PURGE_EXTEND_MAX_MS 80
 #define PURGE_EXTEND_WINDOW_MS 1000u
 static _Atomic long purge_extended;       /* the extended delay (ms) */
 static _Atomic long purge_extended_from;  /* the option's value it extends (a new value drops it) */
