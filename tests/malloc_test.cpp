@@ -671,7 +671,6 @@ TEST(MemoryReturn, FreedMemoryGoesBackAfterTheDelayWithoutCollect) {
     std::memset(v.back(), 1, 1024);
   }
   for (void *p : v) ak_free(p);
-  EXPECT_GE(committed(), base + (size_t{8} << 20)) << "kept for a while: freed just now";
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
   for (int i = 0; i < 20000; i++) ak_free(ak_malloc(1024));
   EXPECT_LE(committed(), base + (size_t{256} << 10)) << "base " << base;

@@ -188,6 +188,10 @@ size_t _ak_huge_aligned_size(const void *p);
 /** Milliseconds of a monotonic clock (coarse: a few ms of resolution, a
  *  few ns to read). */
 uint64_t _ak_now_ms(void);
+/** Milliseconds from `then` to `now`, 0 if `then` is later: a time read
+ *  before a lock may precede a stamp that another thread wrote under it
+ *  (an unsigned difference would wrap and purge at once). */
+static inline uint64_t _ak_ms_since(uint64_t now, uint64_t then) { return now > then ? now - then : 0; }
 /** The purge delay in force at `now`: the AK_PURGE_DELAY option d, or
  *  longer (up to PURGE_EXTEND_MAX_MS) for a while after memory was
  *  decommitted and taken again soon after (_ak_purge_refault). <= 0 as d. */

@@ -49,7 +49,8 @@ long _ak_purge_delay(uint64_t now) {
   long d = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
   if (d <= 0 || atomic_load_explicit(&purge_extended_from, memory_order_relaxed) != d) return d;
   long e = atomic_load_explicit(&purge_extended, memory_order_relaxed);
-  if (e > d && now - atomic_load_explicit(&purge_refault_ms, memory_order_relaxed) < PURGE_EXTEND_WINDOW_MS)
+  if (e > d && _ak_ms_since(now, atomic_load_explicit(&purge_refault_ms, memory_order_relaxed)) <
+                   PURGE_EXTEND_WINDOW_MS)
     return e;
   return d;
 }
@@ -57,7 +58,8 @@ long _ak_purge_delay(uint64_t now) {
 void _ak_purge_refault(uint64_t purged_ms, uint64_t now) {
   long d = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
   long cur = _ak_purge_delay(now);
-  if (cur <= 0 || now - purged_ms >= PURGE_EXTEND_WINDOW_MS) return; /* long after: the purge was right */
+  if (cur <= 0 || _ak_ms_since(now, purged_ms) >= PURGE_EXTEND_WINDOW_MS)
+    return; /* long after: the purge was right */
   long next = cur >= PURGE_EXTEND_MAX_MS / 2 ? PURGE_EXTEND_MAX_MS : 2 * cur;
   if (next < cur) next = cur; /* d above the bound: d */
   atomic_store_explicit(&purge_extended, next, memory_order_relaxed);
@@ -122,7 +124,7 @@ static void registry_remove(ak_segment *seg) {
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
 static ak_segment *seg_cache[SEG_CACHE];
 static uint64_t seg_cache_since[SEG_CACHE];
-static int seg_cached;
+static _Atomic int seg_cached; /* atomic: peeked at without cache_mu */
 
 static void segment_unmap(ak_segment *seg) {
   committed_sub(SEG_SIZE - (size_t)__builtin_popcountll(seg->decommit_mask) * PAGE_SIZE_AK);
@@ -134,14 +136,15 @@ static void segment_unmap(ak_segment *seg) {
 /* Decommits the free pages of segments cached for the purge delay, unmaps
  * those cached for SEG_CACHE_UNMAP_MS (all with force). */
 void _ak_segment_cache_trim(bool force) {
-  if (!force && !__atomic_load_n(&seg_cached, __ATOMIC_RELAXED)) return; /* racy peek: no lock when empty */
+  if (!force && !atomic_load_explicit(&seg_cached, memory_order_relaxed))
+    return; /* racy peek: no lock when empty */
   ak_segment *out[SEG_CACHE];
   int nout = 0;
   uint64_t now = _ak_now_ms();
   long delay = _ak_purge_delay(now);
   pthread_mutex_lock(&cache_mu);
   for (int i = 0; i < seg_cached;) {
-    uint64_t age = now - seg_cache_since[i];
+    uint64_t age = _ak_ms_since(now, seg_cache_since[i]);
     if (force || age >= SEG_CACHE_UNMAP_MS) {
       out[nout++] = seg_cache[i];
       seg_cache[i] = seg_cache[--seg_cached];
@@ -385,7 +388,7 @@ void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg) {
  * segment its free pages go back at the next call that reaches a slow
  * path. */
 void _ak_segment_purge(ak_segment *seg, long delay, uint64_t now_ms) {
-  if (!seg->dirty_mask || delay < 0 || now_ms - seg->active_ms < (uint64_t)delay) return;
+  if (!seg->dirty_mask || delay < 0 || _ak_ms_since(now_ms, seg->active_ms) < (uint64_t)delay) return;
   uint64_t purge = seg->dirty_mask;
   for (unsigned i = 0; i < NPAGES; i++) {
     if (!(purge & (UINT64_C(1) << i))) continue;
@@ -581,7 +584,7 @@ typedef struct lcache_entry {
 } lcache_entry;
 static pthread_mutex_t lcache_mu = PTHREAD_MUTEX_INITIALIZER;
 static lcache_entry lcache[LCACHE_SLOTS];
-static int lcache_n;
+static _Atomic int lcache_n; /* atomic: peeked at without lcache_mu */
 static size_t lcache_bytes;
 
 static long purge_delay(void) {
@@ -607,12 +610,13 @@ static void lcache_unmap(const lcache_entry *e) {
 void _ak_large_cache_trim(bool force, uint64_t now) {
   lcache_entry out[LCACHE_SLOTS];
   int nout = 0;
-  if (!force && !__atomic_load_n(&lcache_n, __ATOMIC_RELAXED)) return; /* racy peek: no lock when empty */
+  if (!force && !atomic_load_explicit(&lcache_n, memory_order_relaxed))
+    return; /* racy peek: no lock when empty */
   long delay = _ak_purge_delay(now);
   pthread_mutex_lock(&lcache_mu);
   for (int i = 0; i < lcache_n;) {
     lcache_entry *e = &lcache[i];
-    uint64_t age = now - e->freed_ms;
+    uint64_t age = _ak_ms_since(now, e->freed_ms);
     if (force || age >= LCACHE_UNMAP_MS) {
       out[nout++] = lcache_remove(i);
       continue;
@@ -634,7 +638,7 @@ void _ak_large_cache_trim(bool force, uint64_t now) {
  * size in *size, whether its pages still hold old data in *dirty; the
  * mapping counts as committed again. NULL if none fits. */
 static ak_segment *lcache_take(size_t need, size_t *size, bool *dirty) {
-  if (!__atomic_load_n(&lcache_n, __ATOMIC_RELAXED))
+  if (!atomic_load_explicit(&lcache_n, memory_order_relaxed))
     return NULL; /* a racy peek: the common case costs no lock */
   pthread_mutex_lock(&lcache_mu);
   int best = -1;
@@ -725,7 +729,7 @@ void *_ak_large_alloc(size_t n, size_t align, bool zero) {
    * the huge-aligned registry instead. */
   size_t seg_align = align >= SEG_SIZE ? align : SEG_SIZE;
   ak_segment *seg = _ak_os_alloc(map, seg_align);
-  if (!seg && errno == ENOMEM && __atomic_load_n(&lcache_n, __ATOMIC_RELAXED)) {
+  if (!seg && errno == ENOMEM && atomic_load_explicit(&lcache_n, memory_order_relaxed)) {
     _ak_large_cache_trim(true, 0); /* what the cache holds may be what the system lacks */
     seg = _ak_os_alloc(map, seg_align);
   }
