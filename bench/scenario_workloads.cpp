@@ -587,6 +587,20 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
                               " MiB; 1.2 x mimalloc / arenakit",
                           kMaxRssVsMimalloc * m / a, 1.0, "x"});
   }
+  for (const char *wl : kWorkloads) {
+    double a = akmw::median(d, "arenakit", std::string(wl) + ".minflt");
+    double m = akmw::median(d, "mimalloc", std::string(wl) + ".minflt");
+    rep.checks.push_back({std::string("minor faults, ") + wl + ": arenakit " + akmw::fmt("%.0f", a) +
+                              ", mimalloc " + akmw::fmt("%.0f", m) +
+                              "; mimalloc / arenakit (at most mimalloc's)",
+                          m / std::max(a, 1.0), 1.0, "x"});
+  }
+  for (const char *wl : {"churn", "churn8"}) {
+    double a = time_of("arenakit", wl), gl = time_of("glibc", wl);
+    rep.checks.push_back({std::string("thread churn ") + wl + ": glibc " + akmw::fmt("%.3f", gl) +
+                              " s / arenakit " + akmw::fmt("%.3f", a) + " s (arenakit at most glibc's time)",
+                          gl / a, 1.0, "x"});
+  }
   rep.checks.push_back(
       {"workloads with intact blocks and no crash (" + std::to_string(problems.size()) + " problems): all",
        problems.empty() ? 1.0 : 0.0, 1, ""});
