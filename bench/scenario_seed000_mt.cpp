@@ -26,10 +26,12 @@
 // then for each T, every implementation in turn. AK_SYNC_THREADS runs so in
 // every child: the check compares it with the new/delete of the same
 // process (the tables show the glibc child's figures). Each pool (and the
-// mutex list) lives for the whole child, as a malloc heap does, and keeps
-// the slabs it emptied
-// (spare_slabs large enough for all objects) as the seed's allocator and
-// every malloc keep their memory: the figures are those of a warm allocator.
+// mutex list) lives for the whole child, as a malloc heap does. The pools
+// use default options: the slabs they empty are kept as spares under the
+// reclaim policy and reused by the next round, as the seed's allocator and
+// every malloc keep their memory (AKB_SEED000_SPARE=1 in the environment
+// gives the earlier tuned configuration instead: spare_slabs large enough
+// for every slab).
 //
 // The machine has 2 cores: every T above 2 is oversubscribed (threads
 // time-share the cores; a thread's duration then includes time it waited
@@ -258,8 +260,12 @@ int child(const akb::Params &params) {
   std::vector<int> mts = parse_list(params.count("mutex_threads") ? params.at("mutex_threads") : "1,2");
   const char *pre = std::getenv("LD_PRELOAD");
   bool glibc = !pre || !*pre;
-  // Enough spare slabs to keep every object's slab (64 KiB slabs).
-  std::size_t spare = static_cast<std::size_t>(objects * sizeof(data_t) / 65536 + 2 * kMaxT + 16);
+  // Default options (0), or, tuned, enough spare slabs to keep every
+  // object's slab (64 KiB slabs).
+  const char *tuned = std::getenv("AKB_SEED000_SPARE");
+  std::size_t spare = tuned && std::strcmp(tuned, "1") == 0
+                          ? static_cast<std::size_t>(objects * sizeof(data_t) / 65536 + 2 * kMaxT + 16)
+                          : 0;
   NewDelete nd;
   MutexFreeList mu;
   Pool spin(AK_SYNC_SPINLOCK, spare), lf(AK_SYNC_LOCKFREE, spare), thr(AK_SYNC_THREADS, spare);

@@ -45,11 +45,13 @@ std::string mode_name(ak_sync m) {
 struct Pool {
   ak_pool *p;
   explicit Pool(ak_pool_options o) : p(ak_pool_create(&o)) { EXPECT_NE(p, nullptr) << ak_last_error(); }
-  Pool(size_t size, ak_sync sync, size_t max = 0) {
+  // `at_once`: ARAL's policy (release_empty), an empty slab goes back at once.
+  Pool(size_t size, ak_sync sync, size_t max = 0, bool at_once = false) {
     ak_pool_options o{};
     o.object_size = size;
     o.sync = sync;
     o.max_objects = max;
+    o.release_empty = at_once;
     o.name = "test";
     p = ak_pool_create(&o);
     EXPECT_NE(p, nullptr) << ak_last_error();
@@ -62,12 +64,14 @@ struct Pool {
   }
 };
 
-// Options of a pool of 64-byte objects in `sync` keeping `spare` slabs.
+// Options of a pool of 64-byte objects in `sync` keeping exactly `spare`
+// slabs, ARAL's policy (release_empty): any other empty slab goes back at once.
 ak_pool_options spare_options(ak_sync sync, size_t spare) {
   ak_pool_options o{};
   o.object_size = 64;
   o.sync = sync;
   o.spare_slabs = spare;
+  o.release_empty = true;
   return o;
 }
 
@@ -259,7 +263,7 @@ TEST_P(PoolModes, MaxObjectsIsEnforcedOnEveryPath) {
 TEST_P(PoolModes, EverythingFreedGivesMemoryBack) {
   if (GetParam() == AK_SYNC_LOCKFREE) GTEST_SKIP() << "lock-free slabs stay mapped until trim (tested below)";
   size_t before = os_mapped();
-  Pool t(48, GetParam());
+  Pool t(48, GetParam(), 0, true);
   std::vector<void *> v;
   for (int i = 0; i < 200000; i++) {
     v.push_back(ak_pool_alloc(t.p));
@@ -471,7 +475,7 @@ TEST(PoolSlabs, UnhintedAlignedMappingMapsOnce) {
 // then takes no slow path, where it used to switch the current slab to the
 // other one and back (two calls into the library per such free).
 TEST(PoolNoneInline, FullCurrentSlabAllocatesFromTheNext) {
-  Pool t(16, AK_SYNC_NONE);
+  Pool t(16, AK_SYNC_NONE, 0, true);
   if (t.p->slab_mask == 0) GTEST_SKIP() << "the inline paths are off in this build (checked or tracked)";
   const uintptr_t mask = t.p->slab_mask;
   auto slab = [&](const void *o) { return reinterpret_cast<uintptr_t>(o) & mask; };
@@ -613,6 +617,7 @@ TEST(PoolBacking, HeapBacking) {
   o.object_size = 32;
   o.backing = AK_BACKING_HEAP;
   o.sync = AK_SYNC_NONE;
+  o.release_empty = true; /* empty slabs go back to the C heap at once */
   Pool t(o);
   std::vector<void *> v;
   for (int i = 0; i < 10000; i++) {
@@ -639,6 +644,7 @@ TEST(PoolBacking, FileGrowsAndShrinks) {
     o.path = path.c_str();
     o.sync = mode;
     o.name = "filepool";
+    o.release_empty = true; /* released slabs are punched out at once */
     {
       Pool t(o);
       std::vector<void *> v;
@@ -997,7 +1003,7 @@ TEST_P(PoolMagazine, TrimRacesWithOwners) {
 }
 
 TEST(PoolThreads, ThreadExitHandsSlabsBack) {
-  Pool t(64, AK_SYNC_THREADS);
+  Pool t(64, AK_SYNC_THREADS, 0, true);
   std::vector<void *> survivors;
   std::thread([&] {
     std::vector<void *> v;
@@ -1173,7 +1179,7 @@ TEST(PoolThreads, ThreadSparesAreBounded) {
 }
 
 TEST(PoolThreads, ManyShortLivedThreads) {
-  Pool t(40, AK_SYNC_THREADS);
+  Pool t(40, AK_SYNC_THREADS, 0, true);
   for (int round = 0; round < 50; round++) {
     std::vector<std::thread> th;
     for (int k = 0; k < 4; k++)
@@ -1201,7 +1207,7 @@ size_t slabs_holding(const std::vector<void *> &objs) { return slab_set(objs).si
 // the slabs it kept empty are released without a trim), the counts stay
 // exact, and the survivors freed by another thread leave nothing behind.
 TEST(PoolThreadExit, ThreadThatUsedEveryModeExits) {
-  Pool th(64, AK_SYNC_THREADS), sp(48, AK_SYNC_SPINLOCK), lf(48, AK_SYNC_LOCKFREE);
+  Pool th(64, AK_SYNC_THREADS, 0, true), sp(48, AK_SYNC_SPINLOCK, 0, true), lf(48, AK_SYNC_LOCKFREE, 0, true);
   Pool *pools[3] = {&th, &sp, &lf};
   std::vector<void *> survivors[3];
   std::thread([&] {
@@ -1401,7 +1407,7 @@ TEST(PoolThreadExit, TableGrowsPastTheCaches) {
 bool threads_inline_on(const ak_pool *p) { return p->tkey != 0; }
 
 TEST(PoolThreadsInline, OnByDefaultAndCountsExactly) {
-  Pool t(48, AK_SYNC_THREADS);
+  Pool t(48, AK_SYNC_THREADS, 0, true);
   if (!AK_CHECKED && !_ak_track_mode()) {
     EXPECT_TRUE(threads_inline_on(t.p)) << "a plain AK_SYNC_THREADS pool has inline paths";
   }

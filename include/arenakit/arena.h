@@ -193,8 +193,12 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_arena_alloc(ak_arena *a, size_t size, size_
 }
 
 /** Frees every allocation at once and keeps chunks for reuse as the retain
- *  policy says. Registered cleanups run first, newest first. Marks taken
- *  before the clear become invalid. Not thread-safe for `a`. Never fails. */
+ *  policy says. Kept chunks stay mapped; one left unused for the reclaim
+ *  policy's purge delay (arenakit/reclaim.h; 250 ms by default) has its
+ *  pages decommitted by the arena's next call that needs a chunk (or the
+ *  next clear), and is reused as it is. Registered cleanups run first,
+ *  newest first. Marks taken before the clear become invalid. Not
+ *  thread-safe for `a`. Never fails. */
 AK_API void ak_arena_clear(ak_arena *a);
 
 /** Runs the cleanups and returns every chunk to the OS. The caller buffer is

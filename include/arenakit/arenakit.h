@@ -13,5 +13,6 @@
 #include "arenakit/common.h"
 #include "arenakit/malloc.h"
 #include "arenakit/pool.h"
+#include "arenakit/reclaim.h"
 
 #endif /* ARENAKIT_ARENAKIT_H */

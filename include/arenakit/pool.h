@@ -7,8 +7,13 @@
  * object is found by masking its address. A free slot holds the link to
  * the next free slot, so objects carry zero bytes of overhead. Slabs with
  * free slots are kept fullest-first (Netdata ARAL's policy, or a strictly
- * sorted order with ak_pool_set_defragment()), and a slab that becomes
- * entirely free goes back to the OS at once, apart from `spare_slabs`.
+ * sorted order with ak_pool_set_defragment()). A slab that becomes
+ * entirely free is kept as a spare under the reclaim policy
+ * (arenakit/reclaim.h): reused first, its pages given back after the purge
+ * delay (250 ms by default), unmapped after the release delay (1 s), so a
+ * program that churns objects does not fault pages in again and one that
+ * stops gets its memory back. ARAL's policy (an empty slab goes back at
+ * once) is the option `release_empty`.
  *
  * Synchronisation is chosen per pool (ak_sync). A zeroed options struct
  * gives AK_SYNC_THREADS, which is safe and scales with threads; the fastest
@@ -106,18 +111,31 @@ typedef struct ak_pool_options {
                            locked (flock) while the pool lives: a path
                            another live pool holds is refused with EBUSY */
   bool defragment;    /**< start with strict fullest-first ordering */
-  size_t spare_slabs; /**< empty slabs kept for reuse instead of released
-                           (0: none - an empty slab goes back at once, as
-                           in ARAL, except the current slab while it is the
-                           only one with free slots). AK_SYNC_THREADS: up
-                           to this many per thread, of the slabs the
-                           thread emptied, reused by it without a lock
-                           (the pool keeps up to this many more, from
-                           exited threads) */
+  size_t spare_slabs; /**< a cap on the empty slabs kept for reuse (0: no
+                           cap but the reclaim policy's delays). By
+                           default spares are reused newest first,
+                           decommitted once unused for the purge delay and
+                           unmapped after the release delay
+                           (arenakit/reclaim.h); past the cap the oldest
+                           is unmapped. With release_empty: up to this
+                           many are kept, with no delay (0: none). In
+                           AK_SYNC_THREADS each thread also keeps up to
+                           this many of the slabs it emptied, reused by it
+                           without a lock and kept until ak_pool_trim()
+                           or the thread's exit. The current slab stays
+                           while it is the only one with free slots */
   const char *name;   /**< for messages and stats; copied; default "pool" */
+  bool release_empty; /**< ARAL's policy, chosen explicitly: a slab that
+                           becomes empty goes back to the backing at once
+                           (unmapped), apart from `spare_slabs` spares,
+                           which are kept until ak_pool_trim(). Lowest
+                           memory at every moment; a churning program
+                           maps and faults its slabs again each time
+                           (default false: the reclaim policy) */
 } ak_pool_options;
 
-/** Statistics of one pool (ak_pool_stats_get()). Version 1. */
+/** Statistics of one pool (ak_pool_stats_get()). Version 2 (added
+ *  bytes_committed, bytes_spare, bytes_purged). */
 typedef struct ak_pool_stats {
   unsigned version;   /**< AK_POOL_STATS_VERSION */
   size_t object_size; /**< bytes per object as configured */
@@ -150,9 +168,21 @@ typedef struct ak_pool_stats {
                               for a file, its pages in the page cache) */
   size_t slab_allocs;    /**< slabs obtained from the backing so far */
   size_t slab_releases;  /**< slabs given back so far */
+
+  /* Version 2: the reclaim policy's view (arenakit/reclaim.h). */
+  size_t bytes_committed; /**< bytes of slabs held whose pages are not
+                               decommitted (bytes_reserved less the
+                               purged spares'; a purged slab keeps its
+                               header page) */
+  size_t bytes_spare;     /**< bytes of empty slabs kept for reuse in the
+                               pool's spare set (committed or purged; not
+                               the per-thread spare_slabs of
+                               AK_SYNC_THREADS) */
+  size_t bytes_purged;    /**< bytes of spares decommitted by the reclaim
+                               policy so far (cumulative) */
 } ak_pool_stats;
 
-#define AK_POOL_STATS_VERSION 1u
+#define AK_POOL_STATS_VERSION 2u
 
 /** The first fields of every slab header (the rest is internal): what the
  *  inline paths of AK_SYNC_NONE need for a slab other than the current one
@@ -479,7 +509,7 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
  *  become empty goes on that slab's list (in AK_SYNC_THREADS only if the
  *  thread's heap owns the slab); anything else (a full slab gaining a slot,
  *  a slab becoming empty, a free from another thread) goes to the slow
- *  path, which keeps slabs ordered, releases empty ones and pushes remote
+ *  path, which keeps slabs ordered, gives empty ones to the spares and pushes remote
  *  frees. */
 AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
   uintptr_t sb = (uintptr_t)obj & p->slab_mask;
@@ -583,7 +613,9 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
 }
 
 /** Makes sure `n` more objects can be allocated without asking the backing
- *  for memory (slabs are obtained now). In AK_SYNC_THREADS the room goes to
+ *  for memory (slabs are obtained now: spare slabs first, taken out of the
+ *  spare set, so the reclaim policy does not give them back meanwhile, then
+ *  new ones). In AK_SYNC_THREADS the room goes to
  *  the calling thread. A request whose slabs would need more than the
  *  system can commit (RAM + swap, or the strict overcommit policy's limit,
  *  and RLIMIT_AS) fails at once with ENOMEM, and one beyond the free space
@@ -619,7 +651,9 @@ AK_API void ak_pool_trim(ak_pool *p);
 AK_API void ak_pool_set_defragment(ak_pool *p, bool on);
 
 /** Fills `out` (exact when no other thread uses the pool; a consistent
- *  approximation otherwise). Thread-safe. */
+ *  approximation otherwise). Like the slow paths of ak_pool_alloc() and
+ *  ak_pool_free(), it first applies the reclaim policy's due steps to the
+ *  pool's spares (arenakit/reclaim.h). Thread-safe. */
 AK_API void ak_pool_stats_get(const ak_pool *p, ak_pool_stats *out);
 
 /** Prints the stats of `p` in one readable block to `f` and flushes `f`.

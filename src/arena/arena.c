@@ -16,7 +16,16 @@
  * Chunk layout: [header (64 bytes) | data ...... end). Allocations move
  * a->ptr up from the first data byte. Regular chunks form one list in order
  * of first use: chunks before `cur` are full (for this cycle), chunks after
- * `cur` are spares kept by clear or restore. */
+ * `cur` are spares kept by clear or restore.
+ *
+ * Retained chunks follow the reclaim policy (common/reclaim.h) as far as
+ * the arena's contract allows: they stay mapped (the retain policy says
+ * which are kept), but a spare left unused for the purge delay has its data
+ * pages decommitted (purge_spares, on the slow path that looks for a chunk,
+ * and at clear), so a cleared arena does not hold its peak committed
+ * forever. A purged spare is reused as it is: its pages read as zero and
+ * fault in as they are written. The arena is not thread-safe, so only its
+ * own calls run the policy (no background thread). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdlib.h>
@@ -25,6 +34,7 @@
 #include "arenakit/arena.h"
 #include "common/error.h"
 #include "common/harden.h" /* AK_HARDENED */
+#include "common/reclaim.h"
 #include "common/track.h"
 #include "os/os_mem.h"
 
@@ -35,9 +45,11 @@ struct ak_arena_chunk {
   size_t size;   /* bytes mapped, header included (0 for the caller buffer) */
   uintptr_t end; /* one past the last data byte */
   unsigned flags;
+  uint64_t since; /* spares: reclaim clock (ms) when the chunk was last emptied */
 };
 
-enum { CHUNK_CALLER = 1u, CHUNK_USED = 2u };
+/* PURGED: a spare whose data pages were decommitted (the header stays). */
+enum { CHUNK_CALLER = 1u, CHUNK_USED = 2u, CHUNK_PURGED = 4u };
 #define HDR ((uintptr_t)64)
 _Static_assert(sizeof(ak_arena_chunk) <= 64, "chunk header must fit in HDR");
 
@@ -138,7 +150,7 @@ static ak_arena_chunk *map_chunk(ak_arena *a, size_t size) {
 static void enter(ak_arena *a, ak_arena_chunk *c) {
   if (a->cur) a->used_before += (size_t)(a->ptr - data_start(a->cur));
   a->cur = c;
-  c->flags |= CHUNK_USED;
+  c->flags = (c->flags | CHUNK_USED) & ~(unsigned)CHUNK_PURGED;
   a->ptr = data_start(c);
   refresh_limit(a);
 }
@@ -316,11 +328,27 @@ static size_t min_fresh_pad(size_t align) {
   return (align < page ? align : page) - HDR;
 }
 
+/* The reclaim policy on the spares after `cur` (emptied at `since`): the
+ * data pages of one unused for the purge delay are decommitted, from the
+ * first page boundary after the header to the end (the arena's chunks stay
+ * mapped: the release step does not apply). The caller buffer is left
+ * alone. */
+static void purge_spares(ak_arena *a, uint64_t now) {
+  size_t page = _ak_os_page_size();
+  for (ak_arena_chunk *c = a->cur ? a->cur->next : a->chunks; c; c = c->next) {
+    if (c->flags & (CHUNK_CALLER | CHUNK_PURGED) || _ak_reclaim_due(c->since, now, false) < 1) continue;
+    uintptr_t from = (data_start(c) + page - 1) & ~(uintptr_t)(page - 1);
+    if (c->end > from) (void)_ak_os_decommit((void *)from, c->end - from);
+    c->flags |= CHUNK_PURGED;
+  }
+}
+
 /* A regular chunk with room for `size` at `align` within the budget: the
  * first spare after `cur` that fits (moved to right after `cur`), else a
  * new mapping. NULL + errno when none: a new mapping that the budget cannot
  * use is unmapped again, so a failure leaves the arena as it was. */
 static ak_arena_chunk *next_regular(ak_arena *a, size_t size, size_t align) {
+  if (a->cur && a->cur->next) purge_spares(a, _ak_reclaim_now());
   ak_arena_chunk **link = a->cur ? &a->cur->next : &a->chunks;
   for (ak_arena_chunk **pp = link; *pp; pp = &(*pp)->next) {
     ak_arena_chunk *c = *pp;
@@ -482,6 +510,7 @@ void ak_arena_clear(ak_arena *a) {
   }
   release_large_until(a, NULL);
   size_t kept = 0;
+  uint64_t now = _ak_reclaim_now();
   ak_arena_chunk **pp = &a->chunks;
   while (*pp) {
     ak_arena_chunk *c = *pp;
@@ -495,6 +524,7 @@ void ak_arena_clear(ak_arena *a) {
     }
     if (keep || (c->flags & CHUNK_CALLER)) {
       kept += c->size;
+      if (c->flags & CHUNK_USED) c->since = now; /* emptied now; an unused spare keeps its age */
       c->flags &= ~(unsigned)CHUNK_USED;
       pp = &c->next;
     } else {
@@ -508,6 +538,7 @@ void ak_arena_clear(ak_arena *a) {
   a->requested = 0;
   if (a->chunks) {
     enter(a, a->chunks);
+    purge_spares(a, now);
   } else {
     refresh_limit(a);
   }
@@ -549,6 +580,11 @@ void ak_arena_restore(ak_arena *a, ak_arena_mark m) {
   run_cleanups(a, m.cleanups);
   if (a->tracked & AK_TRACK_MODE_VALGRIND) free_pieces_after(a, m.npieces);
   release_large_until(a, m.large);
+  if (a->cur) { /* the chunks entered after the mark's are spares again, emptied now */
+    uint64_t now = _ak_reclaim_now();
+    for (ak_arena_chunk *c = m.chunk ? m.chunk->next : a->chunks; c && c != a->cur->next; c = c->next)
+      c->since = now;
+  }
   if (m.chunk) {
     poison_from(a, m.chunk->next, 0);
     if (a->tracked) AK_TRACK_RELEASE((void *)m.ptr, m.chunk->end - m.ptr);

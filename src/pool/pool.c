@@ -61,7 +61,9 @@ static size_t g_grave_next;
  * finds none held by a thread that does not exist there. The order
  * (docs/design.md, "Fork"): g_pools_mu, pool_tls.c's g_mu, then for each
  * live pool in registry order its mutex `mu`, its spinlock `spin`, the file
- * backing's `file_mu` and the 64 shard locks of its slab table. They run
+ * backing's `file_mu`, the 64 shard locks of its slab table and the lock of
+ * its spare set (the reclaim module's own handlers take its registry; its
+ * background thread holds no lock while it waits for one of these). They run
  * before the malloc's (they are registered after it: the pool's block is
  * allocated first), as the pool's locks are taken around malloc calls and
  * never inside them. The child's only thread is the one that took them all,
@@ -74,11 +76,13 @@ static void fork_prepare(void) {
     _ak_word_lock(&q->spin);
     _ak_word_lock(&q->file_mu);
     _ak_table_lock_all(&q->table);
+    _ak_spare_set_lock(&q->spares);
   }
 }
 
 static void fork_release(void) {
   for (_ak_pool_impl *q = g_pools; q; q = q->next_pool) {
+    _ak_spare_set_unlock(&q->spares);
     _ak_table_unlock_all(&q->table);
     _ak_word_unlock(&q->file_mu);
     _ak_word_unlock(&q->spin);
@@ -405,19 +409,44 @@ static _ak_slab *slab_new(_ak_pool_impl *p, const char *call) {
   return s;
 }
 
-_ak_slab *_ak_pool_slab_get(_ak_pool_impl *p) {
-  if (p->spare.head) {
-    _ak_slab *s = p->spare.head;
-    /* A file spare may have been punched out (_ak_pool_slab_decommit):
-     * its blocks are allocated again before a slot is written. */
-    if (p->backing == AK_BACKING_FILE && _ak_os_file_alloc(p->fd, s->file_offset, p->slab_size) != 0) {
-      file_error(p, errno, "allocate", s->file_offset);
-      return NULL;
-    }
-    _ak_list_remove(&p->spare, s);
-    return s;
+/* The slab whose header holds spare-set node `n`. */
+static _ak_slab *spare_slab(_ak_spare *n) { return (_ak_slab *)((char *)n - offsetof(_ak_slab, spare)); }
+
+/* A spare slab (LOCKFREE's taken-down list first, then the spare set), or
+ * NULL; `*failed` when a punched-out file spare cannot get its blocks back
+ * (error reported; a taken-down LOCKFREE slab stays listed, a purged spare
+ * is released: put back, it would pass for a committed one). */
+static _ak_slab *spare_take(_ak_pool_impl *p, bool *failed) {
+  *failed = false;
+  _ak_slab *s = p->spare.head;
+  bool cold = true, listed = s != NULL;
+  if (!s) {
+    _ak_spare *n = _ak_spare_take(&p->spares, &cold);
+    if (!n) return NULL;
+    s = spare_slab(n);
   }
-  return slab_new(p, "ak_pool_alloc");
+  /* A file spare that was punched out (_ak_pool_slab_decommit) has its
+   * blocks allocated again before a slot is written. */
+  if (cold && p->backing == AK_BACKING_FILE && _ak_os_file_alloc(p->fd, s->file_offset, p->slab_size) != 0) {
+    int e = errno;
+    if (!listed) _ak_pool_slab_release(p, s);
+    file_error(p, e, "allocate", s->file_offset);
+    *failed = true;
+    return NULL;
+  }
+  if (listed) _ak_list_remove(&p->spare, s);
+  return s;
+}
+
+_ak_slab *_ak_pool_slab_spare(_ak_pool_impl *p) {
+  bool failed;
+  return spare_take(p, &failed);
+}
+
+_ak_slab *_ak_pool_slab_get(_ak_pool_impl *p) {
+  bool failed;
+  _ak_slab *s = spare_take(p, &failed);
+  return s || failed ? s : slab_new(p, "ak_pool_alloc");
 }
 
 void _ak_pool_slab_decommit(_ak_pool_impl *p, _ak_slab *s) {
@@ -449,16 +478,17 @@ void _ak_pool_slab_reset(_ak_slab *s) {
   s->flags |= AK_SLAB_F_REUSED;
 }
 
-bool _ak_pool_slab_keep(_ak_pool_impl *p, _ak_slab *s) {
-  if (p->spare.n >= p->spare_limit) return false;
+void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s) {
   _ak_pool_slab_reset(s);
-  _ak_list_push_front(&p->spare, s, AK_SLAB_SPARE);
-  return true;
+  s->list = AK_SLAB_SPARE;
+  _ak_spare_put(&p->spares, &s->spare, p->slab_size);
 }
 
-void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s) {
-  if (!_ak_pool_slab_keep(p, s)) _ak_pool_slab_release(p, s);
-}
+/* The spare set's view of a pool's slabs (common/reclaim.h). Decommit
+ * keeps the header page, where the set's node lives. */
+static void spare_decommit(_ak_spare *n, void *ctx) { _ak_pool_slab_decommit(ctx, spare_slab(n)); }
+static void spare_release(_ak_spare *n, void *ctx) { _ak_pool_slab_release(ctx, spare_slab(n)); }
+static const _ak_spare_ops pool_spare_ops = {spare_decommit, spare_release};
 
 /* ---- the serial core (AK_SYNC_NONE, AK_SYNC_SPINLOCK) ---------------------------- */
 
@@ -571,8 +601,7 @@ static inline void *serial_pop(_ak_pool_impl *p, bool may_grow) {
         size_t live = serial_live(p);
         if (live > p->peak_live) p->peak_live = live;
       }
-      if (!may_grow && !p->spare.head) return NULL;
-      s = _ak_pool_slab_get(p);
+      s = may_grow ? _ak_pool_slab_get(p) : _ak_pool_slab_spare(p);
       if (!s) return NULL;
       _ak_list_push_front(&p->avail, s, AK_SLAB_AVAIL);
     }
@@ -693,10 +722,11 @@ void *ak_pool_alloc_slow(ak_pool *pub) {
     _ak_fatal("ak_pool_alloc(%p): pool '%s' was destroyed (ak_pool_destroy)", (void *)pub, p->name);
   void *o;
   switch (p->sync) {
-    case AK_SYNC_THREADS: return _ak_threads_alloc(p);
+    case AK_SYNC_THREADS: _ak_spare_tick(&p->spares); return _ak_threads_alloc(p);
     case AK_SYNC_LOCKFREE: /* fall through: both are magazines over a shared structure */
     case AK_SYNC_SPINLOCK: return _ak_mag_alloc(p);
     default:
+      _ak_spare_tick(&p->spares); /* spares due for the policy (one clock read) */
       mirror_in(p);
       o = serial_alloc(p);
       mirror_out(p);
@@ -710,10 +740,14 @@ void ak_pool_free_slow(ak_pool *pub, void *o) {
   if (ak_config_validate && AK_UNLIKELY(p->destroyed))
     _ak_fatal("ak_pool_free(%p): pool '%s' was destroyed (ak_pool_destroy)", o, p->name);
   switch (p->sync) {
-    case AK_SYNC_THREADS: _ak_threads_free(p, o); return;
+    case AK_SYNC_THREADS:
+      _ak_spare_tick(&p->spares);
+      _ak_threads_free(p, o);
+      return;
     case AK_SYNC_LOCKFREE: /* fall through */
     case AK_SYNC_SPINLOCK: _ak_mag_free(p, o); return;
     default:
+      _ak_spare_tick(&p->spares);
       mirror_in(p);
       serial_free(p, o);
       mirror_out(p);
@@ -829,6 +863,7 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
   }
   p->max_objects = o.max_objects;
   p->spare_limit = o.spare_slabs;
+  p->release_empty = o.release_empty;
   p->backing = o.backing;
   p->fd = -1;
   snprintf(p->name, sizeof p->name, "%s", o.name ? o.name : "pool");
@@ -870,6 +905,14 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
   if (p->sync == AK_SYNC_SPINLOCK || p->sync == AK_SYNC_LOCKFREE) _ak_tls_register(p, &_ak_mag_tls);
   if (p->sync == AK_SYNC_THREADS) _ak_tls_register(p, &_ak_threads_tls);
   pthread_once(&g_fork_once, fork_register); /* after the malloc's own (see fork_prepare) */
+  /* The reclaim policy by default: spares kept for reuse and given back by
+   * time (spare_slabs, if set, caps them); with release_empty, ARAL's:
+   * spare_slabs kept, any other empty slab released at once. */
+  if (p->release_empty)
+    _ak_spare_set_init(&p->spares, &pool_spare_ops, p, o.spare_slabs, 0);
+  else
+    _ak_spare_set_init(&p->spares, &pool_spare_ops, p, o.spare_slabs ? o.spare_slabs : SIZE_MAX,
+                       AK_SPARE_TIMED | AK_SPARE_REGISTERED);
   pthread_mutex_lock(&g_pools_mu);
   p->next_pool = g_pools;
   g_pools = p;
@@ -913,6 +956,8 @@ void ak_pool_destroy(ak_pool *pub) {
   release_list(p, &p->full, NULL);
   release_list(p, &p->spare, NULL);
   release_list(p, &p->abandoned, NULL);
+  _ak_spare_drain(&p->spares);
+  _ak_spare_set_fini(&p->spares); /* waits for a pass of the background thread */
   if (ak_config_checked && live)
     fprintf(stderr, "arenakit: ak_pool_destroy: pool '%s' had %zu live objects\n", p->name, live);
   if (p->tracked & AK_TRACK_MODE_VALGRIND) AK_VG_DESTROY_POOL(p->vg_pool);
@@ -991,10 +1036,12 @@ int ak_pool_reserve(ak_pool *pub, size_t n) {
   mirror_in(p);
   size_t room = 0;
   for (_ak_slab *s = p->avail.head; s; s = s->next) room += s->capacity - s->used;
-  room += p->spare.n * p->capacity;
   int rc = 0;
   while (room < n) {
-    _ak_slab *s = slab_new(p, "ak_pool_reserve");
+    /* Spares are taken onto `avail`, not counted: the reclaim policy could
+     * release them before they are used. */
+    _ak_slab *s = _ak_pool_slab_spare(p);
+    if (!s) s = slab_new(p, "ak_pool_reserve");
     if (!s) {
       rc = errno ? errno : ENOMEM;
       break;
@@ -1030,7 +1077,7 @@ void ak_pool_trim(ak_pool *pub) {
     spin_lock(p);
   }
   mirror_in(p);
-  release_list(p, &p->spare, NULL);
+  _ak_spare_drain(&p->spares);
   for (_ak_slab *s = p->avail.head, *next; s; s = next) {
     next = s->next;
     if (s->used == 0) {
@@ -1080,7 +1127,21 @@ void ak_pool_stats_get(const ak_pool *pub, ak_pool_stats *out) {
     if (out->live > p->peak_live) p->peak_live = out->live;
     out->peak_live = p->peak_live;
   }
+  _ak_spare_tick(&p->spares); /* the counts show the policy's due steps done */
   _ak_table_stats(&p->table, p->slab_size, out);
+  _ak_spare_counts sc;
+  _ak_spare_stats(&p->spares, &sc);
+  size_t cold = sc.spare_bytes - sc.committed;
+  out->bytes_committed = out->bytes_reserved > cold ? out->bytes_reserved - cold : 0;
+  out->bytes_spare = sc.spare_bytes;
+  out->bytes_purged = sc.purged_bytes;
+  if (p->sync == AK_SYNC_LOCKFREE) { /* slabs taken down by a trim: decommitted spares */
+    pthread_mutex_lock(&p->mu);
+    size_t down = p->spare.n * p->slab_size;
+    pthread_mutex_unlock(&p->mu);
+    out->bytes_spare += down;
+    out->bytes_committed = out->bytes_committed > down ? out->bytes_committed - down : 0;
+  }
 }
 
 int ak_pool_stats_print(const ak_pool *pub, FILE *f) {
@@ -1092,14 +1153,15 @@ int ak_pool_stats_print(const ak_pool *pub, FILE *f) {
   ak_pool_stats_get(pub, &s);
   static const char *const modes[] = {"threads", "none", "spinlock", "lockfree"};
   const _ak_pool_impl *p = pub ? _ak_impl(pub) : NULL;
-  int rc =
-      fprintf(f,
-              "pool '%s' (%s): object %zu B, slot %zu B\n"
-              "  live %zu (peak %zu)\n"
-              "  slabs %zu (peak %zu), reserved %zu B, resident %zu B\n"
-              "  slabs obtained %zu, released %zu\n",
-              ak_pool_name(pub), p ? modes[p->sync] : "-", s.object_size, s.slot_size, s.live, s.peak_live,
-              s.slabs, s.peak_slabs, s.bytes_reserved, s.bytes_resident, s.slab_allocs, s.slab_releases);
+  int rc = fprintf(f,
+                   "pool '%s' (%s): object %zu B, slot %zu B\n"
+                   "  live %zu (peak %zu)\n"
+                   "  slabs %zu (peak %zu), reserved %zu B, resident %zu B\n"
+                   "  slabs obtained %zu, released %zu\n"
+                   "  committed %zu B, spare %zu B, purged %zu B so far\n",
+                   ak_pool_name(pub), p ? modes[p->sync] : "-", s.object_size, s.slot_size, s.live,
+                   s.peak_live, s.slabs, s.peak_slabs, s.bytes_reserved, s.bytes_resident, s.slab_allocs,
+                   s.slab_releases, s.bytes_committed, s.bytes_spare, s.bytes_purged);
   /* The text may sit in the stream's buffer: only a flush says whether
    * it was written (/dev/full takes the fprintf and fails the flush). */
   int saved = errno, e = rc < 0 ? (errno ? errno : EIO) : 0;

@@ -109,6 +109,7 @@ typedef struct _ak_pool_impl {
   size_t guard;   /* hardened: bytes of guard page at the end of each slab (0: none) */
   bool inline_ok; /* the creator's headers match this build's link encoding */
   size_t max_objects, spare_limit;
+  bool release_empty; /* ak_pool_options.release_empty: no time-based reuse */
   ak_backing backing;
   int fd;           /* file backing (under file_mu, as the fields below) */
   size_t file_size; /* bytes of the file in use: file slots (slabs) end to end */
@@ -133,7 +134,7 @@ typedef struct _ak_pool_impl {
   /* Serial core (NONE, SPINLOCK) and THREADS' shared lists: */
   _ak_slab_list avail;     /* slabs with free slots, fullest first */
   _ak_slab_list full;      /* slabs without free slots */
-  _ak_slab_list spare;     /* empty slabs kept for reuse */
+  _ak_slab_list spare;     /* LOCKFREE: slabs taken down by a trim (pool_lockfree.c) */
   _ak_slab_list abandoned; /* THREADS: slabs of exited threads */
   size_t live, peak_live;  /* serial modes: exact */
 
@@ -181,6 +182,13 @@ typedef struct _ak_pool_impl {
   atomic_bool t_adoptable; /* set when a slab is abandoned; cleared under mu when none is */
 
   _ak_slab_table table; /* every slab of the pool (ak_pool_owns, checks, counters) */
+  /* Empty slabs kept for reuse under the reclaim policy (common/reclaim.h):
+   * newest first, decommitted after the purge delay, released after the
+   * release delay or past spare_slabs; with release_empty, untimed and
+   * capped at spare_slabs (0: an empty slab goes back at once). Its own
+   * leaf lock, taken inside `mu` and `spin`; the background thread purges
+   * it too. */
+  _ak_spare_set spares;
 } _ak_pool_impl;
 
 static inline _ak_pool_impl *_ak_impl(const ak_pool *p) { return (_ak_pool_impl *)(uintptr_t)p; }
@@ -200,11 +208,12 @@ _ak_slab *_ak_pool_slab_get(_ak_pool_impl *p);
 _ak_slab *_ak_pool_slab_new(_ak_pool_impl *p);
 /** Makes an empty slab ready for reuse (lazy carving from its start). */
 void _ak_pool_slab_reset(_ak_slab *s);
-/** Keeps an empty slab as a spare if there is room (under `mu` in
- *  concurrent modes); false if it must be released. */
-bool _ak_pool_slab_keep(_ak_pool_impl *p, _ak_slab *s);
-/** Gives an empty slab back: to the spares if there is room, else to the
- *  backing (_ak_pool_slab_keep, then _ak_pool_slab_release). */
+/** A spare slab of `p` (its spare set, or LOCKFREE's taken-down list under
+ *  `mu`), reset and ready for use; NULL if none (errno + message if a file
+ *  spare's blocks cannot be allocated again). Needs no lock for the set. */
+_ak_slab *_ak_pool_slab_spare(_ak_pool_impl *p);
+/** Gives an empty slab (on no list) to the pool's spare set, which keeps
+ *  or releases it as the reclaim policy says; needs no pool lock. */
 void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s);
 /** Releases a slab to the backing unconditionally; needs no pool lock. */
 void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s);

@@ -113,17 +113,22 @@ static _ak_slab *heap_checkin(_ak_pool_heap *h) {
 
 /* Gives an empty slab of `h` (no longer listed, owner cleared) back: to
  * the heap's own spares if it keeps fewer than spare_limit (no lock), else
- * to the backing with no lock held (ARAL allocates and frees its pages
- * without a lock; the slab table has its own leaf locks). The pool's
- * shared spares are the slabs of exited threads (abandon). Nobody else can
- * reach the slab: it has no live object to be freed into it. */
+ * to the pool's spare set (its own leaf lock, no pool lock), which keeps
+ * it for reuse by any thread and gives it back by time, or releases it at
+ * once with release_empty (ARAL allocates and frees its pages without a
+ * lock; the slab table has its own leaf locks). Nobody else can reach the
+ * slab: it has no live object to be freed into it. */
 static void give_slab(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
   if (h->stash.n < p->spare_limit) {
     _ak_pool_slab_reset(s);
     _ak_list_push_front(&h->stash, s, AK_SLAB_SPARE);
     return;
   }
-  _ak_pool_slab_release(p, s);
+  s->heap = NULL;
+  if (p->release_empty)
+    _ak_pool_slab_release(p, s); /* ARAL: at once (the pool's spares are exited threads') */
+  else
+    _ak_pool_slab_put(p, s);
 }
 
 /* Puts `s`, found without a free slot, on the heap's full list (owner).
@@ -371,10 +376,15 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
    * mutex and lists, whose cache lines would travel between cores. */
   _ak_slab *s = adopt ? NULL : h->stash.head;
   if (s) _ak_list_remove(&h->stash, s);
-  /* With nothing to take from the pool's lists, the mutex is taken only
-   * for every 8th slab of a heap, to sample the high-water mark. */
-  if ((s || (!p->spare_limit && !adopt)) && !sample) {
-    if (!s) return new_slab(p, h);
+  /* With nothing to adopt, the pool's spare set (its own lock) or a new
+   * slab, no pool mutex: it is taken only for every 8th slab of a heap, to
+   * sample the high-water mark. */
+  if (!adopt && !sample) {
+    if (!s) {
+      s = _ak_pool_slab_spare(p);
+      if (!s) return new_slab(p, h);
+      s->heap = h;
+    }
     atomic_store(&s->owner, (uintptr_t)h);
     return s;
   }
@@ -388,8 +398,8 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
       live_add(h, s->used);
     } else if ((s = h->stash.head) != NULL) { /* `adopt` was stale */
       _ak_list_remove(&h->stash, s);
-    } else if ((s = p->spare.head) != NULL) {
-      _ak_list_remove(&p->spare, s);
+    } else {
+      s = _ak_pool_slab_spare(p);
     }
   }
   if (!p->max_objects) {
@@ -602,11 +612,7 @@ void _ak_threads_trim(_ak_pool_impl *p) {
   }
   pthread_mutex_lock(&p->mu);
   collect_abandoned(p, true);
-  while (p->spare.head) {
-    _ak_slab *s = p->spare.head;
-    _ak_list_remove(&p->spare, s);
-    _ak_pool_slab_release(p, s);
-  }
+  _ak_spare_drain(&p->spares);
   /* Other threads' heaps: their lists are theirs alone; ask them to trim
    * at their next slow path. */
   for (_ak_pool_heap *h = p->heaps; h; h = h->next)

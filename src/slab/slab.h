@@ -21,6 +21,7 @@
 
 #include "arenakit/common.h"
 #include "common/harden.h"
+#include "common/reclaim.h"
 
 #define AK_SLAB_MAGIC UINT64_C(0x616b2d736c616221) /* "ak-slab!" */
 
@@ -63,6 +64,7 @@ struct _ak_slab {
   _Atomic(void *) remote;
   void *heap;        /* owning heap (owner's copy, THREADS) */
   const char *name;  /* the owning pool's name, for messages */
+  _ak_spare spare;   /* while the slab is in its pool's spare set (common/reclaim.h) */
   uint64_t bitmap[]; /* checked build: 1 bit per live slot */
 };
 

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/* arenakit/reclaim.h - when memory that empties goes back to the OS.
+ *
+ * One policy for every component: memory that empties (a pool's slab, an
+ * arena chunk kept by a clear) becomes a spare, stamped with the time it
+ * emptied. Spares are reused first, the most recently emptied first (its
+ * pages are likeliest to be resident and cached). A spare left unused for
+ * the purge delay is decommitted (its pages are given back, the range
+ * stays mapped); one left unused for the release delay is unmapped. So a
+ * program that churns memory reuses it without page faults or munmap
+ * calls, and one that stops using it gets it back into the OS's hands.
+ *
+ * Without the background thread the policy runs on the components' slow
+ * paths (when they take or give a slab or chunk), which read a coarse
+ * clock once: memory of a program that makes no call stays where it is.
+ * The background thread (ak_reclaim_thread_start(), or the environment
+ * variable AK_BACKGROUND=1) returns it without any call.
+ */
+#ifndef ARENAKIT_RECLAIM_H
+#define ARENAKIT_RECLAIM_H
+
+#include <stdbool.h>
+
+#include "arenakit/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Default purge delay: ms a spare waits before its pages are decommitted. */
+#define AK_RECLAIM_PURGE_DELAY_MS 250
+/** Default release delay: ms after emptying before a spare is unmapped. */
+#define AK_RECLAIM_RELEASE_DELAY_MS 1000
+
+/** Sets the process-wide delays, in milliseconds: a spare unused for
+ *  `purge_ms` is decommitted (0: at once, as it empties; -1: never), one
+ *  unused for `release_ms` (counted from when it emptied) is unmapped
+ *  (-1: never; a value below purge_ms acts as purge_ms). Components that
+ *  keep their memory mapped by contract (the arena's retained chunks) only
+ *  decommit. Takes effect at the next check of each component. Returns 0,
+ *  or EINVAL (errno set, message in ak_last_error()) for a value below -1.
+ *  Thread-safe. */
+AK_API int ak_reclaim_set_delays(long purge_ms, long release_ms);
+
+/** Reads the delays in force (either pointer may be NULL). Thread-safe. */
+AK_API void ak_reclaim_get_delays(long *purge_ms, long *release_ms);
+
+/** Starts the background thread, which applies the policy to every pool
+ *  periodically (sleeping until the next spare is due, at most 250 ms), so
+ *  the memory of a program that went idle goes back. Also started by the
+ *  environment variable AK_BACKGROUND=1, read once, when the first pool is
+ *  created. Precedence: the calls win: ak_reclaim_thread_stop() stops a
+ *  thread the environment started, and AK_BACKGROUND=0 does not prevent
+ *  ak_reclaim_thread_start(). Fork: the thread does not exist in a child
+ *  (call this again there); the parent's keeps running. Returns 0 (also
+ *  when it already runs), or the errno of pthread_create (errno set,
+ *  message in ak_last_error()). Thread-safe. */
+AK_API int ak_reclaim_thread_start(void);
+
+/** Stops the background thread and waits for it to end (a pass in progress
+ *  finishes first). No-op if it does not run. Thread-safe; must not be
+ *  called from an atfork handler. */
+AK_API void ak_reclaim_thread_stop(void);
+
+/** True while the background thread runs. Thread-safe. */
+AK_API bool ak_reclaim_thread_running(void);
+
+/** Applies the policy to every pool now, as one pass of the background
+ *  thread does: spares past their delays are decommitted or unmapped.
+ *  Thread-safe. */
+AK_API void ak_reclaim_collect(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ARENAKIT_RECLAIM_H */

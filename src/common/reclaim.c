@@ -1,0 +1,474 @@
+/* SPDX-License-Identifier: MIT */
+/* reclaim.c - the memory-return policy: spare sets, the coarse clock, the
+ * delays and the background thread (reclaim.h, arenakit/reclaim.h).
+ *
+ * Locks, in order: g_ctl (start/stop of the thread), g_mu (the registry of
+ * sets, the thread's state), then a set's `mu` (a leaf; the owner's locks
+ * come before it). The thread holds g_mu only between sets: it pins a set,
+ * drops g_mu, purges it (the owner's release callbacks take the owner's
+ * leaf locks), and takes g_mu again; _ak_spare_set_fini waits for the pin
+ * to go. So the thread never holds g_mu while it waits for any other lock,
+ * and the atfork handlers (g_mu here; the owners take their own and their
+ * sets') cannot deadlock with it in either order. */
+#define _GNU_SOURCE
+#include "common/reclaim.h"
+
+#include <stdatomic.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/error.h"
+
+/* ---- the delays and the clock ----------------------------------------------- */
+
+static _Atomic long g_purge_ms = AK_RECLAIM_PURGE_DELAY_MS;
+static _Atomic long g_release_ms = AK_RECLAIM_RELEASE_DELAY_MS;
+static uint64_t (*_Atomic g_clock)(void);
+
+static void wake_thread(void);
+
+uint64_t _ak_reclaim_now(void) {
+  uint64_t (*fn)(void) = atomic_load_explicit(&g_clock, memory_order_acquire);
+  if (fn) return fn();
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void _ak_reclaim_set_clock(uint64_t (*now_ms)(void)) {
+  atomic_store_explicit(&g_clock, now_ms, memory_order_release);
+  wake_thread();
+}
+
+int ak_reclaim_set_delays(long purge_ms, long release_ms) {
+  if (purge_ms < -1 || release_ms < -1) {
+    _ak_error(EINVAL, "ak_reclaim_set_delays: delays %ld and %ld ms (each must be >= -1)", purge_ms,
+              release_ms);
+    return EINVAL;
+  }
+  atomic_store_explicit(&g_purge_ms, purge_ms, memory_order_relaxed);
+  atomic_store_explicit(&g_release_ms, release_ms, memory_order_relaxed);
+  wake_thread();
+  return 0;
+}
+
+void ak_reclaim_get_delays(long *purge_ms, long *release_ms) {
+  if (purge_ms) *purge_ms = atomic_load_explicit(&g_purge_ms, memory_order_relaxed);
+  if (release_ms) *release_ms = atomic_load_explicit(&g_release_ms, memory_order_relaxed);
+}
+
+/* The release delay as it applies: never below the purge delay (a spare is
+ * decommitted no later than it is released); -1 never. */
+static long release_delay(long purge) {
+  long r = atomic_load_explicit(&g_release_ms, memory_order_relaxed);
+  return (r >= 0 && purge > r) ? purge : r;
+}
+
+int _ak_reclaim_due(uint64_t since, uint64_t now, bool release_ok) {
+  long purge = atomic_load_explicit(&g_purge_ms, memory_order_relaxed);
+  long release = release_delay(purge);
+  uint64_t age = now > since ? now - since : 0;
+  if (release_ok && release >= 0 && age >= (uint64_t)release) return 2;
+  if (purge >= 0 && age >= (uint64_t)purge) return 1;
+  return 0;
+}
+
+/* ---- spare sets ------------------------------------------------------------------ */
+
+static void list_unlink(_ak_spare **head, _ak_spare **tail, _ak_spare *s) {
+  if (s->prev)
+    s->prev->next = s->next;
+  else
+    *head = s->next;
+  if (s->next)
+    s->next->prev = s->prev;
+  else
+    *tail = s->prev;
+  s->prev = s->next = NULL;
+}
+
+static void list_push_head(_ak_spare **head, _ak_spare **tail, _ak_spare *s) {
+  s->prev = NULL;
+  s->next = *head;
+  if (*head)
+    (*head)->prev = s;
+  else
+    *tail = s;
+  *head = s;
+}
+
+/* Takes `s` (hot or cold) out of the set and its counts (under mu). */
+static void set_unlink(_ak_spare_set *set, _ak_spare *s) {
+  if (s->cold) {
+    list_unlink(&set->cold, &set->cold_tail, s);
+  } else {
+    list_unlink(&set->hot, &set->hot_tail, s);
+    set->hot_bytes -= s->size;
+  }
+  set->n--;
+  set->bytes -= s->size;
+}
+
+/* Under mu: when the next step of the policy falls due (UINT64_MAX: none).
+ * Hot spares are sorted, so only the two lists' tails matter. */
+static void set_deadline(_ak_spare_set *set) {
+  uint64_t d = UINT64_MAX;
+  if (set->flags & AK_SPARE_TIMED) {
+    long purge = atomic_load_explicit(&g_purge_ms, memory_order_relaxed);
+    long release = set->ops->release ? release_delay(purge) : -1;
+    if (purge >= 0 && set->hot_tail) d = set->hot_tail->since + (uint64_t)purge;
+    _ak_spare *oldest = set->cold_tail ? set->cold_tail : set->hot_tail;
+    if (release >= 0 && oldest && oldest->since + (uint64_t)release < d)
+      d = oldest->since + (uint64_t)release;
+  }
+  __atomic_store_n(&set->deadline, d, __ATOMIC_RELAXED);
+}
+
+/* Under mu: decommits hot spare `s` and moves it to the cold list's head.
+ * Called on the hot list's tail only (or on the only hot spare), so the
+ * cold list stays sorted (every hot spare emptied after every cold one). */
+static void cool(_ak_spare_set *set, _ak_spare *s) {
+  list_unlink(&set->hot, &set->hot_tail, s);
+  set->hot_bytes -= s->size;
+  set->ops->decommit(s, set->ctx);
+  s->cold = 1;
+  set->purged_bytes += s->size;
+  list_push_head(&set->cold, &set->cold_tail, s);
+}
+
+/* Under mu: applies the policy at `now`; spares to release are unlinked
+ * and chained on `*out` (through `next`) for the caller to release once
+ * mu is dropped. */
+static void purge_locked(_ak_spare_set *set, uint64_t now, _ak_spare **out) {
+  if (set->flags & AK_SPARE_TIMED) {
+    bool release_ok = set->ops->release != NULL;
+    for (;;) { /* the oldest spares first: cold's tail, then hot's */
+      _ak_spare *o = set->cold_tail ? set->cold_tail : set->hot_tail;
+      if (!o || _ak_reclaim_due(o->since, now, release_ok) != 2) break;
+      set_unlink(set, o);
+      set->released_bytes += o->size;
+      o->next = *out;
+      *out = o;
+    }
+    while (set->hot_tail && _ak_reclaim_due(set->hot_tail->since, now, false) >= 1) cool(set, set->hot_tail);
+  }
+  set_deadline(set);
+}
+
+static void release_chain(_ak_spare_set *set, _ak_spare *s) {
+  while (s) {
+    _ak_spare *next = s->next;
+    set->ops->release(s, set->ctx);
+    s = next;
+  }
+}
+
+/* ---- the registry and the background thread ---------------------------------- */
+
+static pthread_mutex_t g_ctl = PTHREAD_MUTEX_INITIALIZER; /* start/stop */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;  /* registry, thread state */
+static pthread_cond_t g_wake;                             /* the thread sleeps on it */
+static pthread_cond_t g_unpinned;                         /* a set's pin went */
+static _ak_spare_set *g_sets;                             /* registered sets (under g_mu) */
+static pthread_t g_thread;
+static bool g_running, g_stop; /* under g_mu */
+static _Atomic size_t g_passes;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+/* fork: g_mu is taken (it is never held while its holder waits for
+ * another lock, so this cannot deadlock whatever order the handlers of
+ * other modules run in). g_ctl is not: ak_reclaim_thread_stop holds it
+ * while it joins the thread, which may wait for an owner's lock that
+ * another atfork handler already holds; the child makes it anew. */
+static void fork_prepare(void) { pthread_mutex_lock(&g_mu); }
+
+static void fork_parent(void) { pthread_mutex_unlock(&g_mu); }
+
+/* The condition variables: g_wake on the monotonic clock (the thread's
+ * timed waits), g_unpinned. */
+static void conds_init(void) {
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&g_wake, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_cond_init(&g_unpinned, NULL);
+}
+
+/* The child has no background thread: its pins are void, and g_ctl (maybe
+ * held by a parent thread starting or stopping the thread) and the
+ * condition variables it may have waited on are made anew. */
+static void fork_child(void) {
+  g_running = false;
+  g_stop = false;
+  for (_ak_spare_set *s = g_sets; s; s = s->reg_next) s->pins = 0;
+  conds_init();
+  pthread_mutex_init(&g_ctl, NULL);
+  pthread_mutex_unlock(&g_mu);
+}
+
+/* Once: the condition variables and the atfork handlers. */
+static void once_init(void) {
+  conds_init();
+  (void)pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+static void wake_thread(void) {
+  pthread_once(&g_once, once_init);
+  pthread_mutex_lock(&g_mu);
+  if (g_running) pthread_cond_signal(&g_wake);
+  pthread_mutex_unlock(&g_mu);
+}
+
+/* Under g_mu: one pass over the registered sets (the thread's, or
+ * ak_reclaim_collect's). Returns the ms until the next step falls due
+ * (5 to 250). */
+static long pass_locked(void) {
+  uint64_t next = UINT64_MAX;
+  for (_ak_spare_set *set = g_sets; set;) {
+    set->pins++;
+    pthread_mutex_unlock(&g_mu);
+    uint64_t now = _ak_reclaim_now();
+    uint64_t d = __atomic_load_n(&set->deadline, __ATOMIC_RELAXED);
+    if (now >= d) {
+      _ak_spare_purge(set, now);
+      d = __atomic_load_n(&set->deadline, __ATOMIC_RELAXED);
+    }
+    if (d != UINT64_MAX) {
+      uint64_t wait = d > now ? d - now : 0;
+      if (wait < next) next = wait;
+    }
+    pthread_mutex_lock(&g_mu);
+    _ak_spare_set *following = set->reg_next; /* read under g_mu: current */
+    if (--set->pins == 0) pthread_cond_broadcast(&g_unpinned);
+    set = following;
+  }
+  atomic_fetch_add_explicit(&g_passes, 1, memory_order_relaxed);
+  return next < 5 ? 5 : next > 250 ? 250 : (long)next;
+}
+
+static void *thread_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&g_mu);
+  while (!g_stop) {
+    long ms = pass_locked();
+    if (g_stop) break;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    (void)pthread_cond_timedwait(&g_wake, &g_mu, &ts);
+  }
+  pthread_mutex_unlock(&g_mu);
+  return NULL;
+}
+
+int ak_reclaim_thread_start(void) {
+  pthread_once(&g_once, once_init);
+  pthread_mutex_lock(&g_ctl);
+  int rc = 0;
+  if (!g_running) {
+    g_stop = false;
+    /* Signals are blocked in the thread: it must never run a handler. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&g_thread, NULL, thread_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0) {
+      pthread_mutex_lock(&g_mu);
+      g_running = true;
+      pthread_mutex_unlock(&g_mu);
+    } else {
+      _ak_error(rc, "ak_reclaim_thread_start: pthread_create failed: %s", strerror(rc));
+    }
+  }
+  pthread_mutex_unlock(&g_ctl);
+  return rc;
+}
+
+void ak_reclaim_thread_stop(void) {
+  pthread_once(&g_once, once_init);
+  pthread_mutex_lock(&g_ctl);
+  pthread_mutex_lock(&g_mu);
+  bool running = g_running;
+  if (running) {
+    g_stop = true;
+    pthread_cond_signal(&g_wake);
+  }
+  pthread_mutex_unlock(&g_mu);
+  if (running) {
+    pthread_join(g_thread, NULL);
+    pthread_mutex_lock(&g_mu);
+    g_running = false;
+    g_stop = false;
+    pthread_mutex_unlock(&g_mu);
+  }
+  pthread_mutex_unlock(&g_ctl);
+}
+
+bool ak_reclaim_thread_running(void) {
+  pthread_once(&g_once, once_init);
+  pthread_mutex_lock(&g_mu);
+  bool r = g_running;
+  pthread_mutex_unlock(&g_mu);
+  return r;
+}
+
+size_t _ak_reclaim_thread_passes(void) { return atomic_load_explicit(&g_passes, memory_order_relaxed); }
+
+void ak_reclaim_collect(void) {
+  pthread_once(&g_once, once_init);
+  pthread_mutex_lock(&g_mu);
+  (void)pass_locked(); /* what one pass of the thread does */
+  pthread_mutex_unlock(&g_mu);
+}
+
+/* AK_BACKGROUND, read once, at the first registration. */
+static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
+static void env_init(void) {
+  const char *v = getenv("AK_BACKGROUND");
+  if (!v || !*v || strcmp(v, "0") == 0) return;
+  if (strcmp(v, "1") != 0) {
+    fprintf(stderr, "arenakit: AK_BACKGROUND=%s is not 0 or 1; the background thread stays off\n", v);
+    return;
+  }
+  (void)ak_reclaim_thread_start();
+}
+
+/* ---- sets: the API ------------------------------------------------------------------ */
+
+void _ak_spare_set_init(_ak_spare_set *set, const _ak_spare_ops *ops, void *ctx, size_t cap, unsigned flags) {
+  memset(set, 0, sizeof *set);
+  pthread_mutex_init(&set->mu, NULL);
+  set->ops = ops;
+  set->ctx = ctx;
+  set->cap = cap;
+  set->flags = flags;
+  __atomic_store_n(&set->deadline, UINT64_MAX, __ATOMIC_RELAXED);
+  if (flags & AK_SPARE_REGISTERED) {
+    pthread_once(&g_once, once_init);
+    pthread_mutex_lock(&g_mu);
+    set->reg_next = g_sets;
+    if (g_sets) g_sets->reg_prev = set;
+    g_sets = set;
+    pthread_mutex_unlock(&g_mu);
+    pthread_once(&g_env_once, env_init);
+  }
+}
+
+void _ak_spare_set_fini(_ak_spare_set *set) {
+  if (set->flags & AK_SPARE_REGISTERED) {
+    pthread_mutex_lock(&g_mu);
+    while (set->pins) pthread_cond_wait(&g_unpinned, &g_mu);
+    if (set->reg_prev)
+      set->reg_prev->reg_next = set->reg_next;
+    else
+      g_sets = set->reg_next;
+    if (set->reg_next) set->reg_next->reg_prev = set->reg_prev;
+    pthread_mutex_unlock(&g_mu);
+    set->flags &= ~(unsigned)AK_SPARE_REGISTERED;
+  }
+  pthread_mutex_destroy(&set->mu);
+}
+
+void _ak_spare_put(_ak_spare_set *set, _ak_spare *s, size_t size) {
+  if (set->cap == 0) {
+    set->ops->release(s, set->ctx);
+    return;
+  }
+  uint64_t now = _ak_reclaim_now();
+  _ak_spare *out = NULL;
+  pthread_mutex_lock(&set->mu);
+  s->since = now;
+  s->size = size;
+  s->cold = 0;
+  list_push_head(&set->hot, &set->hot_tail, s);
+  set->n++;
+  set->bytes += size;
+  set->hot_bytes += size;
+  if (set->n > set->cap) { /* past the cap: the oldest spare goes */
+    _ak_spare *o = set->cold_tail ? set->cold_tail : set->hot_tail;
+    set_unlink(set, o);
+    set->released_bytes += o->size;
+    o->next = NULL;
+    out = o;
+  }
+  if (now >= __atomic_load_n(&set->deadline, __ATOMIC_RELAXED) || set->hot_tail == s ||
+      !(set->flags & AK_SPARE_TIMED))
+    purge_locked(set, now, &out); /* a first hot spare sets the deadline; purge 0 cools it at once */
+  pthread_mutex_unlock(&set->mu);
+  release_chain(set, out);
+}
+
+_ak_spare *_ak_spare_take(_ak_spare_set *set, bool *cold) {
+  _ak_spare *out = NULL, *s = NULL;
+  uint64_t d = __atomic_load_n(&set->deadline, __ATOMIC_RELAXED);
+  uint64_t now = d == UINT64_MAX ? 0 : _ak_reclaim_now();
+  pthread_mutex_lock(&set->mu);
+  if (now >= __atomic_load_n(&set->deadline, __ATOMIC_RELAXED)) purge_locked(set, now, &out);
+  s = set->hot ? set->hot : set->cold;
+  if (s) {
+    set_unlink(set, s);
+    set_deadline(set);
+  }
+  pthread_mutex_unlock(&set->mu);
+  release_chain(set, out);
+  if (s && cold) *cold = s->cold != 0;
+  return s;
+}
+
+void _ak_spare_tick(_ak_spare_set *set) {
+  uint64_t d = __atomic_load_n(&set->deadline, __ATOMIC_RELAXED);
+  if (AK_LIKELY(d == UINT64_MAX)) return;
+  uint64_t now = _ak_reclaim_now();
+  if (now >= d) _ak_spare_purge(set, now);
+}
+
+void _ak_spare_purge(_ak_spare_set *set, uint64_t now) {
+  _ak_spare *out = NULL;
+  pthread_mutex_lock(&set->mu);
+  purge_locked(set, now, &out);
+  pthread_mutex_unlock(&set->mu);
+  release_chain(set, out);
+}
+
+void _ak_spare_drain(_ak_spare_set *set) {
+  _ak_spare *out = NULL;
+  pthread_mutex_lock(&set->mu);
+  _ak_spare *lists[2] = {set->hot, set->cold};
+  for (int i = 0; i < 2; i++) {
+    for (_ak_spare *s = lists[i], *next; s; s = next) {
+      next = s->next;
+      s->next = out;
+      out = s;
+    }
+  }
+  set->hot = set->hot_tail = set->cold = set->cold_tail = NULL;
+  set->n = set->bytes = set->hot_bytes = 0;
+  set_deadline(set);
+  pthread_mutex_unlock(&set->mu);
+  if (set->ops->release) release_chain(set, out);
+}
+
+void _ak_spare_stats(_ak_spare_set *set, _ak_spare_counts *out) {
+  pthread_mutex_lock(&set->mu);
+  out->spares = set->n;
+  out->spare_bytes = set->bytes;
+  out->committed = set->hot_bytes;
+  out->purged_bytes = set->purged_bytes;
+  out->released_bytes = set->released_bytes;
+  pthread_mutex_unlock(&set->mu);
+}
+
+void _ak_spare_set_lock(_ak_spare_set *set) { pthread_mutex_lock(&set->mu); }
+void _ak_spare_set_unlock(_ak_spare_set *set) { pthread_mutex_unlock(&set->mu); }

@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: MIT
+// The pool under the reclaim policy (arenakit/reclaim.h), with a fake clock:
+// by default an emptied slab is kept as a spare and reused, decommitted after
+// the purge delay and unmapped after the release delay, so RSS goes back to
+// its baseline; release_empty (ARAL's policy) still gives an empty slab back
+// at once; the background thread does it with no call, also for slabs of
+// exited threads and across fork.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "arenakit/pool.h"
+#include "pool_sync_modes.h"
+#include "reclaim_testing.h"
+
+namespace {
+
+ak_pool_stats stats(ak_pool *p) {
+  ak_pool_stats s;
+  ak_pool_stats_get(p, &s);
+  return s;
+}
+
+class PoolReclaim : public ::testing::TestWithParam<ak_sync>, public FakeClockTest {
+ protected:
+  void SetUp() override { use_fake_clock(); }
+  void TearDown() override { restore_clock(); }
+  ak_pool *make(bool at_once = false, size_t spare = 0) {
+    ak_pool_options o{};
+    o.object_size = 48;
+    o.sync = GetParam();
+    o.release_empty = at_once;
+    o.spare_slabs = spare;
+    ak_pool *p = ak_pool_create(&o);
+    EXPECT_NE(p, nullptr) << ak_last_error();
+    return p;
+  }
+  // Allocates and writes n objects, then frees them all.
+  static void churn(ak_pool *p, size_t n) {
+    std::vector<void *> v(n);
+    for (auto &o : v) {
+      o = ak_pool_alloc(p);
+      ASSERT_NE(o, nullptr);
+      std::memset(o, 0x5a, 48);
+    }
+    for (void *o : v) ak_pool_free(p, o);
+  }
+};
+
+class PoolReclaimThreads : public ::testing::Test, public FakeClockTest {
+ protected:
+  void SetUp() override { use_fake_clock(); }
+  void TearDown() override { restore_clock(); }
+};
+
+// The modes whose empty slabs go to the spare set (LOCKFREE keeps its
+// slabs mapped until a trim, pool_test covers it).
+constexpr ak_sync kPolicyModes[] = {AK_SYNC_THREADS, AK_SYNC_NONE, AK_SYNC_SPINLOCK};
+INSTANTIATE_TEST_SUITE_P(Modes, PoolReclaim, ::testing::ValuesIn(kPolicyModes), ak_sync_mode_name);
+
+TEST_P(PoolReclaim, EmptySlabsAreKeptAndReusedBeforeTheDelay) {
+  ak_pool *p = make();
+  churn(p, 100000);
+  ak_pool_stats s = stats(p);
+  EXPECT_EQ(s.live, 0u);
+  EXPECT_GT(s.slabs, 50u) << "the emptied slabs are kept as spares";
+  EXPECT_GE(s.bytes_spare, (s.slabs - 2) * 65536);
+  EXPECT_EQ(s.bytes_committed, s.bytes_reserved);
+  size_t allocs = s.slab_allocs, releases = s.slab_releases;
+  g_fake_ms += 50;  // below the purge delay
+  churn(p, 100000);
+  s = stats(p);
+  EXPECT_EQ(s.slab_allocs, allocs) << "the second round reuses the spares, no new slab";
+  EXPECT_EQ(s.slab_releases, releases);
+  EXPECT_EQ(s.bytes_purged, 0u);
+  ak_pool_destroy(p);
+}
+
+TEST_P(PoolReclaim, SparesArePurgedAfterTheDelayThenUnmapped) {
+  ak_pool *p = make();
+  churn(p, 100000);
+  ak_pool_stats s = stats(p);
+  size_t slabs = s.slabs, resident = s.bytes_resident;
+  ASSERT_GT(resident, 100000u * 48 / 2);
+  g_fake_ms += 150;  // past the purge delay, before the release delay
+  s = stats(p);      // a library call: the due steps run
+  EXPECT_EQ(s.slabs, slabs) << "decommitted, still mapped";
+  EXPECT_GT(s.bytes_purged, 0u);
+  EXPECT_LT(s.bytes_committed, s.bytes_reserved / 4);
+  EXPECT_LT(s.bytes_resident, resident / 4) << "the pages went back (mincore)";
+  // A purged spare is reused as well (its pages fault in again).
+  size_t allocs = s.slab_allocs;
+  churn(p, 20000);
+  EXPECT_EQ(stats(p).slab_allocs, allocs);
+  g_fake_ms += 2000;  // past the release delay
+  s = stats(p);
+  EXPECT_LE(s.slabs, 2u) << "unmapped (the current slab stays)";
+  EXPECT_GE(s.slab_releases, slabs - 2);
+  EXPECT_EQ(s.bytes_spare, 0u);
+  ak_pool_destroy(p);
+}
+
+TEST_P(PoolReclaim, ReserveTakesSparesThePolicyThenKeeps) {
+  ak_pool *p = make();
+  churn(p, 100000);
+  size_t allocs = stats(p).slab_allocs;
+  ASSERT_EQ(ak_pool_reserve(p, 100000), 0);
+  EXPECT_EQ(stats(p).slab_allocs, allocs) << "the spares made the room";
+  g_fake_ms += 5000;  // past both delays: spares would be gone
+  (void)stats(p);
+  churn(p, 100000);
+  EXPECT_EQ(stats(p).slab_allocs, allocs) << "the reserved room stayed";
+  ak_pool_destroy(p);
+}
+
+TEST_P(PoolReclaim, SpareSlabsCapsTheSpares) {
+  ak_pool *p = make(false, 4);
+  churn(p, 100000);
+  ak_pool_stats s = stats(p);
+  EXPECT_LE(s.bytes_spare, 4u * 65536);
+  // AK_SYNC_THREADS: the thread's own spare_slabs come on top.
+  EXPECT_LE(s.slabs, GetParam() == AK_SYNC_THREADS ? 9u : 5u);
+  ak_pool_destroy(p);
+}
+
+TEST_P(PoolReclaim, ReleaseEmptyGivesAnEmptySlabBackAtOnce) {
+  ak_pool *p = make(true);
+  churn(p, 100000);
+  ak_pool_stats s = stats(p);
+  EXPECT_LE(s.slabs, 1u) << "ARAL's policy: no spares";
+  EXPECT_EQ(s.bytes_spare, 0u);
+  EXPECT_GE(s.slab_releases + 1, s.slab_allocs);
+  ak_pool_destroy(p);
+}
+
+TEST_P(PoolReclaim, RssReturnsToItsBaselineAfterTheDelay) {
+  ak_pool *p = make();
+  std::vector<void *> v(400000);  // ~19 MiB of objects; the vector is touched first
+  std::memset(v.data(), 0, v.size() * sizeof(void *));
+  size_t base = rss_bytes();
+  for (auto &o : v) {
+    o = ak_pool_alloc(p);
+    std::memset(o, 1, 48);
+  }
+  EXPECT_GT(rss_bytes(), base + 15u * 1048576);
+  for (void *o : v) ak_pool_free(p, o);
+  g_fake_ms += 2000;
+  (void)stats(p);  // the first library call past the delays
+  EXPECT_LT(rss_bytes(), base + base / 10 + 256 * 1024) << "RSS near the baseline (" << base << " B)";
+  ak_pool_destroy(p);
+}
+
+TEST_P(PoolReclaim, TheBackgroundThreadReturnsMemoryWithoutACall) {
+  ak_pool *p = make();
+  std::vector<void *> v(400000);
+  std::memset(v.data(), 0, v.size() * sizeof(void *));
+  size_t base = rss_bytes();
+  for (auto &o : v) {
+    o = ak_pool_alloc(p);
+    std::memset(o, 1, 48);
+  }
+  for (void *o : v) ak_pool_free(p, o);
+  ASSERT_EQ(ak_reclaim_thread_start(), 0);
+  g_fake_ms += 2000;
+  _ak_reclaim_set_clock(fake_now);  // wakes the thread
+  EXPECT_TRUE(eventually([&] { return rss_bytes() < base + base / 10 + 256 * 1024; }))
+      << "RSS " << rss_bytes() << " B, baseline " << base << " B";
+  ak_reclaim_thread_stop();
+  ak_pool_destroy(p);
+}
+
+TEST_F(PoolReclaimThreads, SlabsOfExitedThreadsGoBackByTime) {
+  ak_pool_options o{};
+  o.object_size = 64;
+  ak_pool *p = ak_pool_create(&o);
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(ak_reclaim_thread_start(), 0);
+  for (int round = 0; round < 4; round++) {
+    std::vector<std::thread> th;
+    for (int k = 0; k < 4; k++)
+      th.emplace_back([&] {
+        std::vector<void *> v(20000);
+        for (auto &x : v) x = ak_pool_alloc(p);
+        for (void *x : v) ak_pool_free(p, x);
+      });
+    for (auto &t : th) t.join();
+  }
+  EXPECT_GT(stats(p).slabs, 4u) << "spares kept for the next threads";
+  g_fake_ms += 5000;
+  _ak_reclaim_set_clock(fake_now);
+  EXPECT_TRUE(eventually([&] {
+    ak_pool_stats s;
+    ak_pool_stats_get(p, &s);
+    return s.slabs == 0 && s.live == 0;
+  })) << "slabs "
+      << stats(p).slabs;
+  ak_reclaim_thread_stop();
+  ak_pool_destroy(p);
+}
+
+// AddressSanitizer's allocator (GCC 12's libasan) is not fork-safe with
+// threads that call malloc (the pool's slab table grows with malloc): as in
+// pool_fork_test.cpp, the release, hardened and TSan builds run the test.
+#if defined(__SANITIZE_ADDRESS__)
+#define AK_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define AK_TEST_ASAN 1
+#endif
+#endif
+
+// Fork while the background thread purges and threads churn a pool: the
+// child finds no lock held, uses the pool (objects from before the fork
+// too) and exits; the parent's thread keeps running.
+TEST_F(PoolReclaimThreads, ForkWhileTheBackgroundThreadPurges) {
+#ifdef AK_TEST_ASAN
+  GTEST_SKIP() << "AddressSanitizer's malloc is not fork-safe with threads: its children can hang in it";
+#endif
+  _ak_reclaim_set_clock(nullptr);
+  ak_reclaim_set_delays(0, 0);  // every emptied slab is purged and released at once, by the thread too
+  ak_pool_options o{};
+  o.object_size = 64;
+  ak_pool *p = ak_pool_create(&o);
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(ak_reclaim_thread_start(), 0);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> th;
+  for (int k = 0; k < 2; k++)
+    th.emplace_back([&] {
+      std::vector<void *> v(5000);
+      while (!stop.load()) {
+        for (auto &x : v) x = ak_pool_alloc(p);
+        for (void *x : v) ak_pool_free(p, x);
+      }
+    });
+  void *mine = ak_pool_alloc(p);
+  for (int i = 0; i < 30; i++) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      alarm(20);
+      std::vector<void *> v(3000);
+      for (auto &x : v) x = ak_pool_alloc(p);
+      for (void *x : v) ak_pool_free(p, x);
+      ak_pool_free(p, mine);
+      ak_reclaim_collect();
+      _exit(ak_reclaim_thread_running() ? 2 : 0);
+    }
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFEXITED(st)) << "child " << i << " died (signal " << WTERMSIG(st) << ")";
+    ASSERT_EQ(WEXITSTATUS(st), 0);
+  }
+  stop = true;
+  for (auto &t : th) t.join();
+  EXPECT_TRUE(ak_reclaim_thread_running());
+  ak_reclaim_thread_stop();
+  ak_pool_free(p, mine);
+  ak_pool_destroy(p);
+}
+
+// AK_BACKGROUND is read when the first pool is created: this test runs
+// itself again (exec, so the variable is read afresh) with AK_BACKGROUND
+// set, and the child reports whether the thread runs after its first pool.
+TEST(PoolReclaimEnvironment, AkBackgroundStartsTheThread) {
+  if (const char *want = std::getenv("AK_TEST_BACKGROUND_EXPECT")) {
+    ak_pool_options o{};
+    o.object_size = 32;
+    ak_pool *p = ak_pool_create(&o);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(ak_reclaim_thread_running(), std::string(want) == "1");
+    ak_reclaim_thread_stop();  // the calls win over the environment
+    EXPECT_FALSE(ak_reclaim_thread_running());
+    ak_pool_destroy(p);
+    return;
+  }
+  struct Case {
+    const char *value, *expect;
+  } cases[] = {{"1", "1"}, {"0", "0"}, {"yes", "0"}};
+  for (const Case &c : cases) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      setenv("AK_BACKGROUND", c.value, 1);
+      setenv("AK_TEST_BACKGROUND_EXPECT", c.expect, 1);
+      execl("/proc/self/exe", "pool_reclaim_test", "--gtest_filter=PoolReclaimEnvironment.*",
+            static_cast<char *>(nullptr));
+      _exit(127);
+    }
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFEXITED(st));
+    EXPECT_EQ(WEXITSTATUS(st), 0) << "AK_BACKGROUND=" << c.value;
+  }
+}
+
+}  // namespace
