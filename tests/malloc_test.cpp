@@ -3,6 +3,7 @@
 // sizes and classes, alignment, edge cases with their errno, realloc,
 // threads and remote frees, thread exit, fork, memory return, stats.
 #include <arenakit/arenakit.h>
+#include <arenakit/reclaim.h>
 #include <errno.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -497,9 +498,11 @@ void short_thread_generation(unsigned g) {
 // committed bytes stays bounded and nothing is decommitted (no madvise and
 // no page faults per thread) while the purge delay has not passed.
 TEST(Threads, ShortLivedThreadsReuseSegmentsWithoutSystemCalls) {
-  long old_delay = ak_option_get(AK_OPTION_PURGE_DELAY);
+  long old_delay = ak_option_get(AK_OPTION_PURGE_DELAY), old_purge, old_release;
   ak_option_set(AK_OPTION_PURGE_DELAY, 600000);  // no purge by time during the test
-  ak_free(ak_malloc(16));                        // this thread has a heap (it adopts segments)
+  ak_reclaim_get_delays(&old_purge, &old_release);
+  ak_reclaim_set_delays(-1, -1);  // nor of the spare segments
+  ak_free(ak_malloc(16));         // this thread has a heap (it adopts segments)
   for (unsigned g = 0; g < 10; g++) short_thread_generation(g);
   _ak_os_counters c0, c1;
   _ak_os_get_counters(&c0);
@@ -518,6 +521,7 @@ TEST(Threads, ShortLivedThreadsReuseSegmentsWithoutSystemCalls) {
   _ak_os_set_hooks(&saved);
   _ak_os_get_counters(&c1);
   ak_option_set(AK_OPTION_PURGE_DELAY, old_delay);
+  ak_reclaim_set_delays(old_purge, old_release);
   EXPECT_EQ(g_decommits.load(), 0u) << "thread exit or adoption decommitted pages";
   EXPECT_LE(c1.map_calls - c0.map_calls, 4u) << "400 threads mapped new segments";
   EXPECT_LE(max_segments, 8u);
@@ -655,13 +659,16 @@ TEST(MemoryReturn, QuietSegmentsArePurgedAfterTheDelay) {
   ak_option_set(AK_OPTION_PURGE_DELAY, old);
 }
 
-// Idle return: once the purge delay has passed, the next calls that reach
-// a slow path (here one block allocated and freed over and over) give back
-// the free pages of the heap's segments and of the cached empty segments,
-// without ak_collect.
+// Idle return: once the purge delays have passed, the next calls that
+// reach a slow path (here one block allocated and freed over and over) give
+// back the free pages of the heap's segments (AK_PURGE_DELAY) and of the
+// spare empty segments (the reclaim policy's purge delay), without
+// ak_collect.
 TEST(MemoryReturn, FreedMemoryGoesBackAfterTheDelayWithoutCollect) {
-  long old = ak_option_get(AK_OPTION_PURGE_DELAY);
+  long old = ak_option_get(AK_OPTION_PURGE_DELAY), old_purge, old_release;
+  ak_reclaim_get_delays(&old_purge, &old_release);
   ak_option_set(AK_OPTION_PURGE_DELAY, 25);
+  ASSERT_EQ(ak_reclaim_set_delays(25, 1000), 0);
   ak_collect(true);
   ak_free(ak_malloc(1024));
   size_t base = committed();
@@ -675,6 +682,7 @@ TEST(MemoryReturn, FreedMemoryGoesBackAfterTheDelayWithoutCollect) {
   for (int i = 0; i < 20000; i++) ak_free(ak_malloc(1024));
   EXPECT_LE(committed(), base + (size_t{256} << 10)) << "base " << base;
   ak_option_set(AK_OPTION_PURGE_DELAY, old);
+  ak_reclaim_set_delays(old_purge, old_release);
 }
 
 TEST(Stats, AddUpAndPrint) {

@@ -18,7 +18,7 @@
  *          settles what nobody adopts
  *
  * Locks (slow paths only): _ak_heaps_mu (heap registry) and
- * _ak_abandoned_mu, each taken alone or abandoned -> segment cache ->
+ * _ak_abandoned_mu, each taken alone or abandoned -> spare segments ->
  * segment registry; the full order of the malloc's locks is written
  * beside the fork handlers below. */
 #define _GNU_SOURCE
@@ -57,7 +57,8 @@ static void maybe_purge(ak_mheap *h);
  *   1. _ak_heaps_mu      heap registry and reused heaps (heap.c; alone)
  *   2. _ak_abandoned_mu  abandoned segments (heap.c; held while releasing
  *                        a segment: takes 3 and 6 inside)
- *   3. cache_mu          segment cache (segment.c)
+ *   3. the spare segments' set lock (segment.c, common/reclaim.c; a leaf:
+ *      its callbacks run with it dropped, or take no lock)
  *   4. huge_mu           huge-aligned registry (segment.c; a leaf)
  *   5. lcache_mu         large-block cache (segment.c; a leaf)
  *   6. _ak_seg_mu        segment registry (segment.c; innermost)
@@ -69,7 +70,7 @@ static void maybe_purge(ak_mheap *h);
 static void before_fork(void) {
   pthread_mutex_lock(&_ak_heaps_mu);
   pthread_mutex_lock(&_ak_abandoned_mu);
-  _ak_segment_fork_prepare(); /* cache_mu, huge_mu, lcache_mu */
+  _ak_segment_fork_prepare(); /* spare segments, huge_mu, lcache_mu */
   pthread_mutex_lock(&_ak_seg_mu);
 }
 static void after_fork_parent(void) {
@@ -542,7 +543,7 @@ void _ak_free_slow(void *p, ak_segment *seg) {
    * segment (one lock per segment, not per free), so this free and the
    * ones after it are local and the pages they empty are reused or released
    * at once. It adopted the segment to settle it, not for its space: once
-   * entirely free the segment goes to the segment cache for the next thread
+   * entirely free the segment goes to the spare segments for the next thread
    * (SEG_RELEASE_EMPTY) instead of staying with this heap. */
   if (owner == OWNER_NONE && h && abandoned_take(h, seg)) {
     seg->flags |= SEG_RELEASE_EMPTY;
@@ -619,7 +620,7 @@ void _ak_heap_collect(ak_mheap *h, bool force) {
  * frees the survivors and so adopts the segment) reuses the pages as they
  * are, without a fault per page; free pages are purged after the purge
  * delay like any others (abandoned ones by sweep_abandoned), and an entirely
- * free segment goes to the segment cache, which unmaps it after the delay. */
+ * free segment becomes a spare segment, which the reclaim policy decommits and unmaps after its delays. */
 static void heap_exit(void *arg) {
   ak_mheap *h = arg;
   if (!h) return;

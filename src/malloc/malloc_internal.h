@@ -30,6 +30,7 @@
 
 #include "arenakit/malloc.h"
 #include "common/harden.h"
+#include "common/reclaim.h"
 #include "malloc/size_class.h"
 
 #ifndef AK_CHECKED
@@ -96,6 +97,7 @@ typedef struct ak_segment {
                                        free pages go once it is older than the purge delay */
   uint64_t purged_ms;               /* last decommit of free pages (refault detection) */
   size_t first_page_start;          /* offset of page 0's block area */
+  _ak_spare spare;                  /* node in the set of spare (empty) segments */
   ak_page pages[NPAGES];
 } ak_segment;
 
@@ -154,11 +156,11 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls);
 /** Returns an empty span to its segment; releases the segment when it is
  *  entirely free and `h` keeps another free one. */
 void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg);
-/** Releases a small segment (all pages free): into the segment cache, or
+/** Releases a small segment (all pages free): into the spare segments (reclaim policy), or
  *  to the OS. */
 void _ak_segment_release(ak_segment *seg);
-/** Gives cached segments older than the purge delay (all with force) back
- *  to the OS. */
+/** Applies the reclaim policy to the spare (empty) segments: decommits or
+ *  unmaps those past its delays; all unmapped with force. */
 void _ak_segment_cache_trim(bool force);
 /** Decommits the free pages of `seg` if it has been quiet for `delay` ms
  *  at `now_ms` (all of them with delay 0; none with delay < 0). */
@@ -200,7 +202,7 @@ long _ak_purge_delay(uint64_t now);
  *  soon after, the purge delay in force doubles (see segment.c). */
 void _ak_purge_refault(uint64_t purged_ms, uint64_t now);
 /** fork(): takes (prepare), releases (parent) or initialises (child) the
- *  segment cache's and the huge-aligned registry's locks; heap.c's atfork
+ *  spare segments' set lock, the huge-aligned registry's and the large cache's locks; heap.c's atfork
  *  handlers call them at their place in the lock order written there. */
 void _ak_segment_fork_prepare(void);
 void _ak_segment_fork_parent(void);

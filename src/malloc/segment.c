@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "common/reclaim.h"
 #include "malloc/malloc_internal.h"
 #include "os/os_mem.h"
 
@@ -114,17 +115,17 @@ static void registry_remove(ak_segment *seg) {
   pthread_mutex_unlock(&_ak_seg_mu);
 }
 
-/* A few empty segments are cached so that threads that come and go do
- * not map, fault in and unmap a segment each: reused most recently cached
- * first, their free pages decommitted once cached for the purge delay,
- * the segment unmapped after SEG_CACHE_UNMAP_MS (or on ak_collect(true)).
- * Under cache_mu. */
+/* Empty segments are spares of the reclaim policy (common/reclaim.h), the
+ * one every component uses, so that threads that come and go do not map,
+ * fault in and unmap a segment each: reused newest first, their free
+ * pages decommitted after the reclaim purge delay, unmapped after the
+ * release delay or when more than SEG_CACHE are kept (the oldest first),
+ * all of them at ak_collect(true). The set's node sits in the segment
+ * header, which a decommit leaves alone. Not registered with the
+ * background thread (it may start from inside malloc). */
 #define SEG_CACHE 4
-#define SEG_CACHE_UNMAP_MS 1000u
-static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
-static ak_segment *seg_cache[SEG_CACHE];
-static uint64_t seg_cache_since[SEG_CACHE];
-static _Atomic int seg_cached; /* atomic: peeked at without cache_mu */
+static _ak_spare_set seg_spares;
+static pthread_once_t seg_spares_once = PTHREAD_ONCE_INIT;
 
 static void segment_unmap(ak_segment *seg) {
   committed_sub(SEG_SIZE - (size_t)__builtin_popcountll(seg->decommit_mask) * PAGE_SIZE_AK);
@@ -133,36 +134,42 @@ static void segment_unmap(ak_segment *seg) {
   _ak_os_free(seg, SEG_SIZE);
 }
 
-/* Decommits the free pages of segments cached for the purge delay, unmaps
- * those cached for SEG_CACHE_UNMAP_MS (all with force). */
+static ak_segment *seg_of_spare(_ak_spare *sp) {
+  return (ak_segment *)(void *)((char *)sp - offsetof(ak_segment, spare));
+}
+
+/* The set's callbacks: decommit takes no lock (the purge is atomics and
+ * madvise); release unmaps. */
+static void spare_decommit(_ak_spare *sp, void *ctx) {
+  (void)ctx;
+  _ak_segment_purge(seg_of_spare(sp), 0, _ak_now_ms());
+}
+static void spare_release(_ak_spare *sp, void *ctx) {
+  (void)ctx;
+  segment_unmap(seg_of_spare(sp));
+}
+static const _ak_spare_ops seg_spare_ops = {spare_decommit, spare_release};
+static void seg_spares_init(void) {
+  _ak_spare_set_init(&seg_spares, &seg_spare_ops, NULL, SEG_CACHE, AK_SPARE_TIMED);
+}
+static _ak_spare_set *spares(void) {
+  pthread_once(&seg_spares_once, seg_spares_init);
+  return &seg_spares;
+}
+
+/* The policy's step on a slow path (one clock read when nothing is due);
+ * with force every spare segment is unmapped. */
 void _ak_segment_cache_trim(bool force) {
-  if (!force && !atomic_load_explicit(&seg_cached, memory_order_relaxed))
-    return; /* racy peek: no lock when empty */
-  ak_segment *out[SEG_CACHE];
-  int nout = 0;
-  uint64_t now = _ak_now_ms();
-  long delay = _ak_purge_delay(now);
-  pthread_mutex_lock(&cache_mu);
-  for (int i = 0; i < seg_cached;) {
-    uint64_t age = _ak_ms_since(now, seg_cache_since[i]);
-    if (force || age >= SEG_CACHE_UNMAP_MS) {
-      out[nout++] = seg_cache[i];
-      seg_cache[i] = seg_cache[--seg_cached];
-      seg_cache_since[i] = seg_cache_since[seg_cached];
-      continue;
-    }
-    if (delay >= 0 && age >= (uint64_t)delay) _ak_segment_purge(seg_cache[i], 0, now);
-    i++;
-  }
-  pthread_mutex_unlock(&cache_mu);
-  for (int i = 0; i < nout; i++) segment_unmap(out[i]);
+  if (force)
+    _ak_spare_drain(spares());
+  else
+    _ak_spare_tick(spares());
 }
 
 static ak_segment *segment_new(ak_mheap *h) {
   ak_segment *seg = NULL;
-  pthread_mutex_lock(&cache_mu);
-  if (seg_cached) seg = seg_cache[--seg_cached];
-  pthread_mutex_unlock(&cache_mu);
+  _ak_spare *sp = _ak_spare_take(spares(), NULL);
+  if (sp) seg = seg_of_spare(sp);
   if (seg) {
     /* Reused: clear the header, keep the decommit record for accounting;
      * the other free pages are committed (dirty, purgeable). The page
@@ -200,15 +207,7 @@ static ak_segment *segment_new(ak_mheap *h) {
 void _ak_segment_release(ak_segment *seg) {
   registry_remove(seg);
   seg->magic = 0;
-  _ak_segment_cache_trim(false);
-  pthread_mutex_lock(&cache_mu);
-  if (seg_cached < SEG_CACHE) {
-    seg_cache_since[seg_cached] = _ak_now_ms();
-    seg_cache[seg_cached++] = seg;
-    seg = NULL;
-  }
-  pthread_mutex_unlock(&cache_mu);
-  if (seg) segment_unmap(seg);
+  _ak_spare_put(spares(), &seg->spare, SEG_SIZE); /* past the cap the oldest spare is unmapped */
 }
 
 /* Mask of `k` pages from page `at`. */
@@ -909,10 +908,11 @@ void *_ak_huge_aligned_alloc(size_t n, size_t align) {
 }
 
 /* fork() (heap.c's handlers, which give the order of every malloc lock):
- * the segment cache's lock, the huge-aligned registry's, then the large
- * cache's. */
+ * the spare segments' set lock, the huge-aligned registry's, then the
+ * large cache's. The child, where the forking thread holds the set's lock,
+ * releases it. */
 void _ak_segment_fork_prepare(void) {
-  pthread_mutex_lock(&cache_mu);
+  _ak_spare_set_lock(spares());
   pthread_mutex_lock(&huge_mu);
   pthread_mutex_lock(&lcache_mu);
 }
@@ -920,11 +920,11 @@ void _ak_segment_fork_prepare(void) {
 void _ak_segment_fork_parent(void) {
   pthread_mutex_unlock(&lcache_mu);
   pthread_mutex_unlock(&huge_mu);
-  pthread_mutex_unlock(&cache_mu);
+  _ak_spare_set_unlock(&seg_spares);
 }
 
 void _ak_segment_fork_child(void) {
   pthread_mutex_init(&lcache_mu, NULL);
   pthread_mutex_init(&huge_mu, NULL);
-  pthread_mutex_init(&cache_mu, NULL);
+  _ak_spare_set_unlock(&seg_spares);
 }
