@@ -10,10 +10,9 @@
 // seed); the time is the wall time from starting the threads to joining
 // them. The process then checks the sum of all sequence lengths against an
 // allocation-free computation, and reports its peak resident memory
-// (VmHWM). A run that passes its time limit (simple: 20 s, --quick 5 s;
-// the others: 120 s) is killed and shown as "20s+" (the seed's "5m+"); the
-// larger TOPs of that program and malloc are then not run, in this
-// repetition or later ones.
+// (VmHWM) and its minor page faults while the threads ran. A run that passes its time limit (simple: 20 s,
+// --quick 5 s; the others: 120 s) is killed and shown as "20s+" (the seed's "5m+"); the larger TOPs of that
+// program and malloc are then not run, in this repetition or later ones.
 #include <string>
 #include <vector>
 
@@ -57,15 +56,18 @@ int sub(const akb::Params &p) {
   long top = static_cast<long>(akb::param_u64(p, "top", 1000));
   int threads = static_cast<int>(akb::param_u64(p, "threads", kThreads));
   long steps = 0, bad = 0;
+  double f0 = akmw::minor_faults();
   double t0 = akb::now_s();
   int rc = collatz_run(list, top, threads, &steps, &bad);
   double t = akb::now_s() - t0;
+  double faults = akmw::minor_faults() - f0;
   if (rc != 0) {
     std::fprintf(stderr, "ak_bench: collatz: cannot start the threads\n");
     return 1;
   }
   akb::emit("time", t);
   akb::emit("peak_rss", akmw::proc_status_bytes("VmHWM"));
+  akb::emit("minflt", faults);
   long ref = collatz_reference(top);
   akb::emit("steps", static_cast<double>(steps));
   akb::emit("bad", static_cast<double>(bad));
@@ -106,6 +108,7 @@ int child(const akb::Params &p) {
         } else {
           akb::emit(k + ".time", r.num("time"));
           akb::emit(k + ".peak_rss", r.num("peak_rss"));
+          akb::emit(k + ".minflt", r.num("minflt"));
           akb::emit(k + ".ok", r.num("ok"));
         }
       }
@@ -223,6 +226,19 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
       rss.cells.push_back(line);
     }
   rep.tables.push_back(rss);
+  akb::Table flt = rss;
+  flt.id = "tab_minflt";
+  flt.title = "Minor page faults while the threads run (getrusage), thousands";
+  flt.unit = "k";
+  flt.cells.clear();
+  for (const char *prog : kProgs)
+    for (const auto &top : tops) {
+      std::vector<double> line;
+      for (const auto &c : cols)
+        line.push_back(akmw::median(d, c, std::string(prog) + "." + top + ".minflt") / 1000.0);
+      flt.cells.push_back(line);
+    }
+  rep.tables.push_back(flt);
   wrong.erase(std::unique(wrong.begin(), wrong.end()), wrong.end());
   crashed.erase(std::unique(crashed.begin(), crashed.end()), crashed.end());
 

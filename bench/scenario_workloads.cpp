@@ -24,6 +24,16 @@
 //   threads    2,000 short-lived threads, 2 at a time: each allocates 1,000
 //              blocks of 16-1024 bytes, frees 3/4 and leaves 1/4 for the
 //              main thread to free after it exits
+//   churn      thread churn: 60 rounds of 2 threads; each thread frees a
+//              random half of the 2,000 blocks that a thread of the round
+//              before kept and allocates their replacements, allocates 4,000
+//              blocks and frees them again except every 8th, which it hands
+//              to the next thread of its round to free (its inbox), then
+//              frees what its own inbox holds and exits. Sizes 8 B - 8 KiB
+//              (log-uniform), 1 in 64 of 16 - 256 KiB, 1 in 4,096 of 1 - 8
+//              MiB, every byte of every block written. What an inbox still
+//              holds at the end of a round, a thread of the next round frees
+//   churn8     churn with 8 threads a round on 2 cores (oversubscribed)
 //   frag       fragmentation probe, 1 thread: allocate 1.5 M blocks of
 //              16-256 bytes (~200 MiB), free all but every 32nd, then
 //              allocate 100 MiB of 300-1200 byte blocks; resident memory
@@ -31,9 +41,11 @@
 // Every block carries a tag checked before it is freed (realloc: every
 // byte), so an allocator that gives out overlapping memory is caught.
 // Time: wall time of the workload. Peak: VmHWM at the end of the process.
+// Minor faults: getrusage's ru_minflt across the workload (every thread).
 // --quick runs every workload at 15% of its size.
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,7 +56,8 @@
 namespace {
 
 const char *const kName = "malloc-workloads";
-const char *const kWorkloads[] = {"larson", "prodcons", "scratch", "random", "realloc", "threads", "frag"};
+const char *const kWorkloads[] = {"larson",  "prodcons", "scratch", "random", "realloc",
+                                  "threads", "churn",    "churn8",  "frag"};
 constexpr double kSimpleLimit = 20, kQuickSimpleLimit = 5, kLimit = 120;
 constexpr double kMaxRssVsMimalloc = 1.2;    // peak at most 1.2x mimalloc's, each workload
 constexpr double kMinSpeedVsMimalloc = 1.0;  // geometric mean time at most mimalloc's
@@ -271,6 +284,91 @@ void short_threads(double scale) {
   }
 }
 
+// A block of 8 B or more of churn: its first word holds its tag (blocks of
+// 16 B or more: {size, tag} as tagged_alloc).
+struct Slot {
+  void *p = nullptr;
+  std::size_t n = 0;
+  std::uint64_t tag = 0;
+};
+// Every byte is written, as a program fills what it allocates.
+Slot slot_alloc(std::size_t n, std::uint64_t tag) {
+  auto *p = static_cast<std::uint64_t *>(std::malloc(n));
+  if (!p) std::abort();
+  std::memset(p, 0x5a, n);
+  p[0] = n;
+  if (n >= 16)
+    p[1] = tag;
+  else
+    p[0] = tag;
+  return Slot{p, n, tag};
+}
+void slot_free(Slot &s) {
+  if (!s.p) return;
+  if (s.n >= 16) {
+    tagged_free(s.p, s.tag);
+  } else {
+    if (*static_cast<std::uint64_t *>(s.p) != s.tag) g_bad.fetch_add(1, std::memory_order_relaxed);
+    std::free(s.p);
+  }
+  s = Slot{};
+}
+std::size_t churn_size(Rng &r) {
+  std::uint64_t x = r.next() % 4096;
+  return x == 0 ? r.logsize(1 << 20, 8 << 20) : x % 64 == 0 ? r.logsize(16384, 262144) : r.logsize(8, 8192);
+}
+
+void churn(double scale, int threads) {
+  constexpr std::size_t kKeep = 2000, kWork = 4000, kHandEvery = 8;
+  const int rounds = std::max(1, static_cast<int>(60 * scale));
+  const std::size_t T = static_cast<std::size_t>(threads);
+  std::vector<std::vector<Slot>> kept(T, std::vector<Slot>(kKeep));
+  std::vector<std::vector<Slot>> inbox(T);
+  std::vector<std::mutex> inbox_mu(T);
+  for (int g = 0; g < rounds; g++) {
+    std::vector<std::thread> ts;
+    for (std::size_t t = 0; t < T; t++) {
+      ts.emplace_back([&, g, t] {
+        Rng r(static_cast<std::uint64_t>(g) * 64 + t + 5000);
+        // The kept blocks of another thread index: a thread of the round
+        // before allocated them, and has exited since.
+        std::vector<Slot> &mine = kept[(t + static_cast<std::size_t>(g)) % T];
+        for (std::size_t i = 0; i < kKeep; i++)
+          if (!mine[i].p || (r.next() & 1)) {
+            slot_free(mine[i]);
+            mine[i] = slot_alloc(churn_size(r), tag_of(i));
+          }
+        std::vector<Slot> work(kWork);
+        for (std::size_t i = 0; i < kWork; i++) work[i] = slot_alloc(churn_size(r), tag_of(i));
+        std::vector<Slot> give;
+        for (std::size_t k = 0; k < kWork; k++) {
+          std::size_t i = (k * 2654435761u) % kWork;  // a scattered order (kWork is not a multiple of it)
+          if (i % kHandEvery == 0)
+            give.push_back(work[i]);
+          else
+            slot_free(work[i]);
+        }
+        {
+          std::lock_guard<std::mutex> lk(inbox_mu[(t + 1) % T]);
+          auto &to = inbox[(t + 1) % T];
+          to.insert(to.end(), give.begin(), give.end());
+        }
+        std::vector<Slot> got;
+        {
+          std::lock_guard<std::mutex> lk(inbox_mu[t]);
+          got.swap(inbox[t]);
+        }
+        for (auto &s : got) slot_free(s);
+      });
+    }
+    for (auto &th : ts) th.join();
+  }
+  for (auto &v : kept)
+    for (auto &s : v) slot_free(s);
+  for (auto &v : inbox)
+    for (auto &s : v) slot_free(s);
+}
+
 void frag(double scale) {
   const std::size_t n = static_cast<std::size_t>(1500000 * scale);
   constexpr std::size_t kKeep = 32;
@@ -309,6 +407,7 @@ akb::Params prepare(const akb::Options &opts) {
 int sub(const akb::Params &p) {
   const std::string wl = p.at("wl");
   double scale = std::atof(p.at("scale").c_str());
+  double f0 = akmw::minor_faults();
   double t0 = akb::now_s();
   if (wl == "larson")
     larson(scale);
@@ -322,11 +421,16 @@ int sub(const akb::Params &p) {
     realloc_growth(scale);
   else if (wl == "threads")
     short_threads(scale);
+  else if (wl == "churn")
+    churn(scale, 2);
+  else if (wl == "churn8")
+    churn(scale, 8);
   else if (wl == "frag")
     frag(scale);
   else
     return 2;
   double t = akb::now_s() - t0;
+  akb::emit("minflt", akmw::minor_faults() - f0);
   akb::emit("time", t);
   akb::emit("peak_rss", akmw::proc_status_bytes("VmHWM"));
   akb::emit("bad", static_cast<double>(g_bad.load()));
@@ -357,7 +461,7 @@ int child(const akb::Params &p) {
       } else if (r.kind == akmw::SubResult::kCrash) {
         akb::emit(k + ".crash", r.status);
       } else {
-        for (const char *key : {"time", "peak_rss", "bad", "rss_residue", "rss_end"})
+        for (const char *key : {"time", "peak_rss", "minflt", "bad", "rss_residue", "rss_end"})
           if (r.kv.count(key)) akb::emit(k + "." + key, r.num(key));
       }
     }
@@ -416,10 +520,12 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
   std::vector<double> g;
   for (const auto &c : cols) g.push_back(geomean(c));
   time.cells.push_back(g);
-  time.note = "n/a: ran past its time limit (simple: " + p.at("simple_limit_s") +
-              " s, the others: " + p.at("limit_s") +
-              " s) or crashed. 2 threads on 2 cores unless the workload says otherwise "
-              "(prodcons: 2 threads, scratch: 2, larson: 2 at a time, threads: 2 at a time). Medians.";
+  time.note =
+      "n/a: ran past its time limit (simple: " + p.at("simple_limit_s") +
+      " s, the others: " + p.at("limit_s") +
+      " s) or crashed. 2 threads on 2 cores unless the workload says otherwise "
+      "(prodcons: 2 threads, scratch: 2, larson: 2 at a time, threads: 2 at a time, churn: 2 a round); "
+      "churn8 runs 8 threads a round on the 2 cores: oversubscribed. Medians.";
   rep.tables.push_back(time);
   akb::Table rss = grid("peak_rss", "Peak resident memory (VmHWM of the process), MiB", "MiB", 1,
                         [&](const std::string &c, const std::string &wl) {
@@ -427,6 +533,13 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
                         });
   rss.note = "Includes the benchmark program itself (about 4 MiB under glibc).";
   rep.tables.push_back(rss);
+  akb::Table flt = grid("minflt", "Minor page faults during the workload (getrusage, all threads), thousands",
+                        "k", 1, [&](const std::string &c, const std::string &wl) {
+                          return akmw::median(d, c, wl + ".minflt") / 1000.0;
+                        });
+  flt.note =
+      "Each fault is a page the kernel finds, zeroes and maps: 10-30 us under load on a virtual machine.";
+  rep.tables.push_back(flt);
   if (std::find(cols.begin(), cols.end(), "mimalloc") != cols.end()) {
     akb::Table sp = grid("speed_vs_mimalloc", "Speed relative to mimalloc (mimalloc's time / this time)", "x",
                          2, [&](const std::string &c, const std::string &wl) {
@@ -474,6 +587,20 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
                               " MiB; 1.2 x mimalloc / arenakit",
                           kMaxRssVsMimalloc * m / a, 1.0, "x"});
   }
+  for (const char *wl : kWorkloads) {
+    double a = akmw::median(d, "arenakit", std::string(wl) + ".minflt");
+    double m = akmw::median(d, "mimalloc", std::string(wl) + ".minflt");
+    rep.checks.push_back({std::string("minor faults, ") + wl + ": arenakit " + akmw::fmt("%.0f", a) +
+                              ", mimalloc " + akmw::fmt("%.0f", m) +
+                              "; mimalloc / arenakit (at most mimalloc's)",
+                          m / std::max(a, 1.0), 1.0, "x"});
+  }
+  for (const char *wl : {"churn", "churn8"}) {
+    double a = time_of("arenakit", wl), gl = time_of("glibc", wl);
+    rep.checks.push_back({std::string("thread churn ") + wl + ": glibc " + akmw::fmt("%.3f", gl) +
+                              " s / arenakit " + akmw::fmt("%.3f", a) + " s (arenakit at most glibc's time)",
+                          gl / a, 1.0, "x"});
+  }
   rep.checks.push_back(
       {"workloads with intact blocks and no crash (" + std::to_string(problems.size()) + " problems): all",
        problems.empty() ? 1.0 : 0.0, 1, ""});
@@ -486,8 +613,9 @@ extern const akb::Scenario akb_scenario_workloads;
 const akb::Scenario akb_scenario_workloads = {
     kName,
     "allocator workloads: larson server simulation, producer/consumer, false-sharing probe (cache-scratch), "
-    "random sizes and lifetimes, realloc growth, short-lived threads, fragmentation probe; time and peak "
-    "resident memory under arenakit, glibc, simple, jemalloc, tcmalloc, mimalloc",
+    "random sizes and lifetimes, realloc growth, short-lived threads, thread churn, fragmentation probe; "
+    "time, "
+    "peak resident memory and minor page faults under arenakit, glibc, simple, jemalloc, tcmalloc, mimalloc",
     prepare,
     child,
     report,

@@ -3,6 +3,7 @@
 // sizes and classes, alignment, edge cases with their errno, realloc,
 // threads and remote frees, thread exit, fork, memory return, stats.
 #include <arenakit/arenakit.h>
+#include <arenakit/reclaim.h>
 #include <errno.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -160,6 +161,115 @@ TEST(Realloc, LargeBlocksGrowWithoutCopying) {
   EXPECT_EQ(q[(8 << 20) - 1], 'x');
   EXPECT_GE(ak_usable_size(q), size_t{64} << 20);
   ak_free(q);
+}
+
+// Large blocks (above SOLO_MAX): a freed mapping is kept in the large-block
+// cache and reused without a system call; a growing realloc moves into a
+// cached mapping; the cache decommits after the purge delay and unmaps at
+// ak_collect(true).
+TEST(LargeCache, MallocFreeLoopReusesTheMapping) {
+  ak_collect(true);
+  const size_t n = size_t{5} << 20;
+  void *p = ak_malloc(n);
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 1, n);
+  ak_free(p);
+  _ak_os_counters a, b;
+  _ak_os_get_counters(&a);
+  for (int i = 0; i < 20; i++) {
+    void *q = ak_malloc(i % 2 ? n : n - 100000);  // the same mapping fits both
+    EXPECT_EQ(q, p);
+    std::memset(q, i, n - 100000);
+    ak_free(q);
+  }
+  _ak_os_get_counters(&b);
+  EXPECT_EQ(b.map_calls, a.map_calls) << "no new mapping while one is cached";
+  EXPECT_EQ(b.mapped_bytes, a.mapped_bytes);
+  ak_collect(true);
+  _ak_os_get_counters(&b);
+  EXPECT_LE(b.mapped_bytes + n, a.mapped_bytes) << "ak_collect(true) unmaps the cache";
+}
+
+TEST(LargeCache, CallocOfAReusedBlockIsZero) {
+  ak_collect(true);
+  const size_t n = size_t{6} << 20;
+  auto *p = static_cast<unsigned char *>(ak_malloc(n));
+  std::memset(p, 0xff, n);
+  ak_free(p);
+  auto *q = static_cast<unsigned char *>(ak_calloc(1, n));
+  ASSERT_EQ(q, p) << "the cached mapping is reused";
+  size_t nonzero = 0;
+  for (size_t i = 0; i < n; i++) nonzero += q[i] != 0;
+  EXPECT_EQ(nonzero, 0u);
+  ak_free(q);
+}
+
+TEST(LargeCache, ReallocGrowsIntoACachedMapping) {
+  ak_collect(true);
+  auto *big = static_cast<char *>(ak_malloc(size_t{40} << 20));
+  std::memset(big, 1, size_t{40} << 20);
+  ak_free(big);  // cached: 40 MiB
+  const size_t n = size_t{5} << 20;
+  auto *p = static_cast<char *>(ak_malloc(n));  // 40 MiB is too loose for 5: a mapping of its own
+  ASSERT_NE(p, big);
+  for (size_t i = 0; i < n; i++) p[i] = static_cast<char>(i * 7);
+  auto *q = static_cast<char *>(ak_realloc(p, size_t{30} << 20));
+  EXPECT_EQ(q, big) << "moved into the cached mapping";
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad += q[i] != static_cast<char>(i * 7);
+  EXPECT_EQ(bad, 0u);
+  EXPECT_GE(ak_usable_size(q), size_t{30} << 20);
+  std::memset(q, 2, size_t{30} << 20);
+  ak_free(q);
+  ak_collect(true);
+}
+
+TEST(LargeCache, DecommittedAfterThePurgeDelay) {
+  long old = ak_option_get(AK_OPTION_PURGE_DELAY);
+  ak_option_set(AK_OPTION_PURGE_DELAY, 20);
+  ak_collect(true);
+  const size_t n = size_t{8} << 20;
+  void *p = ak_malloc(n);
+  std::memset(p, 1, n);
+  ak_free(p);
+  size_t cached = committed();
+  _ak_os_counters a, b;
+  _ak_os_get_counters(&a);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  ak_collect(false);
+  EXPECT_LE(committed() + n - 4096, cached) << "decommitted once cached for the delay";
+  _ak_os_get_counters(&b);
+  EXPECT_EQ(b.mapped_bytes, a.mapped_bytes) << "still mapped (unmapped later)";
+  void *q = ak_malloc(n);
+  EXPECT_EQ(q, p);
+  ak_free(q);
+  ak_option_set(AK_OPTION_PURGE_DELAY, 0);  // delay 0: nothing is cached
+  ak_collect(true);
+  _ak_os_get_counters(&a);
+  q = ak_malloc(n);
+  ak_free(q);
+  _ak_os_get_counters(&b);
+  EXPECT_EQ(b.mapped_bytes, a.mapped_bytes) << "unmapped at once";
+  ak_option_set(AK_OPTION_PURGE_DELAY, old);
+}
+
+// A request just above a multiple of 64 KiB is not handed the rest of
+// another 64 KiB page.
+TEST(Malloc, SoloBlocksAreRoundedToFourKiB) {
+  for (size_t n : {size_t{65537}, size_t{70000}, size_t{131073}, size_t{1} << 20, size_t{3} << 20}) {
+    auto *p = static_cast<char *>(ak_malloc(n));
+    ASSERT_NE(p, nullptr);
+    size_t u = ak_usable_size(p);
+    EXPECT_GE(u, n);
+    EXPECT_LT(u, n + 4096) << n;
+    std::memset(p, 1, u);
+    auto *q = static_cast<char *>(ak_realloc(p, n + 5000));  // grows within its span or moves
+    ASSERT_NE(q, nullptr);
+    EXPECT_GE(ak_usable_size(q), n + 5000);
+    EXPECT_EQ(q[n - 1], 1);
+    std::memset(q, 2, n + 5000);
+    ak_free(q);
+  }
 }
 
 // Solo spans (SOLO_MIN < n <= SOLO_MAX): realloc grows a block into the
@@ -388,9 +498,11 @@ void short_thread_generation(unsigned g) {
 // committed bytes stays bounded and nothing is decommitted (no madvise and
 // no page faults per thread) while the purge delay has not passed.
 TEST(Threads, ShortLivedThreadsReuseSegmentsWithoutSystemCalls) {
-  long old_delay = ak_option_get(AK_OPTION_PURGE_DELAY);
+  long old_delay = ak_option_get(AK_OPTION_PURGE_DELAY), old_purge, old_release;
   ak_option_set(AK_OPTION_PURGE_DELAY, 600000);  // no purge by time during the test
-  ak_free(ak_malloc(16));                        // this thread has a heap (it adopts segments)
+  ak_reclaim_get_delays(&old_purge, &old_release);
+  ak_reclaim_set_delays(-1, -1);  // nor of the spare segments
+  ak_free(ak_malloc(16));         // this thread has a heap (it adopts segments)
   for (unsigned g = 0; g < 10; g++) short_thread_generation(g);
   _ak_os_counters c0, c1;
   _ak_os_get_counters(&c0);
@@ -409,6 +521,7 @@ TEST(Threads, ShortLivedThreadsReuseSegmentsWithoutSystemCalls) {
   _ak_os_set_hooks(&saved);
   _ak_os_get_counters(&c1);
   ak_option_set(AK_OPTION_PURGE_DELAY, old_delay);
+  ak_reclaim_set_delays(old_purge, old_release);
   EXPECT_EQ(g_decommits.load(), 0u) << "thread exit or adoption decommitted pages";
   EXPECT_LE(c1.map_calls - c0.map_calls, 4u) << "400 threads mapped new segments";
   EXPECT_LE(max_segments, 8u);
@@ -546,6 +659,32 @@ TEST(MemoryReturn, QuietSegmentsArePurgedAfterTheDelay) {
   ak_option_set(AK_OPTION_PURGE_DELAY, old);
 }
 
+// Idle return: once the purge delays have passed, the next calls that
+// reach a slow path (here one block allocated and freed over and over) give
+// back the free pages of the heap's segments (AK_PURGE_DELAY) and of the
+// spare empty segments (the reclaim policy's purge delay), without
+// ak_collect.
+TEST(MemoryReturn, FreedMemoryGoesBackAfterTheDelayWithoutCollect) {
+  long old = ak_option_get(AK_OPTION_PURGE_DELAY), old_purge, old_release;
+  ak_reclaim_get_delays(&old_purge, &old_release);
+  ak_option_set(AK_OPTION_PURGE_DELAY, 25);
+  ASSERT_EQ(ak_reclaim_set_delays(25, 1000), 0);
+  ak_collect(true);
+  ak_free(ak_malloc(1024));
+  size_t base = committed();
+  std::vector<void *> v;
+  for (int i = 0; i < 64 * 1024; i++) {  // 64 MiB of 1 KiB blocks
+    v.push_back(ak_malloc(1024));
+    std::memset(v.back(), 1, 1024);
+  }
+  for (void *p : v) ak_free(p);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  for (int i = 0; i < 20000; i++) ak_free(ak_malloc(1024));
+  EXPECT_LE(committed(), base + (size_t{256} << 10)) << "base " << base;
+  ak_option_set(AK_OPTION_PURGE_DELAY, old);
+  ak_reclaim_set_delays(old_purge, old_release);
+}
+
 TEST(Stats, AddUpAndPrint) {
   ak_collect(true);
   ak_malloc_stats a;
@@ -570,6 +709,17 @@ TEST(Stats, AddUpAndPrint) {
   EXPECT_NE(std::string(buf).find("allocated"), std::string::npos);
   for (void *p : v) ak_free(p);
   ak_free(big);
+}
+
+// The peak counts large blocks and their reallocs (it read 16 B after
+// 64 MiB of large realloc traffic).
+TEST(Stats, PeakCountsLargeBlocksAndRealloc) {
+  void *p = ak_malloc(size_t{5} << 20);
+  for (size_t n = size_t{6} << 20; n <= (size_t{64} << 20); n += size_t{2} << 20) p = ak_realloc(p, n);
+  ak_free(p);
+  ak_malloc_stats s;
+  ak_malloc_stats_get(&s);
+  EXPECT_GE(s.peak_allocated, size_t{64} << 20);
 }
 
 TEST(Options, DefaultsAndSet) {

@@ -80,16 +80,16 @@ void *ak_calloc(size_t count, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  if (n > SOLO_MIN && n <= SOLO_MAX) { /* zeroes only the pages that held data */
+  if (n > SOLO_MIN) { /* zero only what held data: fresh and decommitted pages are zero */
     ak_mheap *h = _ak_heap_get();
     if (!h) {
       errno = ENOMEM;
       return NULL;
     }
-    return _ak_solo_alloc(h, n, true);
+    return n <= SOLO_MAX ? _ak_solo_alloc(h, n, true) : _ak_large_alloc(n, 16, true);
   }
   void *p = alloc_fast(n);
-  if (p && n <= SOLO_MIN) memset(p, 0, n); /* large blocks are fresh mappings: zero */
+  if (p) memset(p, 0, n);
   return p;
 }
 
@@ -167,7 +167,7 @@ void *ak_aligned_alloc(size_t align, size_t n) {
   if (align >= SEG_SIZE) return _ak_huge_aligned_alloc(n, align);
   if (m > SOLO_MIN && m <= SOLO_MAX && align <= PAGE_SIZE_AK)
     return alloc_fast(m); /* spans: 64 KiB aligned */
-  if (n > SIZE_MAX - align || n + align - 1 > SOLO_MAX) return _ak_large_alloc(n, align);
+  if (n > SIZE_MAX - align || n + align - 1 > SOLO_MAX) return _ak_large_alloc(n, align, false);
   void *b = alloc_fast(n + align - 1);
   if (!b) return NULL;
   uintptr_t p = ((uintptr_t)b + align - 1) & ~(uintptr_t)(align - 1);
@@ -224,4 +224,5 @@ AK_ALIAS(malloc_usable_size, ak_usable_size)
 void ak_collect(bool force) {
   _ak_heap_collect(_ak_tl_heap, force); /* also without a heap: abandoned segments */
   _ak_segment_cache_trim(force);
+  _ak_large_cache_trim(force, _ak_now_ms());
 }

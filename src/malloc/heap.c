@@ -18,7 +18,7 @@
  *          settles what nobody adopts
  *
  * Locks (slow paths only): _ak_heaps_mu (heap registry) and
- * _ak_abandoned_mu, each taken alone or abandoned -> segment cache ->
+ * _ak_abandoned_mu, each taken alone or abandoned -> spare segments ->
  * segment registry; the full order of the malloc's locks is written
  * beside the fork handlers below. */
 #define _GNU_SOURCE
@@ -47,6 +47,7 @@ static pthread_once_t heap_once = PTHREAD_ONCE_INIT;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void heap_exit(void *arg);
+static void maybe_purge(ak_mheap *h);
 
 /* fork(): the child has only the forking thread, so a malloc lock that
  * another thread held at the fork would stay locked in the child for good
@@ -55,10 +56,12 @@ static void heap_exit(void *arg);
  * only order in which any two of them are ever nested:
  *   1. _ak_heaps_mu      heap registry and reused heaps (heap.c; alone)
  *   2. _ak_abandoned_mu  abandoned segments (heap.c; held while releasing
- *                        a segment: takes 3 and 5 inside)
- *   3. cache_mu          segment cache (segment.c)
+ *                        a segment: takes 3 and 6 inside)
+ *   3. the spare segments' set lock (segment.c, common/reclaim.c; a leaf:
+ *      its callbacks run with it dropped, or take no lock)
  *   4. huge_mu           huge-aligned registry (segment.c; a leaf)
- *   5. _ak_seg_mu        segment registry (segment.c; innermost)
+ *   5. lcache_mu         large-block cache (segment.c; a leaf)
+ *   6. _ak_seg_mu        segment registry (segment.c; innermost)
  * The parent releases them in reverse order; the child, in which no other
  * thread exists, initialises them afresh. The child may then malloc and
  * free, including blocks of any thread from before the fork (a block of a
@@ -67,7 +70,7 @@ static void heap_exit(void *arg);
 static void before_fork(void) {
   pthread_mutex_lock(&_ak_heaps_mu);
   pthread_mutex_lock(&_ak_abandoned_mu);
-  _ak_segment_fork_prepare(); /* cache_mu, huge_mu */
+  _ak_segment_fork_prepare(); /* spare segments, huge_mu, lcache_mu */
   pthread_mutex_lock(&_ak_seg_mu);
 }
 static void after_fork_parent(void) {
@@ -231,6 +234,7 @@ static void page_release(ak_mheap *h, ak_page *pg) {
 }
 
 void _ak_page_retire(ak_mheap *h, ak_page *pg) {
+  maybe_purge(h); /* a loop that allocates and frees one block lands here on each free */
   if (pg->flags & PG_FULL) {
     full_remove(h, pg);
     queue_push_front(h, pg);
@@ -249,7 +253,7 @@ void _ak_page_retire(ak_mheap *h, ak_page *pg) {
 static void segment_adopt(ak_mheap *h, ak_segment *seg) {
   /* The adopter is about to reuse the free pages: the segment's aging
    * starts again, rather than decommitting pages that are faulted in next. */
-  seg->aged_mask = 0;
+  seg->active_ms = _ak_now_ms();
   seg->next = h->segs;
   seg->prev = NULL;
   if (h->segs) h->segs->prev = seg;
@@ -309,10 +313,20 @@ static bool adopt(ak_mheap *h) {
   return true;
 }
 
-/* True if one of h's segments has a page in no span. */
-static bool heap_has_free_page(const ak_mheap *h) {
-  for (const ak_segment *s = h->segs; s; s = s->next)
-    if (s->free_mask) return true;
+/* True if one of h's segments has `k` consecutive pages in no span (from
+ * page 1 when k > 1: page 0 holds one-page spans only). */
+static bool heap_has_free_run(const ak_mheap *h, unsigned k) {
+  for (const ak_segment *s = h->segs; s; s = s->next) {
+    uint64_t f = k > 1 ? s->free_mask & ~UINT64_C(1) : s->free_mask;
+    for (unsigned i = 1; i < k && f; i++) f &= f >> 1; /* bit j: pages j .. j+k-1 free */
+    if (f) return true;
+  }
+  return false;
+}
+
+bool _ak_heap_adopt_for(ak_mheap *h, unsigned k) {
+  for (int tries = 0; tries < 4 && adopt(h); tries++) /* a few: not every exited thread's segments */
+    if (heap_has_free_run(h, k)) return true;
   return false;
 }
 
@@ -344,7 +358,7 @@ static ak_page *page_refill(ak_mheap *h, unsigned cls) {
    * (a thread that starts adopts one, not all of its predecessors'). */
   while (adopt(h)) {
     if (h->pages[cls] != &_ak_empty_page) return page_refill(h, cls);
-    if (heap_has_free_page(h)) break;
+    if (heap_has_free_run(h, _ak_cls_span[cls])) break;
   }
   ak_page *pg = _ak_span_alloc(h, cls);
   if (!pg) return NULL;
@@ -376,6 +390,14 @@ static bool abandoned_settle(ak_segment *s) {
  * resident while nobody adopts it. Without `force` a busy lock is skipped. */
 static void sweep_abandoned(bool force, uint64_t now) {
   if (!atomic_load_explicit(&abandoned_count, memory_order_relaxed)) return;
+  /* The option's delay, not the extended one (_ak_purge_delay): exited
+   * threads' segments hold few live blocks among many free pages, and a
+   * program that runs threads in rounds would keep most of its memory
+   * there (thread churn: 1.5x mimalloc's peak with the extended delay,
+   * 1.0x with this one, at fewer page faults than mimalloc either way).
+   * An adopted segment is stamped active, so its pages are not purged
+   * under the thread that took it. */
+  long delay = force ? 0 : atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
   if (force)
     pthread_mutex_lock(&_ak_abandoned_mu);
   else if (pthread_mutex_trylock(&_ak_abandoned_mu) != 0)
@@ -387,17 +409,25 @@ static void sweep_abandoned(bool force, uint64_t now) {
       atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
       _ak_segment_release(s);
     } else {
-      _ak_segment_purge(s, force, now);
+      _ak_segment_purge(s, delay, now);
     }
   }
   pthread_mutex_unlock(&_ak_abandoned_mu);
 }
 
+/* The purge tick, every 64 slow-path calls of a thread (allocations that
+ * refill, frees that empty a page or come from another thread, blocks
+ * above 1 KiB): decommits the free pages of this heap's quiet segments and
+ * of abandoned ones, and trims the segment and large-block caches. A clock
+ * read and a few compares when there is nothing to do. */
 static void maybe_purge(ak_mheap *h) {
   if ((++h->slow_calls & 63) != 0) return;
   uint64_t now = _ak_now_ms();
-  for (ak_segment *s = h->segs; s; s = s->next) _ak_segment_purge(s, false, now);
+  long delay = _ak_purge_delay(now);
+  for (ak_segment *s = h->segs; s; s = s->next) _ak_segment_purge(s, delay, now);
   sweep_abandoned(false, now);
+  _ak_segment_cache_trim(false);
+  _ak_large_cache_trim(false, now);
 }
 
 void *_ak_malloc_slow(size_t n) {
@@ -407,7 +437,7 @@ void *_ak_malloc_slow(size_t n) {
     return NULL;
   }
   maybe_purge(h);
-  if (n > SOLO_MIN) return n > SOLO_MAX ? _ak_large_alloc(n, 16) : _ak_solo_alloc(h, n, false);
+  if (n > SOLO_MIN) return n > SOLO_MAX ? _ak_large_alloc(n, 16, false) : _ak_solo_alloc(h, n, false);
   unsigned cls = _ak_size_class(n);
   ak_page *pg = page_refill(h, cls);
   if (!pg) {
@@ -513,7 +543,7 @@ void _ak_free_slow(void *p, ak_segment *seg) {
    * segment (one lock per segment, not per free), so this free and the
    * ones after it are local and the pages they empty are reused or released
    * at once. It adopted the segment to settle it, not for its space: once
-   * entirely free the segment goes to the segment cache for the next thread
+   * entirely free the segment goes to the spare segments for the next thread
    * (SEG_RELEASE_EMPTY) instead of staying with this heap. */
   if (owner == OWNER_NONE && h && abandoned_take(h, seg)) {
     seg->flags |= SEG_RELEASE_EMPTY;
@@ -580,7 +610,7 @@ void _ak_heap_collect(ak_mheap *h, bool force) {
       _ak_segment_release(s);
       continue;
     }
-    _ak_segment_purge(s, force, now);
+    _ak_segment_purge(s, force ? 0 : _ak_purge_delay(now), now);
   }
   sweep_abandoned(force, now);
 }
@@ -590,7 +620,7 @@ void _ak_heap_collect(ak_mheap *h, bool force) {
  * frees the survivors and so adopts the segment) reuses the pages as they
  * are, without a fault per page; free pages are purged after the purge
  * delay like any others (abandoned ones by sweep_abandoned), and an entirely
- * free segment goes to the segment cache, which unmaps it after the delay. */
+ * free segment becomes a spare segment, which the reclaim policy decommits and unmaps after its delays. */
 static void heap_exit(void *arg) {
   ak_mheap *h = arg;
   if (!h) return;

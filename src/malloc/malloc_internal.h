@@ -30,6 +30,7 @@
 
 #include "arenakit/malloc.h"
 #include "common/harden.h"
+#include "common/reclaim.h"
 #include "malloc/size_class.h"
 
 #ifndef AK_CHECKED
@@ -89,13 +90,14 @@ typedef struct ak_segment {
   struct ak_segment *gnext, *gprev; /* registry of all small segments */
   uint64_t free_mask;               /* pages not in any span */
   uint64_t dirty_mask;              /* free pages not yet decommitted */
-  uint64_t aged_mask;               /* dirty pages free without a break since purge_tick:
-                                       decommitted at the next tick (aged_mask <= dirty_mask) */
   uint64_t decommit_mask;           /* free pages given back with madvise */
   uint64_t guard_mask;              /* hardened: pages whose last 4 KiB is PROT_NONE (kept
                                        when their span is freed, opened when a span covers them) */
-  uint64_t purge_tick;              /* ms of the last purge tick (aged_mask taken then) */
+  uint64_t active_ms;               /* last span taken, freed or resized, or adoption: the
+                                       free pages go once it is older than the purge delay */
+  uint64_t purged_ms;               /* last decommit of free pages (refault detection) */
   size_t first_page_start;          /* offset of page 0's block area */
+  _ak_spare spare;                  /* node in the set of spare (empty) segments */
   ak_page pages[NPAGES];
 } ak_segment;
 
@@ -154,14 +156,15 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls);
 /** Returns an empty span to its segment; releases the segment when it is
  *  entirely free and `h` keeps another free one. */
 void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg);
-/** Releases a small segment (all pages free): into the segment cache, or
+/** Releases a small segment (all pages free): into the spare segments (reclaim policy), or
  *  to the OS. */
 void _ak_segment_release(ak_segment *seg);
-/** Gives cached segments older than the purge delay (all with force) back
- *  to the OS. */
+/** Applies the reclaim policy to the spare (empty) segments: decommits or
+ *  unmaps those past its delays; all unmapped with force. */
 void _ak_segment_cache_trim(bool force);
-/** Decommits free pages older than the purge delay (all with force). */
-void _ak_segment_purge(ak_segment *seg, bool force, uint64_t now_ms);
+/** Decommits the free pages of `seg` if it has been quiet for `delay` ms
+ *  at `now_ms` (all of them with delay 0; none with delay < 0). */
+void _ak_segment_purge(ak_segment *seg, long delay, uint64_t now_ms);
 /** Solo spans (SOLO_MIN < n <= SOLO_MAX): a span of whole pages holding
  *  one block, in one of `h`'s segments (best fit). `zero`: the block reads
  *  as zero. NULL + errno. */
@@ -172,16 +175,34 @@ void *_ak_solo_alloc(ak_mheap *h, size_t n, bool zero);
 bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n);
 /** Frees the solo spans of `h` that other threads freed (remote lists). */
 void _ak_solo_collect(ak_mheap *h);
-/** Large blocks: own mapping, header segment. */
-void *_ak_large_alloc(size_t n, size_t align);
+/** Large blocks: own mapping, header segment; freed mappings go to the
+ *  large-block cache (segment.c). `zero`: the block reads as zero. NULL +
+ *  errno. */
+void *_ak_large_alloc(size_t n, size_t align, bool zero);
 void _ak_large_free(ak_segment *seg);
 void *_ak_large_realloc(ak_segment *seg, void *p, size_t n);
+/** Decommits cached large mappings older than the purge delay, unmaps
+ *  those older than the cache's unmap delay (all with force). */
+void _ak_large_cache_trim(bool force, uint64_t now_ms);
 /** Huge-aligned blocks (block on a segment boundary). */
 bool _ak_huge_aligned_free(void *p);
 size_t _ak_huge_aligned_size(const void *p);
+/** Milliseconds of a monotonic clock (coarse: a few ms of resolution, a
+ *  few ns to read). */
 uint64_t _ak_now_ms(void);
+/** Milliseconds from `then` to `now`, 0 if `then` is later: a time read
+ *  before a lock may precede a stamp that another thread wrote under it
+ *  (an unsigned difference would wrap and purge at once). */
+static inline uint64_t _ak_ms_since(uint64_t now, uint64_t then) { return now > then ? now - then : 0; }
+/** The purge delay in force at `now`: the AK_PURGE_DELAY option d, or
+ *  longer (up to PURGE_EXTEND_MAX_MS) for a while after memory was
+ *  decommitted and taken again soon after (_ak_purge_refault). <= 0 as d. */
+long _ak_purge_delay(uint64_t now);
+/** Memory decommitted at `purged_ms` is taken again at `now`: if that is
+ *  soon after, the purge delay in force doubles (see segment.c). */
+void _ak_purge_refault(uint64_t purged_ms, uint64_t now);
 /** fork(): takes (prepare), releases (parent) or initialises (child) the
- *  segment cache's and the huge-aligned registry's locks; heap.c's atfork
+ *  spare segments' set lock, the huge-aligned registry's and the large cache's locks; heap.c's atfork
  *  handlers call them at their place in the lock order written there. */
 void _ak_segment_fork_prepare(void);
 void _ak_segment_fork_parent(void);
@@ -210,6 +231,10 @@ void *_ak_malloc_slow(size_t n);
 void _ak_free_slow(void *p, ak_segment *seg);
 void _ak_page_retire(ak_mheap *h, ak_page *pg); /* local free emptied or unfilled a page */
 void _ak_heap_collect(ak_mheap *h, bool force); /* h may be NULL: abandoned segments only */
+/** Adopts abandoned segments (most recently abandoned first, at most 4)
+ *  until one of h's segments has `k` consecutive free pages: true then,
+ *  false otherwise. Their free pages are reused instead of a fresh segment's. */
+bool _ak_heap_adopt_for(ak_mheap *h, unsigned k);
 extern pthread_mutex_t _ak_heaps_mu;
 extern ak_mheap *_ak_heap_list;
 extern ak_segment *_ak_abandoned;
@@ -222,6 +247,10 @@ void _ak_options_init(void);
 void _ak_stats_at_exit(void); /* registers the AK_SHOW_STATS printer */
 extern atomic_long _ak_options[AK_OPTION_COUNT_];
 void _ak_peak_sample(void);
+/** Raises the peak of allocated bytes to the last sampled small-block
+ *  bytes plus the large blocks live now (large alloc and realloc: cheap,
+ *  no walk). */
+void _ak_peak_note_large(void);
 
 /** Unlinks `s` from the doubly linked segment list starting at *head
  *  (a heap's segments or the abandoned list). */

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "common/reclaim.h"
 #include "malloc/malloc_internal.h"
 #include "os/os_mem.h"
 
@@ -21,8 +22,50 @@ atomic_size_t _ak_large_count, _ak_large_bytes, _ak_committed, _ak_peak_committe
 
 uint64_t _ak_now_ms(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* the vDSO's tick: no system call, ~5 ns */
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The purge delay in force. Free memory is decommitted once it has been
+ * unused for the purge delay d (AK_PURGE_DELAY, 10 ms by default), so
+ * that a program that stops using memory gives it back soon. A program
+ * that frees and reuses memory in cycles a little longer than d (threads
+ * that come and go every few tens of ms, a buffer freed and allocated
+ * again each frame) would have it decommitted just before each reuse and
+ * fault every page in again (on the thread-churn workload 1.5 GiB of
+ * madvise a second, 5x glibc's page faults). So when memory is taken again
+ * within PURGE_EXTEND_WINDOW_MS after it was decommitted, the delay in
+ * force doubles, up to PURGE_EXTEND_MAX_MS; once PURGE_EXTEND_WINDOW_MS
+ * pass without such a refault it is d again. (A window of 4 delays missed
+ * the refaults of rounds that a loaded machine stretched past it.) A program that goes idle thus
+ * has its memory back within PURGE_EXTEND_WINDOW_MS + PURGE_EXTEND_MAX_MS
+ * at worst, d after a quiet period. d <= 0 is never extended. */
+#define PURGE_EXTEND_MAX_MS 80
+#define PURGE_EXTEND_WINDOW_MS 1000u
+static _Atomic long purge_extended;       /* the extended delay (ms) */
+static _Atomic long purge_extended_from;  /* the option's value it extends (a new value drops it) */
+static _Atomic uint64_t purge_refault_ms; /* the last refault */
+
+long _ak_purge_delay(uint64_t now) {
+  long d = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
+  if (d <= 0 || atomic_load_explicit(&purge_extended_from, memory_order_relaxed) != d) return d;
+  long e = atomic_load_explicit(&purge_extended, memory_order_relaxed);
+  if (e > d && _ak_ms_since(now, atomic_load_explicit(&purge_refault_ms, memory_order_relaxed)) <
+                   PURGE_EXTEND_WINDOW_MS)
+    return e;
+  return d;
+}
+
+void _ak_purge_refault(uint64_t purged_ms, uint64_t now) {
+  long d = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
+  long cur = _ak_purge_delay(now);
+  if (cur <= 0 || _ak_ms_since(now, purged_ms) >= PURGE_EXTEND_WINDOW_MS)
+    return; /* long after: the purge was right */
+  long next = cur >= PURGE_EXTEND_MAX_MS / 2 ? PURGE_EXTEND_MAX_MS : 2 * cur;
+  if (next < cur) next = cur; /* d above the bound: d */
+  atomic_store_explicit(&purge_extended, next, memory_order_relaxed);
+  atomic_store_explicit(&purge_extended_from, d, memory_order_relaxed);
+  atomic_store_explicit(&purge_refault_ms, now, memory_order_relaxed);
 }
 
 static void committed_add(size_t n) {
@@ -72,15 +115,17 @@ static void registry_remove(ak_segment *seg) {
   pthread_mutex_unlock(&_ak_seg_mu);
 }
 
-/* A few empty segments are cached, pages still committed, so that
- * threads that come and go do not map, fault in and unmap a segment each;
- * one cached longer than the purge delay (or on ak_collect(true)) goes back
- * to the OS. Under cache_mu. */
+/* Empty segments are spares of the reclaim policy (common/reclaim.h), the
+ * one every component uses, so that threads that come and go do not map,
+ * fault in and unmap a segment each: reused newest first, their free
+ * pages decommitted after the reclaim purge delay, unmapped after the
+ * release delay or when more than SEG_CACHE are kept (the oldest first),
+ * all of them at ak_collect(true). The set's node sits in the segment
+ * header, which a decommit leaves alone. Not registered with the
+ * background thread (it may start from inside malloc). */
 #define SEG_CACHE 4
-static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
-static ak_segment *seg_cache[SEG_CACHE];
-static uint64_t seg_cache_since[SEG_CACHE];
-static int seg_cached;
+static _ak_spare_set seg_spares;
+static pthread_once_t seg_spares_once = PTHREAD_ONCE_INIT;
 
 static void segment_unmap(ak_segment *seg) {
   committed_sub(SEG_SIZE - (size_t)__builtin_popcountll(seg->decommit_mask) * PAGE_SIZE_AK);
@@ -89,31 +134,42 @@ static void segment_unmap(ak_segment *seg) {
   _ak_os_free(seg, SEG_SIZE);
 }
 
-/* Releases cached segments older than the purge delay (all with force). */
+static ak_segment *seg_of_spare(_ak_spare *sp) {
+  return (ak_segment *)(void *)((char *)sp - offsetof(ak_segment, spare));
+}
+
+/* The set's callbacks: decommit takes no lock (the purge is atomics and
+ * madvise); release unmaps. */
+static void spare_decommit(_ak_spare *sp, void *ctx) {
+  (void)ctx;
+  _ak_segment_purge(seg_of_spare(sp), 0, _ak_now_ms());
+}
+static void spare_release(_ak_spare *sp, void *ctx) {
+  (void)ctx;
+  segment_unmap(seg_of_spare(sp));
+}
+static const _ak_spare_ops seg_spare_ops = {spare_decommit, spare_release};
+static void seg_spares_init(void) {
+  _ak_spare_set_init(&seg_spares, &seg_spare_ops, NULL, SEG_CACHE, AK_SPARE_TIMED);
+}
+static _ak_spare_set *spares(void) {
+  pthread_once(&seg_spares_once, seg_spares_init);
+  return &seg_spares;
+}
+
+/* The policy's step on a slow path (one clock read when nothing is due);
+ * with force every spare segment is unmapped. */
 void _ak_segment_cache_trim(bool force) {
-  ak_segment *out[SEG_CACHE];
-  int nout = 0;
-  long delay = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
-  uint64_t now = _ak_now_ms();
-  pthread_mutex_lock(&cache_mu);
-  for (int i = 0; i < seg_cached;) {
-    if (force || delay < 0 || now - seg_cache_since[i] >= (uint64_t)delay) {
-      out[nout++] = seg_cache[i];
-      seg_cache[i] = seg_cache[--seg_cached];
-      seg_cache_since[i] = seg_cache_since[seg_cached];
-    } else {
-      i++;
-    }
-  }
-  pthread_mutex_unlock(&cache_mu);
-  for (int i = 0; i < nout; i++) segment_unmap(out[i]);
+  if (force)
+    _ak_spare_drain(spares());
+  else
+    _ak_spare_tick(spares());
 }
 
 static ak_segment *segment_new(ak_mheap *h) {
   ak_segment *seg = NULL;
-  pthread_mutex_lock(&cache_mu);
-  if (seg_cached) seg = seg_cache[--seg_cached];
-  pthread_mutex_unlock(&cache_mu);
+  _ak_spare *sp = _ak_spare_take(spares(), NULL);
+  if (sp) seg = seg_of_spare(sp);
   if (seg) {
     /* Reused: clear the header, keep the decommit record for accounting;
      * the other free pages are committed (dirty, purgeable). The page
@@ -124,7 +180,6 @@ static ak_segment *segment_new(ak_mheap *h) {
     seg->decommit_mask = decommitted;
     seg->guard_mask = guarded;
     seg->dirty_mask = ALL_PAGES & ~decommitted;
-    seg->purge_tick = _ak_now_ms();
   } else {
     seg = _ak_os_alloc(SEG_SIZE, SEG_SIZE);
     if (!seg) return NULL;
@@ -137,6 +192,7 @@ static ak_segment *segment_new(ak_mheap *h) {
   }
   seg->magic = SEG_MAGIC;
   seg->kind = SEG_SMALL;
+  seg->active_ms = _ak_now_ms();
   atomic_store_explicit(&seg->owner, (uintptr_t)h, memory_order_relaxed);
   seg->free_mask = ALL_PAGES;
   seg->first_page_start = (sizeof(ak_segment) + 4095) & ~(size_t)4095;
@@ -151,15 +207,7 @@ static ak_segment *segment_new(ak_mheap *h) {
 void _ak_segment_release(ak_segment *seg) {
   registry_remove(seg);
   seg->magic = 0;
-  _ak_segment_cache_trim(false);
-  pthread_mutex_lock(&cache_mu);
-  if (seg_cached < SEG_CACHE) {
-    seg_cache_since[seg_cached] = _ak_now_ms();
-    seg_cache[seg_cached++] = seg;
-    seg = NULL;
-  }
-  pthread_mutex_unlock(&cache_mu);
-  if (seg) segment_unmap(seg);
+  _ak_spare_put(spares(), &seg->spare, SEG_SIZE); /* past the cap the oldest spare is unmapped */
 }
 
 /* Mask of `k` pages from page `at`. */
@@ -167,13 +215,14 @@ static inline uint64_t run_bits(unsigned at, unsigned k) {
   return (k == 64 ? ALL_PAGES : ((UINT64_C(1) << k) - 1)) << at;
 }
 
-/* The lowest run of `k` free pages starting at page `from` or later. */
+/* The lowest run of `k` free pages in `free_mask` starting at page `from`
+ * or later, or -1: bit i of the AND of the mask shifted by 0 .. k-1 is set
+ * when pages i .. i+k-1 are all free. */
 static int find_run(uint64_t free_mask, unsigned k, unsigned from) {
-  for (unsigned i = from; i + k <= NPAGES; i++) {
-    uint64_t want = run_bits(i, k);
-    if ((free_mask & want) == want) return (int)i;
-  }
-  return -1;
+  uint64_t starts = free_mask;
+  for (unsigned j = 1; j < k && starts; j++) starts &= free_mask >> j;
+  starts &= from ? ~(uint64_t)0 << from : ~(uint64_t)0;
+  return starts ? (int)__builtin_ctzll(starts) : -1;
 }
 
 /* A free, still committed one-page span whose last class was `cls`, or
@@ -209,10 +258,14 @@ static ak_page *span_take(ak_mheap *h, ak_segment *seg, unsigned at, unsigned k)
     seg->guard_mask &= ~(UINT64_C(1) << i);
   }
   /* Pages that were decommitted come back on first touch: count them. */
-  committed_add((size_t)__builtin_popcountll(bits & seg->decommit_mask) * PAGE_SIZE_AK);
+  uint64_t now = _ak_now_ms();
+  if (bits & seg->decommit_mask) {
+    committed_add((size_t)__builtin_popcountll(bits & seg->decommit_mask) * PAGE_SIZE_AK);
+    _ak_purge_refault(seg->purged_ms, now);
+  }
+  seg->active_ms = now;
   seg->free_mask &= ~bits;
   seg->dirty_mask &= ~bits;
-  seg->aged_mask &= ~bits;
   seg->decommit_mask &= ~bits;
   ak_page *pg = &seg->pages[at];
   /* Relaxed atomic stores: the stats walker reads these fields from other
@@ -257,10 +310,25 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
     for (ak_segment *s = h->segs; s && at < 0; s = s->next)
       if ((at = find_same_class(s, cls)) >= 0) seg = s;
   }
-  for (ak_segment *s = h->segs; s && at < 0; s = s->next) {
-    if ((at = find_run(s->free_mask, k, k == 1 ? 0 : 1)) >= 0) { /* page 0: one-page spans only */
+  /* Committed free pages before decommitted ones (a decommitted page
+   * faults in again as it is carved, and a committed one left alone is
+   * decommitted after the delay), and among those the fullest segment of
+   * h's: new spans pack into segments in use, so that sparse ones (a few
+   * blocks left by threads that exited) drain, empty and go back instead of
+   * every segment keeping a few live spans among many free pages. */
+  if (at < 0) {
+    unsigned from = k == 1 ? 0 : 1, best = ~0u; /* page 0: one-page spans only */
+    for (ak_segment *s = h->segs; s; s = s->next) {
+      unsigned score = (unsigned)__builtin_popcountll(s->free_mask);
+      if (score >= best) continue;
+      int a = find_run(s->free_mask & ~s->decommit_mask, k, from);
+      if (a < 0) {
+        score += NPAGES; /* decommitted pages only: after any committed run */
+        if (score >= best || (a = find_run(s->free_mask, k, from)) < 0) continue;
+      }
+      best = score;
       seg = s;
-      break;
+      at = a;
     }
   }
   if (!seg) {
@@ -293,9 +361,9 @@ void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg) {
   pg->flags = 0;
   seg->free_mask |= bits;
   seg->dirty_mask |= bits;
-  seg->aged_mask = 0; /* a busy segment is not purged: its aging starts again */
+  seg->active_ms = _ak_now_ms(); /* a busy segment is not purged */
   long delay = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
-  if (delay == 0) _ak_segment_purge(seg, true, 0);
+  if (delay == 0) _ak_segment_purge(seg, 0, seg->active_ms);
   if (seg->free_mask == ALL_PAGES && h) {
     /* Keep one empty segment per heap; release any other at once, and one
      * that the heap took over only to settle frees (SEG_RELEASE_EMPTY). */
@@ -310,27 +378,17 @@ void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg) {
 }
 
 /* Purge policy: the free pages of a segment are decommitted once the
- * segment has been quiet - no span freed, shrunk or grown in place in it -
- * for at least the purge delay. Each segment keeps a tick: at a tick
- * (maybe_purge in heap.c, at most once per delay) the pages still in
- * aged_mask - free since the tick before - are decommitted, and the free
- * pages become the next aged_mask. Such activity empties aged_mask, and
- * taking a page removes it, so the pages of a segment that a program keeps
- * freeing and taking (realloc growth) stay committed and do not fault
- * again; once the program stops using the segment, its free pages go back
- * within two delays. (Earlier, every free page of a segment went once the
- * first of them was older than the delay: pages freed a moment before were
- * decommitted and faulted in again at once.) */
-void _ak_segment_purge(ak_segment *seg, bool force, uint64_t now_ms) {
-  if (!seg->dirty_mask) return;
+ * segment has been quiet - no span taken, freed, grown or shrunk in it,
+ * no adoption - for the purge delay in force (active_ms, stamped by each
+ * of those), at the first purge tick after that (maybe_purge in heap.c,
+ * every 64 slow-path calls of a thread; sweep_abandoned; ak_collect). So
+ * the pages of a segment that a program keeps freeing and taking stay
+ * committed and do not fault again, and once the program stops using the
+ * segment its free pages go back at the next call that reaches a slow
+ * path. */
+void _ak_segment_purge(ak_segment *seg, long delay, uint64_t now_ms) {
+  if (!seg->dirty_mask || delay < 0 || _ak_ms_since(now_ms, seg->active_ms) < (uint64_t)delay) return;
   uint64_t purge = seg->dirty_mask;
-  if (!force) {
-    long delay = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
-    if (delay < 0 || now_ms - seg->purge_tick < (uint64_t)delay) return;
-    purge = seg->aged_mask & seg->dirty_mask;
-    seg->aged_mask = seg->dirty_mask & ~purge;
-    seg->purge_tick = now_ms;
-  }
   for (unsigned i = 0; i < NPAGES; i++) {
     if (!(purge & (UINT64_C(1) << i))) continue;
     unsigned j = i;
@@ -344,7 +402,7 @@ void _ak_segment_purge(ak_segment *seg, bool force, uint64_t now_ms) {
   }
   seg->decommit_mask |= purge;
   seg->dirty_mask &= ~purge;
-  seg->aged_mask &= ~purge;
+  seg->purged_ms = now_ms;
 }
 
 /* ---- solo spans --------------------------------------------------------------------
@@ -357,6 +415,12 @@ void _ak_segment_purge(ak_segment *seg, bool force, uint64_t now_ms) {
  * grown step by step is copied only when its neighbour is taken. */
 
 /* Pages of a solo span holding `n` bytes (and the hardened guard). */
+/* The end of a solo block of `n` bytes starting at `start`: n rounded up
+ * to 4 KiB, so that a request just above a page multiple is not handed
+ * the rest of its last 64 KiB page (65,537 bytes got 131,072 usable). The
+ * span's pages after the end stay untouched. */
+static uintptr_t solo_end(uintptr_t start, size_t n) { return start + ((n + 4095) & ~(uintptr_t)4095); }
+
 static unsigned solo_pages(size_t n) {
   return (unsigned)((n + (ak_harden_guards ? GUARD : 0) + PAGE_SIZE_AK - 1) >> PAGE_SHIFT);
 }
@@ -408,6 +472,7 @@ void *_ak_solo_alloc(ak_mheap *h, size_t n, bool zero) {
     _ak_solo_collect(h); /* blocks other threads freed, before mapping more */
     seg = solo_place(h, k, &at);
   }
+  if (!seg && _ak_heap_adopt_for(h, k)) seg = solo_place(h, k, &at); /* exited threads' pages */
   if (!seg) {
     seg = segment_new(h);
     if (!seg) return NULL;
@@ -417,6 +482,7 @@ void *_ak_solo_alloc(ak_mheap *h, size_t n, bool zero) {
   ak_page *pg = span_take(h, seg, (unsigned)at, k);
   if (!pg) return NULL;
   __atomic_store_n(&pg->cls, (uint16_t)CLS_SOLO, __ATOMIC_RELAXED);
+  pg->end = solo_end(pg->start, n); /* within the span (and before a hardened guard) */
   __atomic_store_n(&pg->block_size, (uint32_t)(pg->end - pg->start), __ATOMIC_RELAXED);
   pg->capacity = 1;
   pg->bump = pg->end;
@@ -434,18 +500,26 @@ void *_ak_solo_alloc(ak_mheap *h, size_t n, bool zero) {
 bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n) {
   if (n <= SOLO_MIN || n > SOLO_MAX) return false;
   unsigned at = (unsigned)(pg - seg->pages), k = pg->span, want = solo_pages(n);
-  if (want == k || (want < k && n >= (pg->end - pg->start) / 2)) return true; /* fits, not too loose */
+  size_t have = pg->end - pg->start;
+  if (want == k || (want < k && n >= have / 2)) { /* the span fits, not too loose */
+    if (n > have) {                               /* the block grows within its span */
+      pg->end = pg->bump = solo_end(pg->start, n);
+      __atomic_store_n(&pg->block_size, (uint32_t)(pg->end - pg->start), __ATOMIC_RELAXED);
+    }
+    return true;
+  }
   if (ak_harden_guards) return false; /* the guard would have to move: copy instead */
   if (want > k) {
     if (at + want > NPAGES) return false;
     uint64_t more = run_bits(at + k, want - k);
     if ((seg->free_mask & more) != more) return false;
-    committed_add((size_t)__builtin_popcountll(more & seg->decommit_mask) * PAGE_SIZE_AK);
+    if (more & seg->decommit_mask) {
+      committed_add((size_t)__builtin_popcountll(more & seg->decommit_mask) * PAGE_SIZE_AK);
+      _ak_purge_refault(seg->purged_ms, _ak_now_ms());
+    }
     seg->free_mask &= ~more;
     seg->dirty_mask &= ~more;
-    seg->aged_mask &= ~more;
     seg->decommit_mask &= ~more;
-    seg->aged_mask = 0; /* a segment whose blocks grow is busy too */
     for (unsigned i = k; i < want; i++) {
       __atomic_store_n(&seg->pages[at + i].head_off, (uint8_t)i, __ATOMIC_RELAXED);
       seg->pages[at + i].head = pg;
@@ -455,10 +529,10 @@ bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n) {
     uint64_t less = run_bits(at + want, k - want);
     seg->free_mask |= less;
     seg->dirty_mask |= less;
-    seg->aged_mask = 0;
   }
+  seg->active_ms = _ak_now_ms(); /* a segment whose blocks grow or shrink is busy */
   pg->span = (uint8_t)want;
-  pg->end = (uintptr_t)seg + (uintptr_t)(at + want) * PAGE_SIZE_AK;
+  pg->end = solo_end(pg->start, n);
   pg->bump = pg->end;
   __atomic_store_n(&pg->block_size, (uint32_t)(pg->end - pg->start), __ATOMIC_RELAXED);
   (void)h;
@@ -469,7 +543,164 @@ bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n) {
 
 #define LARGE_HDR ((size_t)4096)
 
-void *_ak_large_alloc(size_t n, size_t align) {
+/* The large-block cache. A freed large block's mapping ([header | block],
+ * the block LARGE_HDR in) is kept instead of unmapped, so that a program
+ * that allocates and frees blocks above SOLO_MAX in a loop, or grows one by
+ * realloc, reuses pages that are mapped and resident: no system call, no
+ * page fault per page (glibc's adaptive mmap threshold keeps such blocks
+ * in its heap likewise; a fresh mapping each time cost 4.35 s against
+ * glibc's 0.05 s for 300 frees and mallocs of 5 MB). The policy, with the
+ * purge delay d (AK_PURGE_DELAY, ms):
+ *   reuse     a malloc takes the smallest cached mapping that holds it and
+ *             is at most twice its size (the most recently freed among
+ *             equals); a realloc that grows moves its pages into one
+ *             (mremap onto it: no copy, the cached pages past them stay)
+ *   decommit  a mapping cached for the purge delay in force (d, longer
+ *             while memory is reused soon after it was decommitted:
+ *             _ak_purge_delay) gives its pages back (madvise), keeping its
+ *             range and its header page
+ *   unmap     after LCACHE_UNMAP_MS, or the oldest first when the cache
+ *             would pass LCACHE_SLOTS mappings or LCACHE_BYTES; all of
+ *             them before a fresh mapping is retried after ENOMEM, and at
+ *             ak_collect(true)
+ *   d == 0: nothing is cached (unmapped at once); d < 0: never decommitted.
+ * A cached mapping is no block: its segment-map bit is cleared and its
+ * magic zeroed, so free, realloc and malloc_usable_size of it end in the
+ * "not from arenakit" message like any freed large block; the kernel puts
+ * nothing else in its range while it is mapped, so the bit is set again
+ * when the mapping is reused. Committed bytes (stats) count a cached
+ * mapping until it is decommitted. lcache_mu is a leaf lock (nothing is
+ * taken under it); the system calls that unmap run after it is released. */
+#define LCACHE_SLOTS 16
+#define LCACHE_BYTES ((size_t)256 << 20)
+#define LCACHE_UNMAP_MS 1000u
+typedef struct lcache_entry {
+  ak_segment *seg;
+  size_t size;        /* bytes mapped */
+  uint64_t freed_ms;  /* when it was freed */
+  uint64_t purged_ms; /* when it was decommitted */
+  bool decommitted;   /* pages past the header given back */
+} lcache_entry;
+static pthread_mutex_t lcache_mu = PTHREAD_MUTEX_INITIALIZER;
+static lcache_entry lcache[LCACHE_SLOTS];
+static _Atomic int lcache_n; /* atomic: peeked at without lcache_mu */
+static size_t lcache_bytes;
+
+static long purge_delay(void) {
+  return atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
+}
+
+/* Removes entry i (under lcache_mu); returns it. */
+static lcache_entry lcache_remove(int i) {
+  lcache_entry e = lcache[i];
+  lcache[i] = lcache[--lcache_n];
+  lcache_bytes -= e.size;
+  return e;
+}
+
+/* Unmaps a mapping taken out of the cache (no lock held). */
+static void lcache_unmap(const lcache_entry *e) {
+  committed_sub(e->decommitted ? LARGE_HDR : e->size);
+  _ak_os_free(e->seg, e->size);
+}
+
+/* Decommits the entries cached for the purge delay and unmaps those past
+ * LCACHE_UNMAP_MS (all with `force`). */
+void _ak_large_cache_trim(bool force, uint64_t now) {
+  lcache_entry out[LCACHE_SLOTS];
+  int nout = 0;
+  if (!force && !atomic_load_explicit(&lcache_n, memory_order_relaxed))
+    return; /* racy peek: no lock when empty */
+  long delay = _ak_purge_delay(now);
+  pthread_mutex_lock(&lcache_mu);
+  for (int i = 0; i < lcache_n;) {
+    lcache_entry *e = &lcache[i];
+    uint64_t age = _ak_ms_since(now, e->freed_ms);
+    if (force || age >= LCACHE_UNMAP_MS) {
+      out[nout++] = lcache_remove(i);
+      continue;
+    }
+    if (!e->decommitted && delay >= 0 && age >= (uint64_t)delay) {
+      (void)_ak_os_decommit((char *)e->seg + LARGE_HDR, e->size - LARGE_HDR);
+      committed_sub(e->size - LARGE_HDR);
+      e->decommitted = true;
+      e->purged_ms = now;
+    }
+    i++;
+  }
+  pthread_mutex_unlock(&lcache_mu);
+  for (int i = 0; i < nout; i++) lcache_unmap(&out[i]);
+}
+
+/* Takes the best cached mapping for `need` bytes (need .. 2 x need, the
+ * smallest, the most recently freed among equals) out of the cache: its
+ * size in *size, whether its pages still hold old data in *dirty; the
+ * mapping counts as committed again. NULL if none fits. */
+static ak_segment *lcache_take(size_t need, size_t *size, bool *dirty) {
+  if (!atomic_load_explicit(&lcache_n, memory_order_relaxed))
+    return NULL; /* a racy peek: the common case costs no lock */
+  pthread_mutex_lock(&lcache_mu);
+  int best = -1;
+  for (int i = 0; i < lcache_n; i++) {
+    size_t sz = lcache[i].size;
+    if (sz < need || sz / 2 > need) continue;
+    if (best < 0 || sz < lcache[best].size ||
+        (sz == lcache[best].size && lcache[i].freed_ms > lcache[best].freed_ms))
+      best = i;
+  }
+  lcache_entry e = {NULL, 0, 0, 0, false};
+  if (best >= 0) e = lcache_remove(best);
+  pthread_mutex_unlock(&lcache_mu);
+  if (!e.seg) return NULL;
+  if (e.decommitted) { /* faulted in again as it is used */
+    committed_add(e.size - LARGE_HDR);
+    _ak_purge_refault(e.purged_ms, _ak_now_ms());
+  }
+  *size = e.size;
+  *dirty = !e.decommitted;
+  return e.seg;
+}
+
+/* Puts the mapping of a freed large block (segment-map bit cleared, magic
+ * zeroed, still counted as committed) into the cache, or unmaps it. */
+static void lcache_put(ak_segment *seg, size_t size) {
+  long delay = purge_delay();
+  uint64_t now = _ak_now_ms();
+  lcache_entry out[LCACHE_SLOTS + 1];
+  int nout = 0;
+  if (delay == 0 || size > LCACHE_BYTES) {
+    out[nout++] = (lcache_entry){seg, size, now, 0, false};
+  } else {
+    pthread_mutex_lock(&lcache_mu);
+    while (lcache_n == LCACHE_SLOTS || lcache_bytes + size > LCACHE_BYTES) { /* room: the oldest go */
+      int old = 0;
+      for (int i = 1; i < lcache_n; i++)
+        if (lcache[i].freed_ms < lcache[old].freed_ms) old = i;
+      out[nout++] = lcache_remove(old);
+    }
+    lcache[lcache_n++] = (lcache_entry){seg, size, now, 0, false};
+    lcache_bytes += size;
+    pthread_mutex_unlock(&lcache_mu);
+  }
+  for (int i = 0; i < nout; i++) lcache_unmap(&out[i]);
+  _ak_large_cache_trim(false, now);
+}
+
+/* Makes `seg` (mapping of `map` bytes, block `off` in) a live large block. */
+static void *large_setup(ak_segment *seg, size_t map, size_t off) {
+  seg->magic = SEG_MAGIC;
+  seg->kind = SEG_LARGE;
+  seg->map_size = map;
+  seg->large_block = (uintptr_t)seg + off;
+  atomic_store_explicit(&seg->owner, OWNER_NONE, memory_order_relaxed); /* no free fast path */
+  registry_add(seg);
+  atomic_fetch_add_explicit(&_ak_large_count, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&_ak_large_bytes, map, memory_order_relaxed);
+  _ak_peak_note_large();
+  return (void *)seg->large_block;
+}
+
+void *_ak_large_alloc(size_t n, size_t align, bool zero) {
   /* At least one byte: the mapping must contain the block's address (a
    * zero-byte block at `align` >= 4 MiB would sit one past the mapping's
    * end, where another segment may be mapped, and its usable size, 0,
@@ -482,37 +713,64 @@ void *_ak_large_alloc(size_t n, size_t align) {
     return NULL;
   }
   size_t map = _ak_os_round_page(off + n);
+  if (off == LARGE_HDR) {
+    size_t size;
+    bool dirty;
+    ak_segment *seg = lcache_take(map, &size, &dirty);
+    if (seg) {
+      (void)_ak_segmap_set(seg, true); /* it was set for this address before: covered */
+      if (zero && dirty) memset((char *)seg + off, 0, n);
+      return large_setup(seg, size, off);
+    }
+  }
   /* The header precedes the block within the same 4 MiB, so masking finds
    * it; with align >= 4 MiB that is impossible and the block goes through
    * the huge-aligned registry instead. */
   size_t seg_align = align >= SEG_SIZE ? align : SEG_SIZE;
   ak_segment *seg = _ak_os_alloc(map, seg_align);
+  if (!seg && errno == ENOMEM && atomic_load_explicit(&lcache_n, memory_order_relaxed)) {
+    _ak_large_cache_trim(true, 0); /* what the cache holds may be what the system lacks */
+    seg = _ak_os_alloc(map, seg_align);
+  }
   if (!seg) return NULL;
   if (!_ak_segmap_set(seg, true)) {
     _ak_os_free(seg, map);
     errno = ENOMEM;
     return NULL;
   }
-  seg->magic = SEG_MAGIC;
-  seg->kind = SEG_LARGE;
-  seg->map_size = map;
-  seg->large_block = (uintptr_t)seg + off;
-  atomic_store_explicit(&seg->owner, OWNER_NONE, memory_order_relaxed); /* no free fast path */
-  registry_add(seg);
-  atomic_fetch_add_explicit(&_ak_large_count, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&_ak_large_bytes, map, memory_order_relaxed);
   committed_add(map);
-  return (void *)seg->large_block;
+  return large_setup(seg, map, off); /* fresh mapping: zero */
 }
 
 void _ak_large_free(ak_segment *seg) {
   registry_remove(seg);
   atomic_fetch_sub_explicit(&_ak_large_count, 1, memory_order_relaxed);
   atomic_fetch_sub_explicit(&_ak_large_bytes, seg->map_size, memory_order_relaxed);
-  committed_sub(seg->map_size);
   seg->magic = 0;
   (void)_ak_segmap_set(seg, false);
-  _ak_os_free(seg, seg->map_size);
+  if (seg->large_block - (uintptr_t)seg == LARGE_HDR) {
+    lcache_put(seg, seg->map_size);
+  } else { /* aligned past the header (rare): not reused */
+    committed_sub(seg->map_size);
+    _ak_os_free(seg, seg->map_size);
+  }
+}
+
+/* A growing large block `seg` (old bytes mapped) moved into a cached
+ * mapping of at least `map` bytes: its pages go over the start of that
+ * mapping, whose later pages are resident already. NULL if none fits. */
+static ak_segment *large_grow_cached(ak_segment *seg, size_t old, size_t map) {
+  size_t size;
+  bool dirty;
+  ak_segment *to = lcache_take(map, &size, &dirty);
+  if (!to) return NULL;
+  if (_ak_os_move_into(seg, old, to) != 0) {
+    lcache_put(to, size); /* still as it was */
+    return NULL;
+  }
+  committed_sub(old); /* the pages moved replace as many of the cached mapping's */
+  to->map_size = size;
+  return to;
 }
 
 void *_ak_large_realloc(ak_segment *seg, void *p, size_t n) {
@@ -522,7 +780,9 @@ void *_ak_large_realloc(ak_segment *seg, void *p, size_t n) {
     return NULL;
   }
   size_t map = _ak_os_round_page(off + n);
-  if (map == seg->map_size) return p;
+  /* Fits and is not too loose (a mapping from the cache may be up to
+   * twice what was asked): stays. */
+  if (map <= seg->map_size && map >= seg->map_size / 2) return p;
   size_t old = seg->map_size;
   registry_remove(seg); /* it may move */
   /* The map's bit is cleared before the remap and set again after, where
@@ -531,19 +791,28 @@ void *_ak_large_realloc(ak_segment *seg, void *p, size_t n) {
    * the remap would undo (mremap moves below the map's limit, as every
    * mapping the kernel places without a hint above it). */
   (void)_ak_segmap_set(seg, false);
-  ak_segment *ns = _ak_os_remap(seg, old, map, SEG_SIZE);
+  ak_segment *ns = map > old && off == LARGE_HDR ? large_grow_cached(seg, old, map) : NULL;
+  if (ns) {
+    map = ns->map_size;
+  } else {
+    ns = _ak_os_remap(seg, old, map, SEG_SIZE);
+    if (ns) {
+      if (map > old)
+        committed_add(map - old);
+      else
+        committed_sub(old - map);
+    }
+  }
   (void)_ak_segmap_set(ns ? ns : seg, true);
   registry_add(ns ? ns : seg);
   if (!ns) return NULL;
   ns->map_size = map;
   ns->large_block = (uintptr_t)ns + off;
-  if (map > old) {
+  if (map > old)
     atomic_fetch_add_explicit(&_ak_large_bytes, map - old, memory_order_relaxed);
-    committed_add(map - old);
-  } else {
+  else
     atomic_fetch_sub_explicit(&_ak_large_bytes, old - map, memory_order_relaxed);
-    committed_sub(old - map);
-  }
+  _ak_peak_note_large();
   return (void *)ns->large_block;
 }
 
@@ -618,7 +887,7 @@ static bool huge_reserve(void) {
 
 void *_ak_huge_aligned_alloc(size_t n, size_t align);
 void *_ak_huge_aligned_alloc(size_t n, size_t align) {
-  void *p = _ak_large_alloc(n, align);
+  void *p = _ak_large_alloc(n, align, false);
   if (!p) return NULL;
   ak_segment *seg = (ak_segment *)((uintptr_t)p - align); /* the block sits `align` in */
   pthread_mutex_lock(&huge_mu);
@@ -639,18 +908,23 @@ void *_ak_huge_aligned_alloc(size_t n, size_t align) {
 }
 
 /* fork() (heap.c's handlers, which give the order of every malloc lock):
- * the segment cache's lock, then the huge-aligned registry's. */
+ * the spare segments' set lock, the huge-aligned registry's, then the
+ * large cache's. The child, where the forking thread holds the set's lock,
+ * releases it. */
 void _ak_segment_fork_prepare(void) {
-  pthread_mutex_lock(&cache_mu);
+  _ak_spare_set_lock(spares());
   pthread_mutex_lock(&huge_mu);
+  pthread_mutex_lock(&lcache_mu);
 }
 
 void _ak_segment_fork_parent(void) {
+  pthread_mutex_unlock(&lcache_mu);
   pthread_mutex_unlock(&huge_mu);
-  pthread_mutex_unlock(&cache_mu);
+  _ak_spare_set_unlock(&seg_spares);
 }
 
 void _ak_segment_fork_child(void) {
+  pthread_mutex_init(&lcache_mu, NULL);
   pthread_mutex_init(&huge_mu, NULL);
-  pthread_mutex_init(&cache_mu, NULL);
+  _ak_spare_set_unlock(&seg_spares);
 }

@@ -132,6 +132,7 @@ void ak_option_set(ak_option o, long value) {
 }
 
 static atomic_size_t peak_allocated;
+static atomic_size_t small_sampled; /* small-block bytes at the last walk */
 
 /* Live bytes in small segments plus large blocks (walks the registry). */
 static size_t allocated_now(ak_malloc_stats *out) {
@@ -159,11 +160,22 @@ static size_t allocated_now(ak_malloc_stats *out) {
   return total + atomic_load(&_ak_large_bytes);
 }
 
-void _ak_peak_sample(void) {
-  size_t now = allocated_now(NULL);
+static void peak_raise(size_t now) {
   size_t peak = atomic_load(&peak_allocated);
   while (now > peak && !atomic_compare_exchange_weak(&peak_allocated, &peak, now)) {
   }
+}
+
+void _ak_peak_sample(void) {
+  size_t large = atomic_load(&_ak_large_bytes);
+  size_t now = allocated_now(NULL);
+  atomic_store_explicit(&small_sampled, now > large ? now - large : 0, memory_order_relaxed);
+  peak_raise(now);
+}
+
+void _ak_peak_note_large(void) {
+  peak_raise(atomic_load_explicit(&small_sampled, memory_order_relaxed) +
+             atomic_load_explicit(&_ak_large_bytes, memory_order_relaxed));
 }
 
 void ak_malloc_stats_get(ak_malloc_stats *out) {

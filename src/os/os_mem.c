@@ -350,6 +350,14 @@ void *_ak_os_remap(void *p, size_t old_size, size_t new_size, size_t align) {
 #endif
 }
 
+int _ak_os_move_into(void *p, size_t size, void *dst) {
+  size_t len = _ak_os_round_page(size);
+  void *q = mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
+  if (q == MAP_FAILED) return -1;
+  count(-len, (size_t)-1, 0); /* [p, p + len) is gone; dst's range was counted already */
+  return 0;
+}
+
 int _ak_os_decommit(void *p, size_t size) { return hooks.decommit(p, _ak_os_round_page(size), hooks.ctx); }
 
 uint64_t _ak_os_entropy(void) {

@@ -77,6 +77,13 @@ void _ak_os_free(void *p, size_t size);
  *  old mapping untouched. */
 void *_ak_os_remap(void *p, size_t old_size, size_t new_size, size_t align);
 
+/** Moves the pages of mapping [p, p + size) from _ak_os_alloc onto
+ *  [dst, dst + size), the start of another such mapping at least `size`
+ *  long, without copying (mremap): the pages that were at the start of
+ *  `dst` are discarded, those after dst + size stay as they are, and
+ *  [p, p + size) is unmapped. 0, or -1 + errno with both untouched. */
+int _ak_os_move_into(void *p, size_t size, void *dst);
+
 /** Returns the physical pages of [p, p + size) to the OS; the range stays
  *  mapped and reads as zero afterwards. `p` page-aligned. 0 or -1 + errno. */
 int _ak_os_decommit(void *p, size_t size);
