@@ -23,20 +23,14 @@
 #include <vector>
 
 #include "os/os_mem.h"
+#include "sanitizers.h"
 
 namespace {
 
 constexpr int kThreads = 4;
 // 200 forks; 40 under AddressSanitizer, where each fork copies the page
 // tables of the shadow memory too (200 took 108 s on 2 busy cores).
-#if defined(__SANITIZE_ADDRESS__)
-#define AK_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define AK_TEST_SANITIZED 1
-#endif
-#endif
-#ifdef AK_TEST_SANITIZED
+#if AK_TEST_ASAN
 constexpr int kForks = 40;
 #else
 constexpr int kForks = 200;

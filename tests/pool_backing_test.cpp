@@ -25,17 +25,7 @@
 #include <vector>
 
 #include "os/os_mem.h"
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define AK_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define AK_TEST_SANITIZED 1
-#endif
-#endif
-#ifndef AK_TEST_SANITIZED
-#define AK_TEST_SANITIZED 0
-#endif
+#include "sanitizers.h"
 
 namespace {
 
