@@ -337,7 +337,14 @@ void *_ak_os_remap(void *p, size_t old_size, size_t new_size, size_t align) {
     if (!dst) return NULL;
     count(-new_len, (size_t)-1, 0); /* counted below */
     q = mremap(p, old_len, new_len, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
-    if (q == MAP_FAILED) {
+    if (q == MAP_FAILED && errno == EFAULT && new_len > old_len) {
+      /* [p, p + old_len) is mapped but spans several of the kernel's
+       * mappings (a block moved into part of another with
+       * _ak_os_move_into), which mremap takes only one at a time: copy. */
+      memcpy(dst, p, old_len);
+      unmap_part(p, old_len);
+      q = dst;
+    } else if (q == MAP_FAILED) {
       int e = errno;
       count(new_len, 1, 0);
       _ak_os_free(dst, new_len);

@@ -73,8 +73,10 @@ void _ak_os_free(void *p, size_t size);
 /** Resizes a mapping from _ak_os_alloc (old_size as passed to it) to
  *  new_size, keeping its contents without copying: in place when the
  *  address space allows, else moved (mremap) to a new range aligned to
- *  `align`. Returns the (possibly new) address, or NULL + errno with the
- *  old mapping untouched. */
+ *  `align`; a range that _ak_os_move_into left in two of the kernel's
+ *  mappings is copied instead (mremap moves one at a time). Returns the
+ *  (possibly new) address, or NULL + errno with the old mapping
+ *  untouched. */
 void *_ak_os_remap(void *p, size_t old_size, size_t new_size, size_t align);
 
 /** Moves the pages of mapping [p, p + size) from _ak_os_alloc onto
