@@ -92,8 +92,18 @@ static void fork_release(void) {
   pthread_mutex_unlock(&g_pools_mu);
 }
 
+/* The child's heaps of THREADS pools: those of threads that do not exist
+ * there are given up (pool_threads.c, _ak_threads_fork_child). */
+static void fork_child(void) {
+  fork_release();
+  pthread_mutex_lock(&g_pools_mu);
+  for (_ak_pool_impl *q = g_pools; q; q = q->next_pool)
+    if (q->sync == AK_SYNC_THREADS) _ak_threads_fork_child(q);
+  pthread_mutex_unlock(&g_pools_mu);
+}
+
 static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
-static void fork_register(void) { (void)pthread_atfork(fork_prepare, fork_release, fork_release); }
+static void fork_register(void) { (void)pthread_atfork(fork_prepare, fork_release, fork_child); }
 
 /* ---- errors and checks -------------------------------------------------- */
 

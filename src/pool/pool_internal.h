@@ -91,6 +91,9 @@ void _ak_table_free(_ak_slab_table *t);
  *  read of the process-wide slab map (two loads), or of `t` for an address
  *  beyond the map. Any thread; true means the header at `x` is mapped. */
 bool _ak_table_known(_ak_slab_table *t, uintptr_t x);
+/** Calls fn(slab, ctx) for every slab address of `t`, each shard under its
+ *  lock: fn must not add to or remove from the table. */
+void _ak_table_each(_ak_slab_table *t, void (*fn)(uintptr_t slab, void *ctx), void *ctx);
 /** fork(): takes (releases) every shard lock of `t`, in index order
  *  (reverse order). */
 void _ak_table_lock_all(_ak_slab_table *t);
@@ -325,6 +328,10 @@ void _ak_threads_trim(_ak_pool_impl *p);
 int _ak_threads_reserve(_ak_pool_impl *p, size_t n);
 /** Live objects: the heaps' counts plus the abandoned slabs'. */
 size_t _ak_threads_live(_ak_pool_impl *p);
+/** fork() child, no lock held: the heaps of the threads that do not exist
+ *  in the child are given up and their slabs abandoned (found through the
+ *  slab table, as their owners may have been changing their lists). */
+void _ak_threads_fork_child(_ak_pool_impl *p);
 
 /* ---- pool_magazine.c: the per-thread front of SPINLOCK and LOCKFREE ------------ */
 

@@ -166,6 +166,15 @@ void _ak_table_del(_ak_slab_table *t, uintptr_t x) {
   _ak_word_unlock(&s->mu);
 }
 
+void _ak_table_each(_ak_slab_table *t, void (*fn)(uintptr_t slab, void *ctx), void *ctx) {
+  for (size_t k = 0; k < AK_TABLE_SHARDS; k++) {
+    _ak_table_shard *s = &t->shard[k];
+    _ak_word_lock(&s->mu);
+    for (size_t i = 0; i < s->n; i++) fn(s->a[i], ctx);
+    _ak_word_unlock(&s->mu);
+  }
+}
+
 bool _ak_table_has(_ak_slab_table *t, uintptr_t x) {
   _ak_table_shard *s = shard_of(t, x);
   _ak_word_lock(&s->mu);

@@ -321,6 +321,45 @@ static void heaps_destroy(_ak_pool_impl *p) {
     if (ak_pool_tcache[i].key == p->id) memset(&ak_pool_tcache[i], 0, sizeof ak_pool_tcache[i]);
 }
 
+/* fork(): a heap's lists are its owner's, changed without a lock (the
+ * point of the mode), so the child may find those of another thread torn
+ * in the middle of a move. Those threads do not exist in the child: their
+ * heaps are given up without reading their lists, and every slab that a
+ * heap other than the caller's owned, found through the slab table (whose
+ * locks the fork handlers held), is abandoned as at thread exit. Objects
+ * such a thread was handing out at the fork stay allocated (nobody in the
+ * child holds them); frees into its slabs keep working (remote frees). */
+typedef struct fork_scan {
+  _ak_pool_impl *p;
+  _ak_pool_heap *mine;
+} fork_scan;
+
+static void fork_adopt(uintptr_t x, void *ctx) {
+  fork_scan *f = ctx;
+  _ak_slab *s = (_ak_slab *)x;
+  if (!s->heap || s->heap == f->mine) return; /* the pool's, or the caller's */
+  atomic_store(&s->owner, 0);
+  s->heap = NULL;
+  (void)_ak_slab_collect(s);
+  _ak_list_push_back(&f->p->abandoned, s, AK_SLAB_ABANDONED); /* empty ones go back at the next collect */
+}
+
+void _ak_threads_fork_child(_ak_pool_impl *p) {
+  fork_scan f = {p, heap_get(p, false)};
+  pthread_mutex_lock(&p->mu);
+  for (_ak_pool_heap *h = p->heaps; h; h = h->next)
+    if (h != f.mine) (void)heap_checkin(h); /* its current slab's free list back in the slab */
+  _ak_table_each(&p->table, fork_adopt, &f);
+  for (_ak_pool_heap *h = p->heaps, *next; h; h = next) {
+    next = h->next;
+    if (h == f.mine) continue;
+    heap_unlink(p, h);
+    free(h);
+  }
+  if (p->abandoned.head) atomic_store_explicit(&p->t_adoptable, true, memory_order_relaxed);
+  pthread_mutex_unlock(&p->mu);
+}
+
 const _ak_tls_mode _ak_threads_tls = {
     .create = heap_create, .thread_exit = heap_exit, .destroy = heaps_destroy, .forget = tcache_forget};
 
