@@ -27,6 +27,7 @@ Needs matplotlib (Debian: python3-matplotlib); when it is missing the script
 says so and exits with status 3, and ak_bench carries on without the plot.
 """
 import csv
+import re
 import math
 import os
 import sys
@@ -77,6 +78,11 @@ def read_tables(src):
     tables = OrderedDict()
     with open(src, newline="") as f:
         for rec in csv.DictReader(f):
+            # A table may list counts (minor faults) and ratios ("x ...")
+            # beside its values; they have units of their own and are not
+            # drawn on the table's axis (the tables in the .md show them).
+            if re.search(r"\bfaults?\b", rec["row"]) or rec["allocator"].startswith(("x ", "minor faults")):
+                continue
             t = tables.setdefault(rec["table"], {"unit": rec["unit"], "rows": OrderedDict(), "allocs": []})
             if rec["allocator"] not in t["allocs"]:
                 t["allocs"].append(rec["allocator"])
@@ -167,7 +173,12 @@ def bar_chart(ax, t, colors):
         ax.set_xlabel(THREADS_LABEL)
     else:
         per_group = max(8, int(110 / max(1, len(rows))))  # characters per line that fit under a group
-        ax.set_xticklabels([wrap(r, per_group) for r in rows], fontsize=7)
+        longest_word = max((len(w) for r in rows for w in r.split()), default=0)
+        if longest_word <= per_group:
+            ax.set_xticklabels([wrap(r, per_group) for r in rows], fontsize=7)
+        else:  # a word wider than its group: slanted labels, so neighbours never overlap
+            ax.set_xticklabels([wrap(r, 28) for r in rows], fontsize=7, rotation=25, ha="right",
+                               rotation_mode="anchor")
     ax.set_xlim(-0.5, len(rows) - 0.5)
     unit = t["unit"]
     if unit == "x":
