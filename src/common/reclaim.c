@@ -17,7 +17,6 @@
 
 #include <errno.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -339,7 +338,7 @@ static void env_init(void) {
   const char *v = getenv("AK_BACKGROUND");
   if (!v || !*v || strcmp(v, "0") == 0) return;
   if (strcmp(v, "1") != 0) {
-    fprintf(stderr, "arenakit: AK_BACKGROUND=%s is not 0 or 1; the background thread stays off\n", v);
+    _ak_warn("AK_BACKGROUND=%s is not 0 or 1; the background thread stays off", v);
     return;
   }
   (void)ak_reclaim_thread_start();
