@@ -11,7 +11,17 @@
  * Statistics: ak_malloc_stats_get fills the public struct; one formatter
  * writes it in human units (or as JSON) into a buffer, which
  * ak_malloc_stats_print hands to a stdio stream and the AK_SHOW_STATS exit
- * report writes with write(2) (stdio may be closed or torn down at exit). */
+ * report writes with write(2) (stdio may be closed or torn down at exit).
+ *
+ * Which processes report: the one AK_SHOW_STATS was set for, and the
+ * programs it execs in its place (same pid: a launcher script's final
+ * `exec`), not the children it starts or forks - one report per command
+ * line. The first process that reads the variable from its environment
+ * records its pid in AK_SHOW_STATS_PID, which its children inherit; a
+ * process reports only if that pid is its own (or, for an option set with
+ * ak_option_set, if it is the process that started the heap). A report
+ * path with "%p" (one file per process) asks for a report from every
+ * process. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -46,6 +56,10 @@ static char report_path[PATH_MAX];
 /* When and in which process the heap started (the exit report's header). */
 static struct timespec heap_started;
 static pid_t heap_pid;
+/* The process whose report is wanted (see the top of this file): the pid
+ * from AK_SHOW_STATS_PID, 0 to follow heap_pid. */
+static long report_owner;
+static const char owner_env[] = "AK_SHOW_STATS_PID";
 
 /* A decimal integer with nothing after it, within [min, max]. */
 static bool parse_long(const char *s, long min, long max, long *out) {
@@ -341,6 +355,32 @@ int ak_malloc_stats_print(FILE *f) {
   return -1;
 }
 
+/* Decides, before main, which process reports (the top of this file): a
+ * constructor, so that AK_SHOW_STATS_PID is in the environment before the
+ * program copies it (a shell reads environ into its variables in main) and
+ * before any child starts. setenv may call malloc: the heap is ready for it
+ * (its first call initialises it). */
+__attribute__((constructor)) static void stats_choose_owner(void) {
+  const char *set = getenv("AK_SHOW_STATS");
+  if (!set || !*set || !strcmp(set, "0")) return;
+  const char *owner = getenv(owner_env);
+  if (owner && *owner) {
+    report_owner = atol(owner);
+    return;
+  }
+  char pid[24];
+  snprintf(pid, sizeof pid, "%ld", (long)getpid());
+  report_owner = (long)getpid();
+  (void)setenv(owner_env, pid, 1);
+}
+
+/* True if this process prints the AK_SHOW_STATS report. */
+static bool report_is_ours(void) {
+  if (strstr(report_path, "%p")) return true; /* a file per process: every one */
+  long owner = report_owner ? report_owner : (long)heap_pid;
+  return owner == (long)getpid();
+}
+
 /* report_path with each "%p" replaced by the pid (one file per process). */
 static void expand_path(char *out, size_t cap, long pid) {
   report r = {out, 0, cap};
@@ -354,11 +394,12 @@ static void expand_path(char *out, size_t cap, long pid) {
   }
 }
 
-/* The AK_SHOW_STATS report: one per process, headed by the program's name
+/* The AK_SHOW_STATS report: one per command line (see the top of this
+ * file), headed by the program's name
  * and pid, written with write(2) to stderr or appended to the chosen file. */
 static void print_at_exit(void) {
   long form = atomic_load(&_ak_options[AK_OPTION_SHOW_STATS]);
-  if (form == AK_SHOW_STATS_OFF) return;
+  if (form == AK_SHOW_STATS_OFF || !report_is_ours()) return;
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
   double elapsed =
