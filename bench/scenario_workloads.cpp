@@ -38,6 +38,8 @@
 //              16-256 bytes (~200 MiB), free all but every 32nd, then
 //              allocate 100 MiB of 300-1200 byte blocks; resident memory
 //              after the free (the residue) and at the end
+//   small      single-thread small-object churn: 10 M replacements of a
+//              random one of 10,000 blocks of 8 B - 1 KiB (log-uniform)
 // Every block carries a tag checked before it is freed (realloc: every
 // byte), so an allocator that gives out overlapping memory is caught.
 // Time: wall time of the workload. Peak: VmHWM at the end of the process.
@@ -57,7 +59,7 @@ namespace {
 
 const char *const kName = "malloc-workloads";
 const char *const kWorkloads[] = {"larson",  "prodcons", "scratch", "random", "realloc",
-                                  "threads", "churn",    "churn8",  "frag"};
+                                  "threads", "churn",    "churn8",  "frag",   "small"};
 constexpr double kSimpleLimit = 20, kQuickSimpleLimit = 5, kLimit = 120;
 constexpr double kMaxRssVsMimalloc = 1.2;    // peak at most 1.2x mimalloc's, each workload
 constexpr double kMinSpeedVsMimalloc = 1.0;  // geometric mean time at most mimalloc's
@@ -204,6 +206,39 @@ void random_sizes(double scale) {
     });
   }
   for (auto &th : ts) th.join();
+}
+
+// One thread, a working set of 10,000 blocks of random sizes from 8 B to
+// 1 KiB (log-uniform, as programs' small objects are mostly small), each
+// replaced at random (random lifetimes): the single-thread small-object
+// churn of a typical program. Each block's first and last bytes are
+// checked when it is freed.
+void small_churn(double scale) {
+  constexpr std::size_t kSlots = 10000;
+  const std::size_t ops = static_cast<std::size_t>(10000000 * scale);
+  struct Block {
+    unsigned char *p = nullptr;
+    std::size_t n = 0;
+  };
+  std::vector<Block> s(kSlots);
+  Rng r(300);
+  auto check_free = [](Block &b, std::size_t i) {
+    if (!b.p) return;
+    if (b.p[0] != static_cast<unsigned char>(i) || b.p[b.n - 1] != static_cast<unsigned char>(b.n))
+      g_bad.fetch_add(1, std::memory_order_relaxed);
+    std::free(b.p);
+  };
+  for (std::size_t k = 0; k < ops; k++) {
+    std::size_t i = r.next() % kSlots;
+    check_free(s[i], i);
+    std::size_t n = r.logsize(8, 1024);
+    auto *p = static_cast<unsigned char *>(std::malloc(n));
+    if (!p) std::abort();
+    p[n - 1] = static_cast<unsigned char>(n);
+    p[0] = static_cast<unsigned char>(i);
+    s[i] = Block{p, n};
+  }
+  for (std::size_t i = 0; i < kSlots; i++) check_free(s[i], i);
 }
 
 unsigned char pattern(std::size_t off, std::size_t id) {
@@ -427,6 +462,8 @@ int sub(const akb::Params &p) {
     churn(scale, 8);
   else if (wl == "frag")
     frag(scale);
+  else if (wl == "small")
+    small_churn(scale);
   else
     return 2;
   double t = akb::now_s() - t0;
@@ -600,6 +637,13 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
     rep.checks.push_back({std::string("thread churn ") + wl + ": glibc " + akmw::fmt("%.3f", gl) +
                               " s / arenakit " + akmw::fmt("%.3f", a) + " s (arenakit at most glibc's time)",
                           gl / a, 1.0, "x"});
+  }
+  {
+    double a = time_of("arenakit", "small"), m = time_of("mimalloc", "small");
+    rep.checks.push_back({"single-thread small-object churn (small): mimalloc " + akmw::fmt("%.3f", m) +
+                              " s / arenakit " + akmw::fmt("%.3f", a) +
+                              " s (arenakit at most mimalloc's time)",
+                          m / a, 1.0, "x"});
   }
   rep.checks.push_back(
       {"workloads with intact blocks and no crash (" + std::to_string(problems.size()) + " problems): all",
