@@ -50,6 +50,32 @@ class Reclaim : public ::testing::Test, public FakeClockTest {
   void TearDown() override { restore_clock(); }
 };
 
+// AK_ASSERT is on in the checked build only (tests/CMakeLists.txt defines
+// AK_CHECKED as the library's): a set whose byte count disagrees with its
+// spares ends the process there, naming the invariant; elsewhere the check
+// is compiled out and the count is reported as it is.
+TEST_F(Reclaim, CheckedBuildAssertsTheCountsOfASet) {
+  _ak_spare_set set{};
+  std::atomic<int> releases{0};
+  _ak_spare_set_init(&set, &kOps, &releases, SIZE_MAX, 0);
+  Block b;
+  _ak_spare_put(&set, &b.node, 4096);
+  set.bytes += 1;  // no longer the sum of the spares' sizes
+  _ak_spare_counts c{};
+  if (AK_CHECKED) {
+    EXPECT_DEATH(_ak_spare_stats(&set, &c), "internal invariant broken: .*bytes.*reclaim\\.c");
+  } else {
+    _ak_spare_stats(&set, &c);
+    EXPECT_EQ(c.spare_bytes, 4097u);
+  }
+  set.bytes -= 1;
+  _ak_spare_stats(&set, &c);
+  EXPECT_EQ(c.spare_bytes, 4096u);
+  _ak_spare_drain(&set);
+  _ak_spare_set_fini(&set);
+  EXPECT_EQ(releases.load(), 1);
+}
+
 TEST_F(Reclaim, SparesAreReusedNewestFirstBeforeTheDelay) {
   _ak_spare_set set{};
   std::atomic<int> releases{0};

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* arenakit/arena.h - the region (bump) arena, `ak_arena` (seed 001).
+/* arenakit/arena.h - the region (bump) arena, `ak_arena`.
  *
  * An arena hands out memory by moving one pointer and frees everything at
  * once (`ak_arena_clear`, `ak_arena_destroy`) or back to a saved mark

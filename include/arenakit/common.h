@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* arenakit/common.h - macros and types shared by every arenakit header.
+/* arenakit/common.h - what every arenakit header shares: the version,
+ * the export and fast-path macros, and the error query (ak_last_error).
  *
- * Part of the front-end layer: nothing here allocates. Users include
- * <arenakit/arenakit.h>, which includes this file. */
+ * Nothing here allocates. Users include <arenakit/arenakit.h>, which
+ * includes this file. */
 #ifndef ARENAKIT_COMMON_H
 #define ARENAKIT_COMMON_H
 

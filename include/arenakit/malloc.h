@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* arenakit/malloc.h - the general-purpose heap: ak_malloc and friends
- * (seed 003).
+/* arenakit/malloc.h - the general-purpose heap: ak_malloc and friends, and
+ * the drop-in replacement of the C library's malloc built from them.
  *
  * Every thread allocates from its own heap: one free list per size class
  * over 64 KiB pages carved from 4 MiB segments; a free from another thread

@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /* arenakit/reclaim.h - when memory that empties goes back to the OS.
  *
- * One policy for every component: memory that empties (a pool's slab, an
- * arena chunk kept by a clear) becomes a spare, stamped with the time it
- * emptied. Spares are reused first, the most recently emptied first (its
- * pages are likeliest to be resident and cached). A spare left unused for
- * the purge delay is decommitted (its pages are given back, the range
- * stays mapped); one left unused for the release delay is unmapped. So a
- * program that churns memory reuses it without page faults or munmap
- * calls, and one that stops using it gets it back into the OS's hands.
+ * One policy for every component: memory that empties (a pool's slab, a
+ * malloc segment, an arena chunk kept by a clear) becomes a spare, stamped
+ * with the time it emptied. Spares are reused first, the most recently
+ * emptied first (its pages are likeliest to be resident and cached). A
+ * spare left unused for the purge delay is decommitted (its pages are given
+ * back, the range stays mapped); one left unused for the release delay is
+ * unmapped (an arena's chunks stay mapped: its retain option decides which
+ * it keeps). So a program that churns memory reuses it without page faults
+ * or munmap calls, and one that stops using it gets it back into the OS's
+ * hands.
  *
  * Without the background thread the policy runs on the components' slow
  * paths (when they take or give a slab or chunk), which read a coarse

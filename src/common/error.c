@@ -1,20 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-/* error.c - errno and the thread-local message behind ak_last_error(), the
- * fatal-error path (_ak_fatal), plus the version query and the tracking
- * switches shared by components. */
+/* error.c - the library's one error path: errno and the thread-local
+ * message behind ak_last_error() (_ak_error), warnings (_ak_warn) and the
+ * fatal-error path (_ak_fatal), written with write(2), no malloc, no
+ * stdio. */
 #include "common/error.h"
 
 #include <errno.h>
 #include <stdarg.h>
-#include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "arenakit/common.h"
-#include "common/track.h"
+#include "arenakit/common.h" /* ak_last_error: AK_API */
 
 static _Thread_local char last_error[256];
 
@@ -85,25 +83,4 @@ const char *_ak_format_bytes(char *buf, size_t bytes) {
   /* Three significant digits: 1.50 KiB, 12.3 MiB, 512 GiB. */
   snprintf(buf, AK_BYTES_TEXT, v < 9.995 ? "%.2f %s" : v < 99.95 ? "%.1f %s" : "%.0f %s", v, units[u]);
   return buf;
-}
-
-int ak_version(void) { return AK_VERSION; }
-
-unsigned _ak_track_mode(void) {
-  /* Bit 7 set = computed. */
-  static atomic_uint state;
-  unsigned s = atomic_load_explicit(&state, memory_order_relaxed);
-  if (s == 0) {
-    s = 0x80u | (AK_TRACK_ASAN ? AK_TRACK_MODE_ASAN : 0u) | (AK_ON_VALGRIND() ? AK_TRACK_MODE_VALGRIND : 0u);
-    atomic_store_explicit(&state, s, memory_order_relaxed);
-  }
-  return s & 0x7fu;
-}
-
-bool _ak_track_enabled(void) { return _ak_track_mode() != 0; }
-
-void *_ak_track_new_pool_id(void) {
-  static atomic_uintptr_t next;
-  uintptr_t n = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
-  return (void *)(uintptr_t)(UINT64_C(0xA4A0000000000000) + n * 64);
 }

@@ -8,6 +8,13 @@
 
 #include <stddef.h>
 
+/* _Noreturn is C11's; C++ tests include the internal headers too. */
+#ifdef __cplusplus
+#define AK_NORETURN [[noreturn]]
+#else
+#define AK_NORETURN _Noreturn
+#endif
+
 #if defined(__GNUC__) || defined(__clang__)
 #define AK_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define AK_COLD __attribute__((cold, noinline))
@@ -36,7 +43,7 @@ void _ak_error(int err, const char *fmt, ...) AK_PRINTF(2, 3) AK_COLD;
  *  write(2), retried on EINTR and partial writes, so nothing is allocated
  *  and no stdio lock is taken. The message should start with the public
  *  call's name, as _ak_error's does. */
-_Noreturn void _ak_fatal(const char *fmt, ...) AK_PRINTF(1, 2) AK_COLD;
+AK_NORETURN void _ak_fatal(const char *fmt, ...) AK_PRINTF(1, 2) AK_COLD;
 
 /** Writes "arenakit: ", the formatted text and a newline to stderr (fd 2)
  *  and returns: for a warning the caller cannot be told through a return

@@ -21,7 +21,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/assert.h"
 #include "common/error.h"
+#include "common/list.h"
 
 /* ---- the delays and the clock ----------------------------------------------- */
 
@@ -79,38 +81,58 @@ int _ak_reclaim_due(uint64_t since, uint64_t now, bool release_ok) {
 
 /* ---- spare sets ------------------------------------------------------------------ */
 
-static void list_unlink(_ak_spare **head, _ak_spare **tail, _ak_spare *s) {
-  if (s->prev)
-    s->prev->next = s->next;
-  else
-    *head = s->next;
-  if (s->next)
-    s->next->prev = s->prev;
-  else
-    *tail = s->prev;
-  s->prev = s->next = NULL;
+/* The spare of a node of a set's hot or cold list (NULL stays NULL). */
+static inline _ak_spare *spare_of(_ak_dnode *n) { return _AK_DLIST_ENTRY(n, _ak_spare, node); }
+
+/* The oldest spare of the set: cold's tail, else hot's (NULL if none). */
+static inline _ak_spare *oldest(_ak_spare_set *set) {
+  return spare_of(set->cold.tail ? set->cold.tail : set->hot.tail);
 }
 
-static void list_push_head(_ak_spare **head, _ak_spare **tail, _ak_spare *s) {
-  s->prev = NULL;
-  s->next = *head;
-  if (*head)
-    (*head)->prev = s;
-  else
-    *tail = s;
-  *head = s;
+/* The counts of a set agree with its lists (under mu; O(1)): `n` and
+ * `bytes` count both lists, `hot_bytes` the hot one. */
+static inline void check_counts(const _ak_spare_set *set) {
+  AK_ASSERT(set->n == set->hot.n + set->cold.n);
+  AK_ASSERT(set->hot_bytes <= set->bytes);
+  AK_ASSERT((set->hot.n == 0) == (set->hot_bytes == 0));
+  AK_ASSERT((set->n == 0) == (set->bytes == 0));
+}
+
+/* Checked build, under mu: the whole set walked (O(n); at drain and
+ * stats only). Each spare's `cold` flag matches its list, each list's
+ * length is its count and the byte counts are the sums of the sizes. (The
+ * order by time is not checked: tests swap the clock for a fake one.) */
+static void check_lists(const _ak_spare_set *set) {
+  if (!AK_CHECKED) return;
+  size_t hot = 0, all = 0;
+  const _ak_dlist *lists[2] = {&set->hot, &set->cold};
+  for (int i = 0; i < 2; i++) {
+    size_t n = 0;
+    for (_ak_dnode *x = lists[i]->head; x; x = x->next, n++) {
+      const _ak_spare *s = spare_of(x);
+      AK_ASSERT(s->cold == (unsigned)i);
+      all += s->size;
+      if (i == 0) hot += s->size;
+    }
+    AK_ASSERT(n == lists[i]->n);
+  }
+  AK_ASSERT(hot == set->hot_bytes && all == set->bytes);
+  check_counts(set);
 }
 
 /* Takes `s` (hot or cold) out of the set and its counts (under mu). */
 static void set_unlink(_ak_spare_set *set, _ak_spare *s) {
   if (s->cold) {
-    list_unlink(&set->cold, &set->cold_tail, s);
+    _ak_dlist_remove(&set->cold, &s->node);
   } else {
-    list_unlink(&set->hot, &set->hot_tail, s);
+    _ak_dlist_remove(&set->hot, &s->node);
+    AK_ASSERT(set->hot_bytes >= s->size);
     set->hot_bytes -= s->size;
   }
+  AK_ASSERT(set->n > 0 && set->bytes >= s->size);
   set->n--;
   set->bytes -= s->size;
+  check_counts(set);
 }
 
 /* Under mu: when the next step of the policy falls due (UINT64_MAX: none).
@@ -120,10 +142,9 @@ static void set_deadline(_ak_spare_set *set) {
   if (set->flags & AK_SPARE_TIMED) {
     long purge = atomic_load_explicit(&g_purge_ms, memory_order_relaxed);
     long release = set->ops->release ? release_delay(purge) : -1;
-    if (purge >= 0 && set->hot_tail) d = set->hot_tail->since + (uint64_t)purge;
-    _ak_spare *oldest = set->cold_tail ? set->cold_tail : set->hot_tail;
-    if (release >= 0 && oldest && oldest->since + (uint64_t)release < d)
-      d = oldest->since + (uint64_t)release;
+    _ak_spare *hot_tail = spare_of(set->hot.tail), *o = oldest(set);
+    if (purge >= 0 && hot_tail) d = hot_tail->since + (uint64_t)purge;
+    if (release >= 0 && o && o->since + (uint64_t)release < d) d = o->since + (uint64_t)release;
   }
   __atomic_store_n(&set->deadline, d, __ATOMIC_RELAXED);
 }
@@ -132,39 +153,40 @@ static void set_deadline(_ak_spare_set *set) {
  * Called on the hot list's tail only (or on the only hot spare), so the
  * cold list stays sorted (every hot spare emptied after every cold one). */
 static void cool(_ak_spare_set *set, _ak_spare *s) {
-  list_unlink(&set->hot, &set->hot_tail, s);
+  /* Only hot's tail cools, onto cold's head: every hot spare stays newer
+   * than every cold one. */
+  AK_ASSERT(!s->cold && &s->node == set->hot.tail);
+  _ak_dlist_remove(&set->hot, &s->node);
+  AK_ASSERT(set->hot_bytes >= s->size);
   set->hot_bytes -= s->size;
   set->ops->decommit(s, set->ctx);
   s->cold = 1;
   set->purged_bytes += s->size;
-  list_push_head(&set->cold, &set->cold_tail, s);
+  _ak_dlist_push_front(&set->cold, &s->node);
+  check_counts(set);
 }
 
 /* Under mu: applies the policy at `now`; spares to release are unlinked
- * and chained on `*out` (through `next`) for the caller to release once
- * mu is dropped. */
-static void purge_locked(_ak_spare_set *set, uint64_t now, _ak_spare **out) {
+ * and put on `out` for the caller to release once mu is dropped. */
+static void purge_locked(_ak_spare_set *set, uint64_t now, _ak_dlist *out) {
   if (set->flags & AK_SPARE_TIMED) {
     bool release_ok = set->ops->release != NULL;
     for (;;) { /* the oldest spares first: cold's tail, then hot's */
-      _ak_spare *o = set->cold_tail ? set->cold_tail : set->hot_tail;
+      _ak_spare *o = oldest(set);
       if (!o || _ak_reclaim_due(o->since, now, release_ok) != 2) break;
       set_unlink(set, o);
       set->released_bytes += o->size;
-      o->next = *out;
-      *out = o;
+      _ak_dlist_push_back(out, &o->node);
     }
-    while (set->hot_tail && _ak_reclaim_due(set->hot_tail->since, now, false) >= 1) cool(set, set->hot_tail);
+    while (set->hot.tail && _ak_reclaim_due(spare_of(set->hot.tail)->since, now, false) >= 1)
+      cool(set, spare_of(set->hot.tail));
   }
   set_deadline(set);
 }
 
-static void release_chain(_ak_spare_set *set, _ak_spare *s) {
-  while (s) {
-    _ak_spare *next = s->next;
-    set->ops->release(s, set->ctx);
-    s = next;
-  }
+/* Releases the spares of `out` (unlinked from the set; mu dropped). */
+static void release_all(_ak_spare_set *set, _ak_dlist *out) {
+  for (_ak_dnode *x; (x = _ak_dlist_pop_front(out)) != NULL;) set->ops->release(spare_of(x), set->ctx);
 }
 
 /* ---- the registry and the background thread ---------------------------------- */
@@ -173,11 +195,14 @@ static pthread_mutex_t g_ctl = PTHREAD_MUTEX_INITIALIZER; /* start/stop */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;  /* registry, thread state */
 static pthread_cond_t g_wake;                             /* the thread sleeps on it */
 static pthread_cond_t g_unpinned;                         /* a set's pin went */
-static _ak_spare_set *g_sets;                             /* registered sets (under g_mu) */
+static _ak_dlist g_sets;                                  /* registered sets (under g_mu) */
 static pthread_t g_thread;
 static bool g_running, g_stop; /* under g_mu */
 static _Atomic size_t g_passes;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+/* The set of a node of the registry. */
+static inline _ak_spare_set *set_of(_ak_dnode *n) { return _AK_DLIST_ENTRY(n, _ak_spare_set, reg); }
 
 /* fork: g_mu is taken (it is never held while its holder waits for
  * another lock, so this cannot deadlock whatever order the handlers of
@@ -205,7 +230,7 @@ static void conds_init(void) {
 static void fork_child(void) {
   g_running = false;
   g_stop = false;
-  for (_ak_spare_set *s = g_sets; s; s = s->reg_next) s->pins = 0;
+  for (_ak_dnode *x = g_sets.head; x; x = x->next) set_of(x)->pins = 0;
   conds_init();
   pthread_mutex_init(&g_ctl, NULL);
   pthread_mutex_unlock(&g_mu);
@@ -229,7 +254,7 @@ static void wake_thread(void) {
  * (5 to 250). */
 static long pass_locked(void) {
   uint64_t next = UINT64_MAX;
-  for (_ak_spare_set *set = g_sets; set;) {
+  for (_ak_spare_set *set = set_of(g_sets.head); set;) {
     set->pins++;
     pthread_mutex_unlock(&g_mu);
     uint64_t now = _ak_reclaim_now();
@@ -243,7 +268,7 @@ static long pass_locked(void) {
       if (wait < next) next = wait;
     }
     pthread_mutex_lock(&g_mu);
-    _ak_spare_set *following = set->reg_next; /* read under g_mu: current */
+    _ak_spare_set *following = set_of(set->reg.next); /* read under g_mu: current */
     if (--set->pins == 0) pthread_cond_broadcast(&g_unpinned);
     set = following;
   }
@@ -357,9 +382,7 @@ void _ak_spare_set_init(_ak_spare_set *set, const _ak_spare_ops *ops, void *ctx,
   if (flags & AK_SPARE_REGISTERED) {
     pthread_once(&g_once, once_init);
     pthread_mutex_lock(&g_mu);
-    set->reg_next = g_sets;
-    if (g_sets) g_sets->reg_prev = set;
-    g_sets = set;
+    _ak_dlist_push_front(&g_sets, &set->reg);
     pthread_mutex_unlock(&g_mu);
     pthread_once(&g_env_once, env_init);
   }
@@ -369,11 +392,7 @@ void _ak_spare_set_fini(_ak_spare_set *set) {
   if (set->flags & AK_SPARE_REGISTERED) {
     pthread_mutex_lock(&g_mu);
     while (set->pins) pthread_cond_wait(&g_unpinned, &g_mu);
-    if (set->reg_prev)
-      set->reg_prev->reg_next = set->reg_next;
-    else
-      g_sets = set->reg_next;
-    if (set->reg_next) set->reg_next->reg_prev = set->reg_prev;
+    _ak_dlist_remove(&g_sets, &set->reg);
     pthread_mutex_unlock(&g_mu);
     set->flags &= ~(unsigned)AK_SPARE_REGISTERED;
   }
@@ -386,42 +405,43 @@ void _ak_spare_put(_ak_spare_set *set, _ak_spare *s, size_t size) {
     return;
   }
   uint64_t now = _ak_reclaim_now();
-  _ak_spare *out = NULL;
+  _ak_dlist out = {0};
   pthread_mutex_lock(&set->mu);
+  s->node.prev = s->node.next = NULL; /* the owner's node is on no list of the set */
   s->since = now;
   s->size = size;
   s->cold = 0;
-  list_push_head(&set->hot, &set->hot_tail, s);
+  _ak_dlist_push_front(&set->hot, &s->node);
   set->n++;
   set->bytes += size;
   set->hot_bytes += size;
   if (set->n > set->cap) { /* past the cap: the oldest spare goes */
-    _ak_spare *o = set->cold_tail ? set->cold_tail : set->hot_tail;
+    _ak_spare *o = oldest(set);
     set_unlink(set, o);
     set->released_bytes += o->size;
-    o->next = NULL;
-    out = o;
+    _ak_dlist_push_back(&out, &o->node);
   }
-  if (now >= __atomic_load_n(&set->deadline, __ATOMIC_RELAXED) || set->hot_tail == s ||
+  check_counts(set);
+  if (now >= __atomic_load_n(&set->deadline, __ATOMIC_RELAXED) || set->hot.tail == &s->node ||
       !(set->flags & AK_SPARE_TIMED))
     purge_locked(set, now, &out); /* a first hot spare sets the deadline; purge 0 cools it at once */
   pthread_mutex_unlock(&set->mu);
-  release_chain(set, out);
+  release_all(set, &out);
 }
 
 _ak_spare *_ak_spare_take(_ak_spare_set *set, bool *cold) {
-  _ak_spare *out = NULL, *s = NULL;
+  _ak_dlist out = {0};
   uint64_t d = __atomic_load_n(&set->deadline, __ATOMIC_RELAXED);
   uint64_t now = d == UINT64_MAX ? 0 : _ak_reclaim_now();
   pthread_mutex_lock(&set->mu);
   if (now >= __atomic_load_n(&set->deadline, __ATOMIC_RELAXED)) purge_locked(set, now, &out);
-  s = set->hot ? set->hot : set->cold;
+  _ak_spare *s = spare_of(set->hot.head ? set->hot.head : set->cold.head);
   if (s) {
     set_unlink(set, s);
     set_deadline(set);
   }
   pthread_mutex_unlock(&set->mu);
-  release_chain(set, out);
+  release_all(set, &out);
   if (s && cold) *cold = s->cold != 0;
   return s;
 }
@@ -434,33 +454,31 @@ void _ak_spare_tick(_ak_spare_set *set) {
 }
 
 void _ak_spare_purge(_ak_spare_set *set, uint64_t now) {
-  _ak_spare *out = NULL;
+  _ak_dlist out = {0};
   pthread_mutex_lock(&set->mu);
   purge_locked(set, now, &out);
   pthread_mutex_unlock(&set->mu);
-  release_chain(set, out);
+  release_all(set, &out);
 }
 
 void _ak_spare_drain(_ak_spare_set *set) {
-  _ak_spare *out = NULL;
+  _ak_dlist out = {0};
   pthread_mutex_lock(&set->mu);
-  _ak_spare *lists[2] = {set->hot, set->cold};
-  for (int i = 0; i < 2; i++) {
-    for (_ak_spare *s = lists[i], *next; s; s = next) {
-      next = s->next;
-      s->next = out;
-      out = s;
-    }
-  }
-  set->hot = set->hot_tail = set->cold = set->cold_tail = NULL;
+  check_lists(set);
+  for (_ak_dnode *x; (x = _ak_dlist_pop_front(&set->hot)) != NULL;) _ak_dlist_push_back(&out, x);
+  for (_ak_dnode *x; (x = _ak_dlist_pop_front(&set->cold)) != NULL;) _ak_dlist_push_back(&out, x);
   set->n = set->bytes = set->hot_bytes = 0;
   set_deadline(set);
   pthread_mutex_unlock(&set->mu);
-  if (set->ops->release) release_chain(set, out);
+  if (set->ops->release)
+    release_all(set, &out);
+  else
+    while (_ak_dlist_pop_front(&out)) continue; /* only unlinked: each node ends with no links */
 }
 
 void _ak_spare_stats(_ak_spare_set *set, _ak_spare_counts *out) {
   pthread_mutex_lock(&set->mu);
+  check_lists(set);
   out->spares = set->n;
   out->spare_bytes = set->bytes;
   out->committed = set->hot_bytes;

@@ -37,11 +37,12 @@
 #include <stdint.h>
 
 #include "arenakit/reclaim.h"
+#include "common/list.h"
 
 /** The node a spare block carries (in memory that stays readable while the
  *  block is decommitted). Owned by the set while the block is a spare. */
 typedef struct _ak_spare {
-  struct _ak_spare *prev, *next;
+  _ak_dnode node; /* on the set's hot or cold list */
   uint64_t since; /* reclaim clock (ms) when the block emptied */
   size_t size;    /* bytes of the block, for the set's counts */
   uint32_t cold;  /* 1 once decommitted */
@@ -69,22 +70,21 @@ enum {
 
 /** A spare set. Zero-initialise, then _ak_spare_set_init. */
 typedef struct _ak_spare_set {
-  pthread_mutex_t mu;             /* guards everything below but `deadline` */
-  _ak_spare *hot, *hot_tail;      /* committed, newest first */
-  _ak_spare *cold, *cold_tail;    /* decommitted, newest first */
-  size_t n, bytes;                /* spares and their bytes */
-  size_t hot_bytes;               /* of those, bytes still committed */
-  size_t cap;                     /* most spares kept (0: none; SIZE_MAX: no cap) */
-  unsigned flags;                 /* AK_SPARE_* */
-  uint64_t deadline;              /* clock (ms) of the next due purge step; UINT64_MAX: none;
-                                            written under mu, read without it (__atomic builtins) */
-  size_t purged_bytes;            /* bytes decommitted by the policy, ever */
-  size_t released_bytes;          /* bytes released by the policy (time, cap), ever */
-  const _ak_spare_ops *ops;       /* the owner's callbacks */
-  void *ctx;                      /* passed to them */
-  struct _ak_spare_set *reg_next; /* registry of the background thread */
-  struct _ak_spare_set *reg_prev; /* (under the registry's lock) */
-  unsigned pins;                  /* passes of the background thread on this set */
+  pthread_mutex_t mu;       /* guards everything below but `deadline` */
+  _ak_dlist hot;            /* committed, newest first */
+  _ak_dlist cold;           /* decommitted, newest first */
+  size_t n, bytes;          /* spares (hot.n + cold.n) and their bytes */
+  size_t hot_bytes;         /* of those, bytes still committed */
+  size_t cap;               /* most spares kept (0: none; SIZE_MAX: no cap) */
+  unsigned flags;           /* AK_SPARE_* */
+  uint64_t deadline;        /* clock (ms) of the next due purge step; UINT64_MAX: none;
+                                      written under mu, read without it (__atomic builtins) */
+  size_t purged_bytes;      /* bytes decommitted by the policy, ever */
+  size_t released_bytes;    /* bytes released by the policy (time, cap), ever */
+  const _ak_spare_ops *ops; /* the owner's callbacks */
+  void *ctx;                /* passed to them */
+  _ak_dnode reg;            /* registry of the background thread (under its lock) */
+  unsigned pins;            /* passes of the background thread on this set */
 } _ak_spare_set;
 
 /** Counts of a set (_ak_spare_stats). */

@@ -12,6 +12,8 @@
 #define _GNU_SOURCE
 #include "os/os_mem.h"
 
+#include "common/assert.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -96,6 +98,7 @@ static void count(size_t bytes, size_t mappings, size_t calls) {
   unsigned i = tl_stripe;
   if (AK_UNLIKELY(i == 0))
     i = tl_stripe = atomic_fetch_add_explicit(&c_next_stripe, 1, memory_order_relaxed) % AK_OS_STRIPES + 1;
+  AK_ASSERT(i >= 1 && i <= AK_OS_STRIPES);
   os_stripe *c = &c_stripes[i - 1];
   if (bytes) atomic_fetch_add_explicit(&c->mapped_bytes, bytes, memory_order_relaxed);
   if (mappings) atomic_fetch_add_explicit(&c->mappings, mappings, memory_order_relaxed);
@@ -210,8 +213,12 @@ static void *aligned_hint(size_t len, size_t align) {
   uintptr_t step = (len + slack + AK_HINT_GRAIN - 1) & ~(AK_HINT_GRAIN - 1);
   for (int tries = 0; tries < 4; tries++) {
     uintptr_t h = atomic_fetch_add_explicit(&g_hint_next, step, memory_order_relaxed);
-    if (h >= AK_HINT_BASE && h <= AK_HINT_BASE + AK_HINT_SPAN - step)
-      return (void *)((h + align - 1) & ~(uintptr_t)(align - 1));
+    if (h >= AK_HINT_BASE && h <= AK_HINT_BASE + AK_HINT_SPAN - step) {
+      uintptr_t at = (h + align - 1) & ~(uintptr_t)(align - 1);
+      /* The aligned range lies inside the step this call took. */
+      AK_ASSERT(at + len <= h + step);
+      return (void *)at;
+    }
     /* First use or past the end: one thread moves the pointer to a random
      * 4 MiB boundary of the first half; the others take from there. */
     uintptr_t start =
@@ -276,6 +283,7 @@ void *_ak_os_alloc(size_t size, size_t align) {
       p = raw;
       if (raw) {
         char *aligned = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+        AK_ASSERT(aligned + len <= raw + len + extra); /* the trimmed range lies in the over-map */
         unmap_part(raw, (size_t)(aligned - raw));
         unmap_part(aligned + len, (size_t)(raw + len + extra - (aligned + len)));
         p = aligned;
@@ -287,6 +295,8 @@ void *_ak_os_alloc(size_t size, size_t align) {
     if (errno == 0) errno = ENOMEM;
     return NULL;
   }
+  /* What every caller relies on: `align`-aligned, whole pages. */
+  AK_ASSERT(((uintptr_t)p & (align - 1)) == 0 && ((uintptr_t)p & (ps - 1)) == 0);
   count(len, 1, 1);
   return p;
 }
@@ -294,6 +304,8 @@ void *_ak_os_alloc(size_t size, size_t align) {
 void _ak_os_free(void *p, size_t size) {
   if (!p) return;
   size_t len = _ak_os_round_page(size);
+  /* A range this layer mapped: page-aligned, not empty. */
+  AK_ASSERT(((uintptr_t)p & (_ak_os_page_size() - 1)) == 0 && len > 0);
   int saved = errno; /* freeing never changes errno for the caller */
   (void)hooks.unmap(p, len, hooks.ctx);
   errno = saved;
@@ -302,6 +314,7 @@ void _ak_os_free(void *p, size_t size) {
 
 void *_ak_os_remap(void *p, size_t old_size, size_t new_size, size_t align) {
   size_t old_len = _ak_os_round_page(old_size), new_len = _ak_os_round_page(new_size);
+  AK_ASSERT(((uintptr_t)p & (_ak_os_page_size() - 1)) == 0 && old_len > 0);
   if (new_len == 0) {
     errno = ENOMEM;
     return NULL;
@@ -359,13 +372,19 @@ void *_ak_os_remap(void *p, size_t old_size, size_t new_size, size_t align) {
 
 int _ak_os_move_into(void *p, size_t size, void *dst) {
   size_t len = _ak_os_round_page(size);
+  AK_ASSERT((((uintptr_t)p | (uintptr_t)dst) & (_ak_os_page_size() - 1)) == 0);
   void *q = mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
   if (q == MAP_FAILED) return -1;
   count(-len, (size_t)-1, 0); /* [p, p + len) is gone; dst's range was counted already */
   return 0;
 }
 
-int _ak_os_decommit(void *p, size_t size) { return hooks.decommit(p, _ak_os_round_page(size), hooks.ctx); }
+int _ak_os_decommit(void *p, size_t size) {
+  /* madvise takes whole pages: an unaligned start would fail (EINVAL) and
+   * keep the memory committed. */
+  AK_ASSERT(((uintptr_t)p & (_ak_os_page_size() - 1)) == 0);
+  return hooks.decommit(p, _ak_os_round_page(size), hooks.ctx);
+}
 
 uint64_t _ak_os_entropy(void) {
   uint64_t v = 0;
@@ -424,6 +443,7 @@ void *_ak_os_heap_alloc(size_t size, size_t align) {
 
 void _ak_os_heap_free(void *p, size_t size) {
   if (!p) return;
+  AK_ASSERT(size > 0); /* the size _ak_os_heap_alloc counted */
   free(p);
   count(-size, (size_t)-1, 0);
 }

@@ -14,9 +14,14 @@
 #include <unistd.h>
 
 #include "arenakit/malloc.h"
-#include "common/error.h"
 
 #define EXPORT __attribute__((visibility("default")))
+
+/* The shim's one call below the public malloc API: the base layer's
+ * fatal-error path (src/common/error.h: "arenakit: TEXT" on stderr, then
+ * abort()). The shim's include root holds arenakit/malloc.h only, so the
+ * call is declared here, with the same signature. */
+_Noreturn void _ak_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), cold, noinline));
 
 /* malloc, free, calloc, realloc, reallocarray, posix_memalign,
  * aligned_alloc, memalign and malloc_usable_size are aliases defined in
