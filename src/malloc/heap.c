@@ -30,24 +30,24 @@
 #include "os/os_mem.h"
 
 /* Initial-exec TLS: no __tls_get_addr call (which may itself allocate). */
-__attribute__((tls_model("initial-exec"))) _Thread_local ak_mheap *_ak_tl_heap;
+__attribute__((tls_model("initial-exec"))) _Thread_local _ak_mheap *_ak_tl_heap;
 
 pthread_mutex_t _ak_heaps_mu = PTHREAD_MUTEX_INITIALIZER;
-ak_mheap *_ak_heap_list;
+_ak_mheap *_ak_heap_list;
 pthread_mutex_t _ak_abandoned_mu = PTHREAD_MUTEX_INITIALIZER;
-ak_segment *_ak_abandoned;
+_ak_segment *_ak_abandoned;
 /* Segments on _ak_abandoned: written under the mutex, read without it so
  * the allocation slow path need not lock when there is nothing to adopt. */
 static atomic_size_t abandoned_count;
-ak_page _ak_empty_page; /* free == NULL: every empty class points here */
+_ak_page _ak_empty_page; /* free == NULL: every empty class points here */
 
-static ak_mheap *heap_free_list; /* heaps of exited threads, under _ak_heaps_mu */
+static _ak_mheap *heap_free_list; /* heaps of exited threads, under _ak_heaps_mu */
 static pthread_key_t heap_key;
 static pthread_once_t heap_once = PTHREAD_ONCE_INIT;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void heap_exit(void *arg);
-static void maybe_purge(ak_mheap *h);
+static void maybe_purge(_ak_mheap *h);
 
 /* fork(): the child has only the forking thread, so a malloc lock that
  * another thread held at the fork would stay locked in the child for good
@@ -106,25 +106,25 @@ static void global_init(void) {
 
 /* Runs inside malloc and free: _ak_fatal allocates nothing. */
 _Noreturn void _ak_malloc_fatal(const char *call, const void *p, const char *why, unsigned cls) {
-  if (cls < NCLS)
+  if (cls < AK_NCLS)
     _ak_fatal("%s(%p): %s (size class %u, %u-byte blocks)", call, p, why, cls, _ak_cls_size[cls]);
   _ak_fatal("%s(%p): %s", call, p, why);
 }
 
-static ak_mheap *heap_new(void) {
+static _ak_mheap *heap_new(void) {
   _ak_malloc_tables_init();
   /* Heaps of exited threads are reused (threads that come and go). */
   pthread_mutex_lock(&_ak_heaps_mu);
-  ak_mheap *h = heap_free_list;
+  _ak_mheap *h = heap_free_list;
   if (h) heap_free_list = h->gnext;
   pthread_mutex_unlock(&_ak_heaps_mu);
   if (h) {
     memset(h, 0, sizeof *h);
   } else {
-    h = _ak_os_alloc(sizeof(ak_mheap), 1);
+    h = _ak_os_alloc(sizeof(_ak_mheap), 1);
     if (!h) return NULL;
   }
-  for (unsigned c = 0; c < NCLS; c++) h->pages[c] = &_ak_empty_page;
+  for (unsigned c = 0; c < AK_NCLS; c++) h->pages[c] = &_ak_empty_page;
   h->thread = pthread_self();
   /* Visible before anything below can re-enter malloc. */
   _ak_tl_heap = h;
@@ -138,15 +138,15 @@ static ak_mheap *heap_new(void) {
   return h;
 }
 
-ak_mheap *_ak_heap_get(void) {
-  ak_mheap *h = _ak_tl_heap;
+_ak_mheap *_ak_heap_get(void) {
+  _ak_mheap *h = _ak_tl_heap;
   return h ? h : heap_new();
 }
 
 /* ---- class queues --------------------------------------------------------------- */
 
-static void queue_push_front(ak_mheap *h, ak_page *pg) {
-  ak_page *head = h->pages[pg->cls];
+static void queue_push_front(_ak_mheap *h, _ak_page *pg) {
+  _ak_page *head = h->pages[pg->cls];
   pg->prev = NULL;
   pg->next = head == &_ak_empty_page ? NULL : head;
   if (pg->next) pg->next->prev = pg;
@@ -154,7 +154,7 @@ static void queue_push_front(ak_mheap *h, ak_page *pg) {
   pg->in_queue = 1;
 }
 
-static void queue_remove(ak_mheap *h, ak_page *pg) {
+static void queue_remove(_ak_mheap *h, _ak_page *pg) {
   if (pg->prev)
     pg->prev->next = pg->next;
   else
@@ -164,16 +164,16 @@ static void queue_remove(ak_mheap *h, ak_page *pg) {
   pg->in_queue = 0;
 }
 
-static void full_push(ak_mheap *h, ak_page *pg) {
+static void full_push(_ak_mheap *h, _ak_page *pg) {
   pg->prev = NULL;
   pg->next = h->full[pg->cls];
   if (pg->next) pg->next->prev = pg;
   h->full[pg->cls] = pg;
   pg->in_queue = 2;
-  __atomic_fetch_or(&pg->flags, PG_FULL, __ATOMIC_RELAXED); /* atomic: remote frees read flags */
+  __atomic_fetch_or(&pg->flags, AK_PG_FULL, __ATOMIC_RELAXED); /* atomic: remote frees read flags */
 }
 
-static void full_remove(ak_mheap *h, ak_page *pg) {
+static void full_remove(_ak_mheap *h, _ak_page *pg) {
   if (pg->prev)
     pg->prev->next = pg->next;
   else
@@ -181,11 +181,12 @@ static void full_remove(ak_mheap *h, ak_page *pg) {
   if (pg->next) pg->next->prev = pg->prev;
   pg->next = pg->prev = NULL;
   pg->in_queue = 0;
-  __atomic_fetch_and(&pg->flags, (uint8_t)~PG_FULL, __ATOMIC_RELAXED); /* atomic: remote frees read flags */
+  __atomic_fetch_and(&pg->flags, (uint8_t)~AK_PG_FULL,
+                     __ATOMIC_RELAXED); /* atomic: remote frees read flags */
 }
 
 /* Moves the remote list onto the free list; returns how many. */
-static uint32_t collect_remote(ak_page *pg) {
+static uint32_t collect_remote(_ak_page *pg) {
   if (!atomic_load_explicit(&pg->remote, memory_order_relaxed)) return 0;
   void *list = atomic_exchange_explicit(&pg->remote, NULL, memory_order_acquire);
   uint32_t n = 0;
@@ -206,14 +207,14 @@ static uint32_t collect_remote(ak_page *pg) {
 }
 
 /* Carves up to a page's worth of never-used blocks onto the free list. */
-static bool carve(ak_page *pg) {
+static bool carve(_ak_page *pg) {
   if (pg->bump >= pg->end) return false;
   uintptr_t stop = pg->bump + 4096;
   if (stop < pg->bump + pg->block_size) stop = pg->bump + pg->block_size;
   if (stop > pg->end) stop = pg->end;
   size_t n = (stop - pg->bump) / pg->block_size;
   uintptr_t b = pg->bump;
-  if (ak_malloc_checked && pg->block_size > sizeof(void *))
+  if (_ak_malloc_checked && pg->block_size > sizeof(void *))
     for (size_t i = 0; i < n; i++)
       memset((char *)(b + i * pg->block_size) + sizeof(void *), 0xdf, pg->block_size - sizeof(void *));
   /* Address order (the list pops low addresses first), or random order
@@ -224,8 +225,8 @@ static bool carve(ak_page *pg) {
 }
 
 /* Releases an empty page's span (and its segment if all free). */
-static void page_release(ak_mheap *h, ak_page *pg) {
-  ak_segment *seg = _ak_seg_of((void *)pg->start);
+static void page_release(_ak_mheap *h, _ak_page *pg) {
+  _ak_segment *seg = _ak_seg_of((void *)pg->start);
   if (pg->in_queue == 1)
     queue_remove(h, pg);
   else if (pg->in_queue == 2)
@@ -233,9 +234,9 @@ static void page_release(ak_mheap *h, ak_page *pg) {
   _ak_span_free(h, seg, pg);
 }
 
-void _ak_page_retire(ak_mheap *h, ak_page *pg) {
+void _ak_page_retire(_ak_mheap *h, _ak_page *pg) {
   maybe_purge(h); /* a loop that allocates and frees one block lands here on each free */
-  if (pg->flags & PG_FULL) {
+  if (pg->flags & AK_PG_FULL) {
     full_remove(h, pg);
     queue_push_front(h, pg);
   }
@@ -250,7 +251,7 @@ void _ak_page_retire(ak_mheap *h, ak_page *pg) {
 /* Takes `seg`, just unlinked from the abandoned list with its owner set to
  * `h`, into `h`: remote frees are collected, empty spans go back to the
  * segment, the rest join h's class queues (or full lists). */
-static void segment_adopt(ak_mheap *h, ak_segment *seg) {
+static void segment_adopt(_ak_mheap *h, _ak_segment *seg) {
   /* The adopter is about to reuse the free pages: the segment's aging
    * starts again, rather than decommitting pages that are faulted in next. */
   seg->active_ms = _ak_now_ms();
@@ -258,11 +259,11 @@ static void segment_adopt(ak_mheap *h, ak_segment *seg) {
   seg->prev = NULL;
   if (h->segs) h->segs->prev = seg;
   h->segs = seg;
-  for (unsigned i = 0; i < NPAGES; i++) {
-    ak_page *pg = &seg->pages[i];
+  for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
+    _ak_page *pg = &seg->pages[i];
     if (pg->head_off || !pg->block_size) continue;
     collect_remote(pg);
-    __atomic_fetch_and(&pg->flags, (uint8_t)~PG_FULL, __ATOMIC_RELAXED); /* remote frees read flags */
+    __atomic_fetch_and(&pg->flags, (uint8_t)~AK_PG_FULL, __ATOMIC_RELAXED); /* remote frees read flags */
     pg->in_queue = 0;
     if (_ak_used(pg) == 0) {
       /* Freeing the last span in use may release the segment: stop, since
@@ -271,7 +272,7 @@ static void segment_adopt(ak_mheap *h, ak_segment *seg) {
       bool last = (seg->free_mask | bits) == UINT64_MAX;
       _ak_span_free(h, seg, pg);
       if (last) return;
-    } else if (pg->flags & PG_SOLO) {
+    } else if (pg->flags & AK_PG_SOLO) {
       /* a live solo block: on no queue */
     } else if (pg->free || pg->bump < pg->end) {
       queue_push_front(h, pg);
@@ -283,9 +284,9 @@ static void segment_adopt(ak_mheap *h, ak_segment *seg) {
 
 /* Unlinks `seg` from the abandoned list and makes `h` its owner, if it is
  * still abandoned (another thread may have adopted it first). */
-static bool abandoned_take(ak_mheap *h, ak_segment *seg) {
+static bool abandoned_take(_ak_mheap *h, _ak_segment *seg) {
   pthread_mutex_lock(&_ak_abandoned_mu);
-  bool taken = atomic_load_explicit(&seg->owner, memory_order_relaxed) == OWNER_NONE;
+  bool taken = atomic_load_explicit(&seg->owner, memory_order_relaxed) == AK_OWNER_NONE;
   if (taken) {
     _ak_seg_unlink(&_ak_abandoned, seg);
     atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
@@ -296,10 +297,10 @@ static bool abandoned_take(ak_mheap *h, ak_segment *seg) {
 }
 
 /* Adopts one abandoned segment: its pages join this heap's queues. */
-static bool adopt(ak_mheap *h) {
+static bool adopt(_ak_mheap *h) {
   if (!atomic_load_explicit(&abandoned_count, memory_order_relaxed)) return false;
   pthread_mutex_lock(&_ak_abandoned_mu);
-  ak_segment *seg = _ak_abandoned;
+  _ak_segment *seg = _ak_abandoned;
   if (seg) {
     atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
     _ak_abandoned = seg->next;
@@ -308,15 +309,15 @@ static bool adopt(ak_mheap *h) {
   }
   pthread_mutex_unlock(&_ak_abandoned_mu);
   if (!seg) return false;
-  seg->flags &= ~(uint32_t)SEG_RELEASE_EMPTY; /* taken for its space: kept like any other */
+  seg->flags &= ~(uint32_t)AK_SEG_RELEASE_EMPTY; /* taken for its space: kept like any other */
   segment_adopt(h, seg);
   return true;
 }
 
 /* True if one of h's segments has `k` consecutive pages in no span (from
  * page 1 when k > 1: page 0 holds one-page spans only). */
-static bool heap_has_free_run(const ak_mheap *h, unsigned k) {
-  for (const ak_segment *s = h->segs; s; s = s->next) {
+static bool heap_has_free_run(const _ak_mheap *h, unsigned k) {
+  for (const _ak_segment *s = h->segs; s; s = s->next) {
     uint64_t f = k > 1 ? s->free_mask & ~UINT64_C(1) : s->free_mask;
     for (unsigned i = 1; i < k && f; i++) f &= f >> 1; /* bit j: pages j .. j+k-1 free */
     if (f) return true;
@@ -324,16 +325,16 @@ static bool heap_has_free_run(const ak_mheap *h, unsigned k) {
   return false;
 }
 
-bool _ak_heap_adopt_for(ak_mheap *h, unsigned k) {
+bool _ak_heap_adopt_for(_ak_mheap *h, unsigned k) {
   for (int tries = 0; tries < 4 && adopt(h); tries++) /* a few: not every exited thread's segments */
     if (heap_has_free_run(h, k)) return true;
   return false;
 }
 
 /* A page of class `cls` with a free block on its list, or NULL. */
-static ak_page *page_refill(ak_mheap *h, unsigned cls) {
+static _ak_page *page_refill(_ak_mheap *h, unsigned cls) {
   for (;;) {
-    ak_page *pg = h->pages[cls];
+    _ak_page *pg = h->pages[cls];
     if (pg == &_ak_empty_page) break;
     if (pg->free) return pg;
     if (collect_remote(pg) || carve(pg)) return pg;
@@ -341,7 +342,7 @@ static ak_page *page_refill(ak_mheap *h, unsigned cls) {
     full_push(h, pg);
   }
   /* Full pages that other threads freed into. */
-  for (ak_page *pg = h->full[cls], *next; pg; pg = next) {
+  for (_ak_page *pg = h->full[cls], *next; pg; pg = next) {
     next = pg->next;
     if (collect_remote(pg)) {
       full_remove(h, pg);
@@ -360,7 +361,7 @@ static ak_page *page_refill(ak_mheap *h, unsigned cls) {
     if (h->pages[cls] != &_ak_empty_page) return page_refill(h, cls);
     if (heap_has_free_run(h, _ak_cls_span[cls])) break;
   }
-  ak_page *pg = _ak_span_alloc(h, cls);
+  _ak_page *pg = _ak_span_alloc(h, cls);
   if (!pg) return NULL;
   queue_push_front(h, pg);
   carve(pg);
@@ -370,9 +371,9 @@ static ak_page *page_refill(ak_mheap *h, unsigned cls) {
 /* Settles an abandoned segment, under _ak_abandoned_mu (which stands in
  * for the owner): collects the remote frees and gives back the spans they
  * emptied. True if the segment is now entirely free. */
-static bool abandoned_settle(ak_segment *s) {
-  for (unsigned i = 0; i < NPAGES; i++) {
-    ak_page *pg = &s->pages[i];
+static bool abandoned_settle(_ak_segment *s) {
+  for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
+    _ak_page *pg = &s->pages[i];
     if (!pg->block_size || pg->head_off) continue;
     collect_remote(pg);
     if (_ak_used(pg) == 0) {
@@ -402,7 +403,7 @@ static void sweep_abandoned(bool force, uint64_t now) {
     pthread_mutex_lock(&_ak_abandoned_mu);
   else if (pthread_mutex_trylock(&_ak_abandoned_mu) != 0)
     return;
-  for (ak_segment *s = _ak_abandoned, *next; s; s = next) {
+  for (_ak_segment *s = _ak_abandoned, *next; s; s = next) {
     next = s->next;
     if (abandoned_settle(s)) {
       _ak_seg_unlink(&_ak_abandoned, s);
@@ -420,26 +421,26 @@ static void sweep_abandoned(bool force, uint64_t now) {
  * above 1 KiB): decommits the free pages of this heap's quiet segments and
  * of abandoned ones, and trims the segment and large-block caches. A clock
  * read and a few compares when there is nothing to do. */
-static void maybe_purge(ak_mheap *h) {
+static void maybe_purge(_ak_mheap *h) {
   if ((++h->slow_calls & 63) != 0) return;
   uint64_t now = _ak_now_ms();
   long delay = _ak_purge_delay(now);
-  for (ak_segment *s = h->segs; s; s = s->next) _ak_segment_purge(s, delay, now);
+  for (_ak_segment *s = h->segs; s; s = s->next) _ak_segment_purge(s, delay, now);
   sweep_abandoned(false, now);
   _ak_segment_cache_trim(false);
   _ak_large_cache_trim(false, now);
 }
 
 void *_ak_malloc_slow(size_t n) {
-  ak_mheap *h = _ak_heap_get();
+  _ak_mheap *h = _ak_heap_get();
   if (!h) {
     errno = ENOMEM;
     return NULL;
   }
   maybe_purge(h);
-  if (n > SOLO_MIN) return n > SOLO_MAX ? _ak_large_alloc(n, 16, false) : _ak_solo_alloc(h, n, false);
+  if (n > AK_SOLO_MIN) return n > AK_SOLO_MAX ? _ak_large_alloc(n, 16, false) : _ak_solo_alloc(h, n, false);
   unsigned cls = _ak_size_class(n);
-  ak_page *pg = page_refill(h, cls);
+  _ak_page *pg = page_refill(h, cls);
   if (!pg) {
     errno = ENOMEM;
     return NULL;
@@ -452,8 +453,8 @@ void *_ak_malloc_slow(size_t n) {
 
 /* Pushes `b` on the remote list of a page this thread does not own: one
  * CAS, no lock. The owner collects it; for an abandoned segment (owner
- * OWNER_NONE) the thread that adopts it, or sweep_abandoned. */
-static void remote_free(ak_page *pg, void *b) {
+ * AK_OWNER_NONE) the thread that adopts it, or sweep_abandoned. */
+static void remote_free(_ak_page *pg, void *b) {
   void *head = atomic_load_explicit(&pg->remote, memory_order_relaxed);
   do {
     _ak_blk_set_next(pg, b, head);
@@ -464,7 +465,7 @@ static void remote_free(ak_page *pg, void *b) {
 /* Walks a free list from `head` for at most the page's capacity; ends at
  * a link that leaves the page (a remote list may change under a walker
  * that does not own it: that only ends the search). */
-static bool list_has(const ak_page *pg, const void *head, const void *p) {
+static bool list_has(const _ak_page *pg, const void *head, const void *p) {
   size_t limit = (size_t)pg->capacity + 1;
   for (const void *b = head; b && limit--; b = _ak_blk_next(pg, b)) {
     if (b == p) return true;
@@ -475,9 +476,9 @@ static bool list_has(const ak_page *pg, const void *head, const void *p) {
 
 /* Hardened double-free check: `p` on the remote list, or on the local one
  * when this thread owns the page (only the owner may walk that). */
-static bool on_free_list(const ak_page *pg, const void *p, bool mine) {
+static bool on_free_list(const _ak_page *pg, const void *p, bool mine) {
   return (mine && list_has(pg, pg->free, p)) ||
-         list_has(pg, atomic_load_explicit(&((ak_page *)(uintptr_t)pg)->remote, memory_order_acquire), p);
+         list_has(pg, atomic_load_explicit(&((_ak_page *)(uintptr_t)pg)->remote, memory_order_acquire), p);
 }
 
 /* Checks `p` (not NULL, in segment `seg`) for `call` before anything of
@@ -487,56 +488,56 @@ static bool on_free_list(const ak_page *pg, const void *p, bool mine) {
  * block; otherwise one message naming the call, the pointer and the
  * reason, then abort() - in every build, as glibc's "free(): invalid
  * pointer". Huge-aligned blocks are the caller's to look up first. */
-static ak_page *block_check(const char *call, const void *p, ak_segment *seg) {
+static _ak_page *block_check(const char *call, const void *p, _ak_segment *seg) {
   if (AK_UNLIKELY(!_ak_segmap_has(seg))) /* stack, static, foreign, unmapped, a large block freed */
-    _ak_malloc_fatal(call, p, "invalid pointer (not from arenakit)", NCLS);
-  if (AK_UNLIKELY(seg->magic != SEG_MAGIC))
-    _ak_malloc_fatal(call, p, "invalid pointer (bad segment header)", NCLS);
-  if (seg->kind == SEG_LARGE) {
+    _ak_malloc_fatal(call, p, "invalid pointer (not from arenakit)", AK_NCLS);
+  if (AK_UNLIKELY(seg->magic != AK_SEG_MAGIC))
+    _ak_malloc_fatal(call, p, "invalid pointer (bad segment header)", AK_NCLS);
+  if (seg->kind == AK_SEG_LARGE) {
     if ((uintptr_t)p != seg->large_block)
-      _ak_malloc_fatal(call, p, "invalid pointer (inside a large block)", NCLS);
+      _ak_malloc_fatal(call, p, "invalid pointer (inside a large block)", AK_NCLS);
     return NULL;
   }
-  ak_page *pg = _ak_page_of(seg, p);
+  _ak_page *pg = _ak_page_of(seg, p);
   if (AK_UNLIKELY(!__atomic_load_n(&pg->block_size, __ATOMIC_RELAXED)))
-    _ak_malloc_fatal(call, p, "invalid pointer (page not in use)", NCLS);
-  /* Atomic: the owner thread may be updating PG_FULL in the same byte. */
+    _ak_malloc_fatal(call, p, "invalid pointer (page not in use)", AK_NCLS);
+  /* Atomic: the owner thread may be updating AK_PG_FULL in the same byte. */
   uint8_t flags = __atomic_load_n(&pg->flags, __ATOMIC_RELAXED);
-  bool ok = (flags & PG_ALIGNED) ? (uintptr_t)p - pg->start < pg->end - pg->start
-            : (flags & PG_SOLO)  ? (uintptr_t)p == pg->start
-                                 : _ak_blk_is_start(pg, p);
+  bool ok = (flags & AK_PG_ALIGNED) ? (uintptr_t)p - pg->start < pg->end - pg->start
+            : (flags & AK_PG_SOLO)  ? (uintptr_t)p == pg->start
+                                    : _ak_blk_is_start(pg, p);
   if (AK_UNLIKELY(!ok)) _ak_malloc_fatal(call, p, "invalid pointer (not the start of a block)", pg->cls);
   return pg;
 }
 
 size_t _ak_block_checked_size(const char *call, const void *p) {
-  ak_segment *seg = _ak_seg_of(p);
-  if (((uintptr_t)p & SEG_MASK) == 0 && !_ak_segmap_has(seg)) {
+  _ak_segment *seg = _ak_seg_of(p);
+  if (((uintptr_t)p & AK_SEG_MASK) == 0 && !_ak_segmap_has(seg)) {
     size_t n = _ak_huge_aligned_size(p);
     if (n) return n;
   }
-  ak_page *pg = block_check(call, p, seg);
+  _ak_page *pg = block_check(call, p, seg);
   if (!pg) return seg->map_size - ((uintptr_t)p - (uintptr_t)seg);
   uint32_t bs = __atomic_load_n(&pg->block_size, __ATOMIC_RELAXED);
   /* Only a page with aligned blocks holds pointers inside blocks: no
    * division otherwise (realloc asks this on every call). */
-  if (!(__atomic_load_n(&pg->flags, __ATOMIC_RELAXED) & PG_ALIGNED)) return bs;
+  if (!(__atomic_load_n(&pg->flags, __ATOMIC_RELAXED) & AK_PG_ALIGNED)) return bs;
   return bs - ((uintptr_t)p - pg->start) % bs;
 }
 
-void _ak_free_slow(void *p, ak_segment *seg) {
+void _ak_free_slow(void *p, _ak_segment *seg) {
   if (!p) return;
-  if (((uintptr_t)p & SEG_MASK) == 0 && !_ak_segmap_has(seg) && _ak_huge_aligned_free(p)) return;
-  ak_page *pg = block_check("free", p, seg);
+  if (((uintptr_t)p & AK_SEG_MASK) == 0 && !_ak_segmap_has(seg) && _ak_huge_aligned_free(p)) return;
+  _ak_page *pg = block_check("free", p, seg);
   if (!pg) {
     _ak_large_free(seg);
     return;
   }
-  if (__atomic_load_n(&pg->flags, __ATOMIC_RELAXED) & PG_ALIGNED) {
+  if (__atomic_load_n(&pg->flags, __ATOMIC_RELAXED) & AK_PG_ALIGNED) {
     uintptr_t off = (uintptr_t)p - pg->start;
     p = (void *)(pg->start + off - off % pg->block_size); /* aligned interior pointer */
   }
-  ak_mheap *h = _ak_tl_heap;
+  _ak_mheap *h = _ak_tl_heap;
   uintptr_t owner = atomic_load_explicit(&seg->owner, memory_order_relaxed);
   bool mine = h && owner == (uintptr_t)h;
   /* A free into a segment whose thread exited: this thread adopts the
@@ -544,13 +545,13 @@ void _ak_free_slow(void *p, ak_segment *seg) {
    * ones after it are local and the pages they empty are reused or released
    * at once. It adopted the segment to settle it, not for its space: once
    * entirely free the segment goes to the spare segments for the next thread
-   * (SEG_RELEASE_EMPTY) instead of staying with this heap. */
-  if (owner == OWNER_NONE && h && abandoned_take(h, seg)) {
-    seg->flags |= SEG_RELEASE_EMPTY;
+   * (AK_SEG_RELEASE_EMPTY) instead of staying with this heap. */
+  if (owner == AK_OWNER_NONE && h && abandoned_take(h, seg)) {
+    seg->flags |= AK_SEG_RELEASE_EMPTY;
     segment_adopt(h, seg);
     mine = true;
   }
-  if (ak_malloc_checked) {
+  if (_ak_malloc_checked) {
     /* A block already on the owner's free list is a double free (only the
      * owner may walk that list); freed blocks are filled with 0xdf after
      * the link, and malloc verifies the fill to catch writes after free. */
@@ -566,7 +567,7 @@ void _ak_free_slow(void *p, ak_segment *seg) {
     remote_free(pg, p);
     return;
   }
-  if (pg->flags & PG_SOLO) { /* its own span: give the pages back to the segment */
+  if (pg->flags & AK_PG_SOLO) { /* its own span: give the pages back to the segment */
     _ak_used_set(pg, 0);
     _ak_span_free(h, seg, pg);
     return;
@@ -579,16 +580,16 @@ void _ak_free_slow(void *p, ak_segment *seg) {
 
 /* Collects remote frees and releases empty pages (all with force, else
  * those that are not the last page of their class). Owner only. */
-static void heap_collect_pages(ak_mheap *h, bool force) {
-  for (unsigned c = 0; c < NCLS; c++) {
-    for (ak_page *pg = h->full[c], *next; pg; pg = next) {
+static void heap_collect_pages(_ak_mheap *h, bool force) {
+  for (unsigned c = 0; c < AK_NCLS; c++) {
+    for (_ak_page *pg = h->full[c], *next; pg; pg = next) {
       next = pg->next;
       if (collect_remote(pg)) {
         full_remove(h, pg);
         queue_push_front(h, pg);
       }
     }
-    for (ak_page *pg = h->pages[c] == &_ak_empty_page ? NULL : h->pages[c], *next; pg; pg = next) {
+    for (_ak_page *pg = h->pages[c] == &_ak_empty_page ? NULL : h->pages[c], *next; pg; pg = next) {
       next = pg->next;
       collect_remote(pg);
       if (_ak_used(pg) == 0 && (force || pg->next || pg->prev)) page_release(h, pg);
@@ -600,10 +601,10 @@ static void heap_collect_pages(ak_mheap *h, bool force) {
 /* Collects remote frees, releases empty pages, purges (owner only; `h`
  * may be NULL: a thread without a heap), then sweeps the abandoned
  * segments. */
-void _ak_heap_collect(ak_mheap *h, bool force) {
+void _ak_heap_collect(_ak_mheap *h, bool force) {
   uint64_t now = _ak_now_ms();
   if (h) heap_collect_pages(h, force);
-  for (ak_segment *s = h ? h->segs : NULL, *next; s; s = next) {
+  for (_ak_segment *s = h ? h->segs : NULL, *next; s; s = next) {
     next = s->next;
     if (force && s->free_mask == UINT64_MAX) {
       _ak_seg_unlink(&h->segs, s);
@@ -622,23 +623,23 @@ void _ak_heap_collect(ak_mheap *h, bool force) {
  * delay like any others (abandoned ones by sweep_abandoned), and an entirely
  * free segment becomes a spare segment, which the reclaim policy decommits and unmaps after its delays. */
 static void heap_exit(void *arg) {
-  ak_mheap *h = arg;
+  _ak_mheap *h = arg;
   if (!h) return;
   heap_collect_pages(h, true);
   _ak_tl_heap = NULL; /* a later malloc in this thread makes a new heap */
   while (h->segs) {
-    ak_segment *s = h->segs;
+    _ak_segment *s = h->segs;
     h->segs = s->next;
     if (s->free_mask == UINT64_MAX) {
       _ak_segment_release(s);
       continue;
     }
-    for (unsigned i = 0; i < NPAGES; i++) {
+    for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
       s->pages[i].next = s->pages[i].prev = NULL;
       s->pages[i].in_queue = 0;
     }
     pthread_mutex_lock(&_ak_abandoned_mu);
-    atomic_store_explicit(&s->owner, OWNER_NONE, memory_order_seq_cst);
+    atomic_store_explicit(&s->owner, AK_OWNER_NONE, memory_order_seq_cst);
     /* Frees that raced with abandoning are on remote lists: settle them,
      * and give back the pages they emptied. */
     if (abandoned_settle(s)) {

@@ -14,11 +14,11 @@
 #include "os/os_mem.h"
 
 pthread_mutex_t _ak_seg_mu = PTHREAD_MUTEX_INITIALIZER;
-ak_segment *_ak_seg_list;
+_ak_segment *_ak_seg_list;
 atomic_size_t _ak_large_count, _ak_large_bytes, _ak_committed, _ak_peak_committed;
 
-#define ALL_PAGES UINT64_MAX
-#define GUARD ((size_t)4096) /* hardened: guard page at the end of each span */
+#define AK_ALL_PAGES UINT64_MAX
+#define AK_GUARD ((size_t)4096) /* hardened: guard page at the end of each span */
 
 uint64_t _ak_now_ms(void) {
   struct timespec ts;
@@ -34,14 +34,14 @@ uint64_t _ak_now_ms(void) {
  * again each frame) would have it decommitted just before each reuse and
  * fault every page in again (on the thread-churn workload 1.5 GiB of
  * madvise a second, 5x glibc's page faults). So when memory is taken again
- * within PURGE_EXTEND_WINDOW_MS after it was decommitted, the delay in
- * force doubles, up to PURGE_EXTEND_MAX_MS; once PURGE_EXTEND_WINDOW_MS
+ * within AK_PURGE_EXTEND_WINDOW_MS after it was decommitted, the delay in
+ * force doubles, up to AK_PURGE_EXTEND_MAX_MS; once AK_PURGE_EXTEND_WINDOW_MS
  * pass without such a refault it is d again. (A window of 4 delays missed
  * the refaults of rounds that a loaded machine stretched past it.) A program that goes idle thus
- * has its memory back within PURGE_EXTEND_WINDOW_MS + PURGE_EXTEND_MAX_MS
+ * has its memory back within AK_PURGE_EXTEND_WINDOW_MS + AK_PURGE_EXTEND_MAX_MS
  * at worst, d after a quiet period. d <= 0 is never extended. */
-#define PURGE_EXTEND_MAX_MS 80
-#define PURGE_EXTEND_WINDOW_MS 1000u
+#define AK_PURGE_EXTEND_MAX_MS 80
+#define AK_PURGE_EXTEND_WINDOW_MS 1000u
 static _Atomic long purge_extended;       /* the extended delay (ms) */
 static _Atomic long purge_extended_from;  /* the option's value it extends (a new value drops it) */
 static _Atomic uint64_t purge_refault_ms; /* the last refault */
@@ -51,7 +51,7 @@ long _ak_purge_delay(uint64_t now) {
   if (d <= 0 || atomic_load_explicit(&purge_extended_from, memory_order_relaxed) != d) return d;
   long e = atomic_load_explicit(&purge_extended, memory_order_relaxed);
   if (e > d && _ak_ms_since(now, atomic_load_explicit(&purge_refault_ms, memory_order_relaxed)) <
-                   PURGE_EXTEND_WINDOW_MS)
+                   AK_PURGE_EXTEND_WINDOW_MS)
     return e;
   return d;
 }
@@ -59,9 +59,9 @@ long _ak_purge_delay(uint64_t now) {
 void _ak_purge_refault(uint64_t purged_ms, uint64_t now) {
   long d = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
   long cur = _ak_purge_delay(now);
-  if (cur <= 0 || _ak_ms_since(now, purged_ms) >= PURGE_EXTEND_WINDOW_MS)
+  if (cur <= 0 || _ak_ms_since(now, purged_ms) >= AK_PURGE_EXTEND_WINDOW_MS)
     return; /* long after: the purge was right */
-  long next = cur >= PURGE_EXTEND_MAX_MS / 2 ? PURGE_EXTEND_MAX_MS : 2 * cur;
+  long next = cur >= AK_PURGE_EXTEND_MAX_MS / 2 ? AK_PURGE_EXTEND_MAX_MS : 2 * cur;
   if (next < cur) next = cur; /* d above the bound: d */
   atomic_store_explicit(&purge_extended, next, memory_order_relaxed);
   atomic_store_explicit(&purge_extended_from, d, memory_order_relaxed);
@@ -80,11 +80,11 @@ static void committed_sub(size_t n) { atomic_fetch_sub_explicit(&_ak_committed, 
 bool _ak_segment_known(uintptr_t s) { return _ak_segmap_has((const void *)s); }
 
 /* The segment map (malloc_internal.h). */
-uint64_t _ak_segmap[SEGMAP_WORDS];
+uint64_t _ak_segmap[AK_SEGMAP_WORDS];
 
 bool _ak_segmap_set(const void *seg, bool on) {
-  uintptr_t n = (uintptr_t)seg >> SEG_SHIFT;
-  if ((n >> 6) >= SEGMAP_WORDS) {
+  uintptr_t n = (uintptr_t)seg >> AK_SEG_SHIFT;
+  if ((n >> 6) >= AK_SEGMAP_WORDS) {
     errno = ENOMEM; /* above the map: the kernel maps nothing there unless asked */
     return false;
   }
@@ -96,7 +96,7 @@ bool _ak_segmap_set(const void *seg, bool on) {
   return true;
 }
 
-static void registry_add(ak_segment *seg) {
+static void registry_add(_ak_segment *seg) {
   pthread_mutex_lock(&_ak_seg_mu);
   seg->gprev = NULL;
   seg->gnext = _ak_seg_list;
@@ -105,7 +105,7 @@ static void registry_add(ak_segment *seg) {
   pthread_mutex_unlock(&_ak_seg_mu);
 }
 
-static void registry_remove(ak_segment *seg) {
+static void registry_remove(_ak_segment *seg) {
   pthread_mutex_lock(&_ak_seg_mu);
   if (seg->gprev)
     seg->gprev->gnext = seg->gnext;
@@ -119,23 +119,23 @@ static void registry_remove(ak_segment *seg) {
  * one every component uses, so that threads that come and go do not map,
  * fault in and unmap a segment each: reused newest first, their free
  * pages decommitted after the reclaim purge delay, unmapped after the
- * release delay or when more than SEG_CACHE are kept (the oldest first),
+ * release delay or when more than AK_SEG_CACHE are kept (the oldest first),
  * all of them at ak_collect(true). The set's node sits in the segment
  * header, which a decommit leaves alone. Not registered with the
  * background thread (it may start from inside malloc). */
-#define SEG_CACHE 4
+#define AK_SEG_CACHE 4
 static _ak_spare_set seg_spares;
 static pthread_once_t seg_spares_once = PTHREAD_ONCE_INIT;
 
-static void segment_unmap(ak_segment *seg) {
-  committed_sub(SEG_SIZE - (size_t)__builtin_popcountll(seg->decommit_mask) * PAGE_SIZE_AK);
+static void segment_unmap(_ak_segment *seg) {
+  committed_sub(AK_SEG_SIZE - (size_t)__builtin_popcountll(seg->decommit_mask) * AK_PAGE_SIZE);
   seg->magic = 0;
   (void)_ak_segmap_set(seg, false);
-  _ak_os_free(seg, SEG_SIZE);
+  _ak_os_free(seg, AK_SEG_SIZE);
 }
 
-static ak_segment *seg_of_spare(_ak_spare *sp) {
-  return (ak_segment *)(void *)((char *)sp - offsetof(ak_segment, spare));
+static _ak_segment *seg_of_spare(_ak_spare *sp) {
+  return (_ak_segment *)(void *)((char *)sp - offsetof(_ak_segment, spare));
 }
 
 /* The set's callbacks: decommit takes no lock (the purge is atomics and
@@ -150,7 +150,7 @@ static void spare_release(_ak_spare *sp, void *ctx) {
 }
 static const _ak_spare_ops seg_spare_ops = {spare_decommit, spare_release};
 static void seg_spares_init(void) {
-  _ak_spare_set_init(&seg_spares, &seg_spare_ops, NULL, SEG_CACHE, AK_SPARE_TIMED);
+  _ak_spare_set_init(&seg_spares, &seg_spare_ops, NULL, AK_SEG_CACHE, AK_SPARE_TIMED);
 }
 static _ak_spare_set *spares(void) {
   pthread_once(&seg_spares_once, seg_spares_init);
@@ -166,8 +166,8 @@ void _ak_segment_cache_trim(bool force) {
     _ak_spare_tick(spares());
 }
 
-static ak_segment *segment_new(ak_mheap *h) {
-  ak_segment *seg = NULL;
+static _ak_segment *segment_new(_ak_mheap *h) {
+  _ak_segment *seg = NULL;
   _ak_spare *sp = _ak_spare_take(spares(), NULL);
   if (sp) seg = seg_of_spare(sp);
   if (seg) {
@@ -176,26 +176,26 @@ static ak_segment *segment_new(ak_mheap *h) {
      * descriptors are all free (block_size 0) and stay as they are: their
      * last class guides find_same_class. */
     uint64_t decommitted = seg->decommit_mask, guarded = seg->guard_mask;
-    memset(seg, 0, offsetof(ak_segment, pages));
+    memset(seg, 0, offsetof(_ak_segment, pages));
     seg->decommit_mask = decommitted;
     seg->guard_mask = guarded;
-    seg->dirty_mask = ALL_PAGES & ~decommitted;
+    seg->dirty_mask = AK_ALL_PAGES & ~decommitted;
   } else {
-    seg = _ak_os_alloc(SEG_SIZE, SEG_SIZE);
+    seg = _ak_os_alloc(AK_SEG_SIZE, AK_SEG_SIZE);
     if (!seg) return NULL;
     if (!_ak_segmap_set(seg, true)) {
-      _ak_os_free(seg, SEG_SIZE);
+      _ak_os_free(seg, AK_SEG_SIZE);
       errno = ENOMEM;
       return NULL;
     }
-    committed_add(SEG_SIZE); /* fresh mmap memory is zero: only set what is not */
+    committed_add(AK_SEG_SIZE); /* fresh mmap memory is zero: only set what is not */
   }
-  seg->magic = SEG_MAGIC;
-  seg->kind = SEG_SMALL;
+  seg->magic = AK_SEG_MAGIC;
+  seg->kind = AK_SEG_SMALL;
   seg->active_ms = _ak_now_ms();
   atomic_store_explicit(&seg->owner, (uintptr_t)h, memory_order_relaxed);
-  seg->free_mask = ALL_PAGES;
-  seg->first_page_start = (sizeof(ak_segment) + 4095) & ~(size_t)4095;
+  seg->free_mask = AK_ALL_PAGES;
+  seg->first_page_start = (sizeof(_ak_segment) + 4095) & ~(size_t)4095;
   registry_add(seg);
   _ak_peak_sample(); /* the high-water mark can only have grown here */
   seg->next = h->segs;
@@ -204,15 +204,15 @@ static ak_segment *segment_new(ak_mheap *h) {
   return seg;
 }
 
-void _ak_segment_release(ak_segment *seg) {
+void _ak_segment_release(_ak_segment *seg) {
   registry_remove(seg);
   seg->magic = 0;
-  _ak_spare_put(spares(), &seg->spare, SEG_SIZE); /* past the cap the oldest spare is unmapped */
+  _ak_spare_put(spares(), &seg->spare, AK_SEG_SIZE); /* past the cap the oldest spare is unmapped */
 }
 
 /* Mask of `k` pages from page `at`. */
 static inline uint64_t run_bits(unsigned at, unsigned k) {
-  return (k == 64 ? ALL_PAGES : ((UINT64_C(1) << k) - 1)) << at;
+  return (k == 64 ? AK_ALL_PAGES : ((UINT64_C(1) << k) - 1)) << at;
 }
 
 /* The lowest run of `k` free pages in `free_mask` starting at page `from`
@@ -229,7 +229,7 @@ static int find_run(uint64_t free_mask, unsigned k, unsigned from) {
  * -1. Reusing it touches no more of the page than that class did before;
  * another class would carve further into it (a thread that follows
  * another with the same sizes keeps each page's resident part small). */
-static int find_same_class(const ak_segment *s, unsigned cls) {
+static int find_same_class(const _ak_segment *s, unsigned cls) {
   for (uint64_t m = s->free_mask & ~s->decommit_mask; m; m &= m - 1) {
     unsigned i = (unsigned)__builtin_ctzll(m);
     if (s->pages[i].cls == cls && s->pages[i].span == 1 && !s->pages[i].head_off) return (int)i;
@@ -241,7 +241,7 @@ static int find_same_class(const ak_segment *s, unsigned cls) {
  * inside it, updates the masks, links the pages to their head. Returns the
  * head descriptor with start/end set (end before the hardened guard) and
  * the rest of its fields for the caller to fill; NULL + errno. */
-static ak_page *span_take(ak_mheap *h, ak_segment *seg, unsigned at, unsigned k) {
+static _ak_page *span_take(_ak_mheap *h, _ak_segment *seg, unsigned at, unsigned k) {
   uint64_t bits = run_bits(at, k);
   /* Hardened: guard_mask holds the pages whose last 4 KiB is PROT_NONE. A
    * freed span keeps its guard (no system call on every free and reuse of
@@ -250,8 +250,8 @@ static ak_page *span_take(ak_mheap *h, ak_segment *seg, unsigned at, unsigned k)
   uint64_t last = UINT64_C(1) << (at + k - 1);
   for (uint64_t inner = seg->guard_mask & bits & ~last; inner; inner &= inner - 1) {
     unsigned i = (unsigned)__builtin_ctzll(inner);
-    void *g = (char *)seg + (size_t)(i + 1) * PAGE_SIZE_AK - GUARD;
-    if (_ak_os_guard(g, GUARD, false) != 0) {
+    void *g = (char *)seg + (size_t)(i + 1) * AK_PAGE_SIZE - AK_GUARD;
+    if (_ak_os_guard(g, AK_GUARD, false) != 0) {
       errno = ENOMEM;
       return NULL;
     }
@@ -260,14 +260,14 @@ static ak_page *span_take(ak_mheap *h, ak_segment *seg, unsigned at, unsigned k)
   /* Pages that were decommitted come back on first touch: count them. */
   uint64_t now = _ak_now_ms();
   if (bits & seg->decommit_mask) {
-    committed_add((size_t)__builtin_popcountll(bits & seg->decommit_mask) * PAGE_SIZE_AK);
+    committed_add((size_t)__builtin_popcountll(bits & seg->decommit_mask) * AK_PAGE_SIZE);
     _ak_purge_refault(seg->purged_ms, now);
   }
   seg->active_ms = now;
   seg->free_mask &= ~bits;
   seg->dirty_mask &= ~bits;
   seg->decommit_mask &= ~bits;
-  ak_page *pg = &seg->pages[at];
+  _ak_page *pg = &seg->pages[at];
   /* Relaxed atomic stores: the stats walker reads these fields from other
    * threads (under _ak_seg_mu, which the owner does not take here). */
   for (unsigned i = 1; i < k; i++) {
@@ -281,17 +281,17 @@ static ak_page *span_take(ak_mheap *h, ak_segment *seg, unsigned at, unsigned k)
   pg->free = NULL;
   _ak_used_set(pg, 0);
   atomic_store_explicit(&pg->remote, NULL, memory_order_relaxed);
-  uintptr_t base = (uintptr_t)seg + (uintptr_t)at * PAGE_SIZE_AK;
+  uintptr_t base = (uintptr_t)seg + (uintptr_t)at * AK_PAGE_SIZE;
   pg->start = at == 0 ? (uintptr_t)seg + seg->first_page_start : base;
-  pg->end = base + k * PAGE_SIZE_AK;
+  pg->end = base + k * AK_PAGE_SIZE;
   pg->key = ak_harden_encode ? _ak_random_key() : 0;
   pg->next = pg->prev = NULL;
   pg->in_queue = 0;
   if (ak_harden_guards) {
     /* Hardened: the span's last 4 KiB is a guard page; blocks end before it. */
-    pg->end -= GUARD;
+    pg->end -= AK_GUARD;
     if (!(seg->guard_mask & last)) {
-      if (_ak_os_guard((void *)pg->end, GUARD, true) != 0) {
+      if (_ak_os_guard((void *)pg->end, AK_GUARD, true) != 0) {
         _ak_span_free(h, seg, pg);
         errno = ENOMEM;
         return NULL;
@@ -302,12 +302,12 @@ static ak_page *span_take(ak_mheap *h, ak_segment *seg, unsigned at, unsigned k)
   return pg;
 }
 
-ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
+_ak_page *_ak_span_alloc(_ak_mheap *h, unsigned cls) {
   unsigned k = _ak_cls_span[cls];
-  ak_segment *seg = NULL;
+  _ak_segment *seg = NULL;
   int at = -1;
   if (k == 1) {
-    for (ak_segment *s = h->segs; s && at < 0; s = s->next)
+    for (_ak_segment *s = h->segs; s && at < 0; s = s->next)
       if ((at = find_same_class(s, cls)) >= 0) seg = s;
   }
   /* Committed free pages before decommitted ones (a decommitted page
@@ -318,12 +318,12 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
    * every segment keeping a few live spans among many free pages. */
   if (at < 0) {
     unsigned from = k == 1 ? 0 : 1, best = ~0u; /* page 0: one-page spans only */
-    for (ak_segment *s = h->segs; s; s = s->next) {
+    for (_ak_segment *s = h->segs; s; s = s->next) {
       unsigned score = (unsigned)__builtin_popcountll(s->free_mask);
       if (score >= best) continue;
       int a = find_run(s->free_mask & ~s->decommit_mask, k, from);
       if (a < 0) {
-        score += NPAGES; /* decommitted pages only: after any committed run */
+        score += AK_SEG_PAGES; /* decommitted pages only: after any committed run */
         if (score >= best || (a = find_run(s->free_mask, k, from)) < 0) continue;
       }
       best = score;
@@ -336,7 +336,7 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
     if (!seg) return NULL;
     at = find_run(seg->free_mask, k, k == 1 ? 0 : 1);
   }
-  ak_page *pg = span_take(h, seg, (unsigned)at, k);
+  _ak_page *pg = span_take(h, seg, (unsigned)at, k);
   if (!pg) return NULL;
   __atomic_store_n(&pg->cls, (uint16_t)cls, __ATOMIC_RELAXED);
   __atomic_store_n(&pg->block_size, _ak_cls_size[cls], __ATOMIC_RELAXED);
@@ -353,7 +353,7 @@ ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls) {
   return pg;
 }
 
-void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg) {
+void _ak_span_free(_ak_mheap *h, _ak_segment *seg, _ak_page *pg) {
   unsigned at = (unsigned)(pg - seg->pages), k = pg->span;
   uint64_t bits = run_bits(at, k);
   __atomic_store_n(&pg->block_size, 0u, __ATOMIC_RELAXED);
@@ -364,11 +364,11 @@ void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg) {
   seg->active_ms = _ak_now_ms(); /* a busy segment is not purged */
   long delay = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
   if (delay == 0) _ak_segment_purge(seg, 0, seg->active_ms);
-  if (seg->free_mask == ALL_PAGES && h) {
+  if (seg->free_mask == AK_ALL_PAGES && h) {
     /* Keep one empty segment per heap; release any other at once, and one
-     * that the heap took over only to settle frees (SEG_RELEASE_EMPTY). */
-    for (ak_segment *s = h->segs; s; s = s->next) {
-      if ((s != seg && s->free_mask == ALL_PAGES) || (seg->flags & SEG_RELEASE_EMPTY)) {
+     * that the heap took over only to settle frees (AK_SEG_RELEASE_EMPTY). */
+    for (_ak_segment *s = h->segs; s; s = s->next) {
+      if ((s != seg && s->free_mask == AK_ALL_PAGES) || (seg->flags & AK_SEG_RELEASE_EMPTY)) {
         _ak_seg_unlink(&h->segs, seg);
         _ak_segment_release(seg);
         return;
@@ -386,18 +386,18 @@ void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg) {
  * committed and do not fault again, and once the program stops using the
  * segment its free pages go back at the next call that reaches a slow
  * path. */
-void _ak_segment_purge(ak_segment *seg, long delay, uint64_t now_ms) {
+void _ak_segment_purge(_ak_segment *seg, long delay, uint64_t now_ms) {
   if (!seg->dirty_mask || delay < 0 || _ak_ms_since(now_ms, seg->active_ms) < (uint64_t)delay) return;
   uint64_t purge = seg->dirty_mask;
-  for (unsigned i = 0; i < NPAGES; i++) {
+  for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
     if (!(purge & (UINT64_C(1) << i))) continue;
     unsigned j = i;
-    while (j < NPAGES && (purge & (UINT64_C(1) << j))) j++;
-    uintptr_t from = (uintptr_t)seg + (uintptr_t)i * PAGE_SIZE_AK;
+    while (j < AK_SEG_PAGES && (purge & (UINT64_C(1) << j))) j++;
+    uintptr_t from = (uintptr_t)seg + (uintptr_t)i * AK_PAGE_SIZE;
     if (i == 0) from = (uintptr_t)seg + seg->first_page_start; /* keep the header */
-    uintptr_t to = (uintptr_t)seg + (uintptr_t)j * PAGE_SIZE_AK;
+    uintptr_t to = (uintptr_t)seg + (uintptr_t)j * AK_PAGE_SIZE;
     if (to > from) (void)_ak_os_decommit((void *)from, to - from);
-    committed_sub((size_t)(j - i) * PAGE_SIZE_AK);
+    committed_sub((size_t)(j - i) * AK_PAGE_SIZE);
     i = j;
   }
   seg->decommit_mask |= purge;
@@ -406,9 +406,9 @@ void _ak_segment_purge(ak_segment *seg, long delay, uint64_t now_ms) {
 }
 
 /* ---- solo spans --------------------------------------------------------------------
- * A block above SOLO_MIN is a span of its own: pages [at, at + k), at >= 1,
- * block = [start, end), block_size = end - start, used = 1, flags PG_SOLO,
- * cls CLS_SOLO, on no queue. Its owner frees it by freeing the span; other
+ * A block above AK_SOLO_MIN is a span of its own: pages [at, at + k), at >= 1,
+ * block = [start, end), block_size = end - start, used = 1, flags AK_PG_SOLO,
+ * cls AK_CLS_SOLO, on no queue. Its owner frees it by freeing the span; other
  * threads push it on its remote list and the owner frees it when it
  * collects (_ak_solo_collect: before mapping a segment, ak_collect, thread
  * exit). realloc grows it into the free pages that follow it, so a buffer
@@ -422,19 +422,20 @@ void _ak_segment_purge(ak_segment *seg, long delay, uint64_t now_ms) {
 static uintptr_t solo_end(uintptr_t start, size_t n) { return start + ((n + 4095) & ~(uintptr_t)4095); }
 
 static unsigned solo_pages(size_t n) {
-  return (unsigned)((n + (ak_harden_guards ? GUARD : 0) + PAGE_SIZE_AK - 1) >> PAGE_SHIFT);
+  return (unsigned)((n + (ak_harden_guards ? AK_GUARD : 0) + AK_PAGE_SIZE - 1) >> AK_PAGE_SHIFT);
 }
 
-void _ak_solo_collect(ak_mheap *h) {
-  for (ak_segment *s = h->segs, *next; s; s = next) {
+void _ak_solo_collect(_ak_mheap *h) {
+  for (_ak_segment *s = h->segs, *next; s; s = next) {
     next = s->next; /* _ak_span_free may release s */
-    for (unsigned i = 1; i < NPAGES; i++) {
-      ak_page *pg = &s->pages[i];
-      if (pg->head_off || !(pg->flags & PG_SOLO) || !atomic_load_explicit(&pg->remote, memory_order_relaxed))
+    for (unsigned i = 1; i < AK_SEG_PAGES; i++) {
+      _ak_page *pg = &s->pages[i];
+      if (pg->head_off || !(pg->flags & AK_PG_SOLO) ||
+          !atomic_load_explicit(&pg->remote, memory_order_relaxed))
         continue;
       (void)atomic_exchange_explicit(&pg->remote, NULL, memory_order_acquire); /* one block: the list is it */
       _ak_used_set(pg, 0);
-      bool emptied = (s->free_mask | run_bits(i, pg->span)) == ALL_PAGES;
+      bool emptied = (s->free_mask | run_bits(i, pg->span)) == AK_ALL_PAGES;
       _ak_span_free(h, s, pg);
       if (emptied) break; /* s may be released: do not touch it again */
     }
@@ -445,10 +446,10 @@ void _ak_solo_collect(ak_mheap *h) {
  * shortest run of free pages (pages 1..63) that holds it, so that long
  * runs stay whole for long blocks. Measured on realloc growth: first fit,
  * or leaving room after the block, copies less but holds more segments. */
-static ak_segment *solo_place(ak_mheap *h, unsigned k, int *at) {
-  ak_segment *best = NULL;
-  unsigned best_len = NPAGES + 1;
-  for (ak_segment *s = h->segs; s && best_len > k; s = s->next) {
+static _ak_segment *solo_place(_ak_mheap *h, unsigned k, int *at) {
+  _ak_segment *best = NULL;
+  unsigned best_len = AK_SEG_PAGES + 1;
+  for (_ak_segment *s = h->segs; s && best_len > k; s = s->next) {
     for (uint64_t f = s->free_mask & ~UINT64_C(1); f;) {
       unsigned i = (unsigned)__builtin_ctzll(f);
       uint64_t rest = ~(f >> i);
@@ -464,10 +465,10 @@ static ak_segment *solo_place(ak_mheap *h, unsigned k, int *at) {
   return best;
 }
 
-void *_ak_solo_alloc(ak_mheap *h, size_t n, bool zero) {
+void *_ak_solo_alloc(_ak_mheap *h, size_t n, bool zero) {
   unsigned k = solo_pages(n);
   int at = -1;
-  ak_segment *seg = solo_place(h, k, &at);
+  _ak_segment *seg = solo_place(h, k, &at);
   if (!seg) {
     _ak_solo_collect(h); /* blocks other threads freed, before mapping more */
     seg = solo_place(h, k, &at);
@@ -479,26 +480,26 @@ void *_ak_solo_alloc(ak_mheap *h, size_t n, bool zero) {
     at = find_run(seg->free_mask, k, 1);
   }
   uint64_t dirty = seg->dirty_mask & run_bits((unsigned)at, k); /* pages holding old data */
-  ak_page *pg = span_take(h, seg, (unsigned)at, k);
+  _ak_page *pg = span_take(h, seg, (unsigned)at, k);
   if (!pg) return NULL;
-  __atomic_store_n(&pg->cls, (uint16_t)CLS_SOLO, __ATOMIC_RELAXED);
+  __atomic_store_n(&pg->cls, (uint16_t)AK_CLS_SOLO, __ATOMIC_RELAXED);
   pg->end = solo_end(pg->start, n); /* within the span (and before a hardened guard) */
   __atomic_store_n(&pg->block_size, (uint32_t)(pg->end - pg->start), __ATOMIC_RELAXED);
   pg->capacity = 1;
   pg->bump = pg->end;
-  pg->flags = PG_SOLO;
+  pg->flags = AK_PG_SOLO;
   _ak_used_set(pg, 1);
   if (zero) /* fresh and decommitted pages read as zero already */
     for (; dirty; dirty &= dirty - 1) {
-      uintptr_t from = (uintptr_t)seg + (uintptr_t)__builtin_ctzll(dirty) * PAGE_SIZE_AK;
-      uintptr_t to = from + PAGE_SIZE_AK < pg->start + n ? from + PAGE_SIZE_AK : pg->start + n;
+      uintptr_t from = (uintptr_t)seg + (uintptr_t)__builtin_ctzll(dirty) * AK_PAGE_SIZE;
+      uintptr_t to = from + AK_PAGE_SIZE < pg->start + n ? from + AK_PAGE_SIZE : pg->start + n;
       if (to > from) memset((void *)from, 0, to - from);
     }
   return (void *)pg->start;
 }
 
-bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n) {
-  if (n <= SOLO_MIN || n > SOLO_MAX) return false;
+bool _ak_solo_resize(_ak_mheap *h, _ak_segment *seg, _ak_page *pg, size_t n) {
+  if (n <= AK_SOLO_MIN || n > AK_SOLO_MAX) return false;
   unsigned at = (unsigned)(pg - seg->pages), k = pg->span, want = solo_pages(n);
   size_t have = pg->end - pg->start;
   if (want == k || (want < k && n >= have / 2)) { /* the span fits, not too loose */
@@ -510,11 +511,11 @@ bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n) {
   }
   if (ak_harden_guards) return false; /* the guard would have to move: copy instead */
   if (want > k) {
-    if (at + want > NPAGES) return false;
+    if (at + want > AK_SEG_PAGES) return false;
     uint64_t more = run_bits(at + k, want - k);
     if ((seg->free_mask & more) != more) return false;
     if (more & seg->decommit_mask) {
-      committed_add((size_t)__builtin_popcountll(more & seg->decommit_mask) * PAGE_SIZE_AK);
+      committed_add((size_t)__builtin_popcountll(more & seg->decommit_mask) * AK_PAGE_SIZE);
       _ak_purge_refault(seg->purged_ms, _ak_now_ms());
     }
     seg->free_mask &= ~more;
@@ -541,11 +542,11 @@ bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n) {
 
 /* ---- large and huge-aligned blocks ------------------------------------------------ */
 
-#define LARGE_HDR ((size_t)4096)
+#define AK_LARGE_HDR ((size_t)4096)
 
 /* The large-block cache. A freed large block's mapping ([header | block],
- * the block LARGE_HDR in) is kept instead of unmapped, so that a program
- * that allocates and frees blocks above SOLO_MAX in a loop, or grows one by
+ * the block AK_LARGE_HDR in) is kept instead of unmapped, so that a program
+ * that allocates and frees blocks above AK_SOLO_MAX in a loop, or grows one by
  * realloc, reuses pages that are mapped and resident: no system call, no
  * page fault per page (glibc's adaptive mmap threshold keeps such blocks
  * in its heap likewise; a fresh mapping each time cost 4.35 s against
@@ -559,8 +560,8 @@ bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n) {
  *             while memory is reused soon after it was decommitted:
  *             _ak_purge_delay) gives its pages back (madvise), keeping its
  *             range and its header page
- *   unmap     after LCACHE_UNMAP_MS, or the oldest first when the cache
- *             would pass LCACHE_SLOTS mappings or LCACHE_BYTES; all of
+ *   unmap     after AK_LCACHE_UNMAP_MS, or the oldest first when the cache
+ *             would pass AK_LCACHE_SLOTS mappings or AK_LCACHE_BYTES; all of
  *             them before a fresh mapping is retried after ENOMEM, and at
  *             ak_collect(true)
  *   d == 0: nothing is cached (unmapped at once); d < 0: never decommitted.
@@ -571,18 +572,18 @@ bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n) {
  * when the mapping is reused. Committed bytes (stats) count a cached
  * mapping until it is decommitted. lcache_mu is a leaf lock (nothing is
  * taken under it); the system calls that unmap run after it is released. */
-#define LCACHE_SLOTS 16
-#define LCACHE_BYTES ((size_t)256 << 20)
-#define LCACHE_UNMAP_MS 1000u
+#define AK_LCACHE_SLOTS 16
+#define AK_LCACHE_BYTES ((size_t)256 << 20)
+#define AK_LCACHE_UNMAP_MS 1000u
 typedef struct lcache_entry {
-  ak_segment *seg;
+  _ak_segment *seg;
   size_t size;        /* bytes mapped */
   uint64_t freed_ms;  /* when it was freed */
   uint64_t purged_ms; /* when it was decommitted */
   bool decommitted;   /* pages past the header given back */
 } lcache_entry;
 static pthread_mutex_t lcache_mu = PTHREAD_MUTEX_INITIALIZER;
-static lcache_entry lcache[LCACHE_SLOTS];
+static lcache_entry lcache[AK_LCACHE_SLOTS];
 static _Atomic int lcache_n; /* atomic: peeked at without lcache_mu */
 static size_t lcache_bytes;
 
@@ -600,14 +601,14 @@ static lcache_entry lcache_remove(int i) {
 
 /* Unmaps a mapping taken out of the cache (no lock held). */
 static void lcache_unmap(const lcache_entry *e) {
-  committed_sub(e->decommitted ? LARGE_HDR : e->size);
+  committed_sub(e->decommitted ? AK_LARGE_HDR : e->size);
   _ak_os_free(e->seg, e->size);
 }
 
 /* Decommits the entries cached for the purge delay and unmaps those past
- * LCACHE_UNMAP_MS (all with `force`). */
+ * AK_LCACHE_UNMAP_MS (all with `force`). */
 void _ak_large_cache_trim(bool force, uint64_t now) {
-  lcache_entry out[LCACHE_SLOTS];
+  lcache_entry out[AK_LCACHE_SLOTS];
   int nout = 0;
   if (!force && !atomic_load_explicit(&lcache_n, memory_order_relaxed))
     return; /* racy peek: no lock when empty */
@@ -616,13 +617,13 @@ void _ak_large_cache_trim(bool force, uint64_t now) {
   for (int i = 0; i < lcache_n;) {
     lcache_entry *e = &lcache[i];
     uint64_t age = _ak_ms_since(now, e->freed_ms);
-    if (force || age >= LCACHE_UNMAP_MS) {
+    if (force || age >= AK_LCACHE_UNMAP_MS) {
       out[nout++] = lcache_remove(i);
       continue;
     }
     if (!e->decommitted && delay >= 0 && age >= (uint64_t)delay) {
-      (void)_ak_os_decommit((char *)e->seg + LARGE_HDR, e->size - LARGE_HDR);
-      committed_sub(e->size - LARGE_HDR);
+      (void)_ak_os_decommit((char *)e->seg + AK_LARGE_HDR, e->size - AK_LARGE_HDR);
+      committed_sub(e->size - AK_LARGE_HDR);
       e->decommitted = true;
       e->purged_ms = now;
     }
@@ -636,7 +637,7 @@ void _ak_large_cache_trim(bool force, uint64_t now) {
  * smallest, the most recently freed among equals) out of the cache: its
  * size in *size, whether its pages still hold old data in *dirty; the
  * mapping counts as committed again. NULL if none fits. */
-static ak_segment *lcache_take(size_t need, size_t *size, bool *dirty) {
+static _ak_segment *lcache_take(size_t need, size_t *size, bool *dirty) {
   if (!atomic_load_explicit(&lcache_n, memory_order_relaxed))
     return NULL; /* a racy peek: the common case costs no lock */
   pthread_mutex_lock(&lcache_mu);
@@ -653,7 +654,7 @@ static ak_segment *lcache_take(size_t need, size_t *size, bool *dirty) {
   pthread_mutex_unlock(&lcache_mu);
   if (!e.seg) return NULL;
   if (e.decommitted) { /* faulted in again as it is used */
-    committed_add(e.size - LARGE_HDR);
+    committed_add(e.size - AK_LARGE_HDR);
     _ak_purge_refault(e.purged_ms, _ak_now_ms());
   }
   *size = e.size;
@@ -663,16 +664,16 @@ static ak_segment *lcache_take(size_t need, size_t *size, bool *dirty) {
 
 /* Puts the mapping of a freed large block (segment-map bit cleared, magic
  * zeroed, still counted as committed) into the cache, or unmaps it. */
-static void lcache_put(ak_segment *seg, size_t size) {
+static void lcache_put(_ak_segment *seg, size_t size) {
   long delay = purge_delay();
   uint64_t now = _ak_now_ms();
-  lcache_entry out[LCACHE_SLOTS + 1];
+  lcache_entry out[AK_LCACHE_SLOTS + 1];
   int nout = 0;
-  if (delay == 0 || size > LCACHE_BYTES) {
+  if (delay == 0 || size > AK_LCACHE_BYTES) {
     out[nout++] = (lcache_entry){seg, size, now, 0, false};
   } else {
     pthread_mutex_lock(&lcache_mu);
-    while (lcache_n == LCACHE_SLOTS || lcache_bytes + size > LCACHE_BYTES) { /* room: the oldest go */
+    while (lcache_n == AK_LCACHE_SLOTS || lcache_bytes + size > AK_LCACHE_BYTES) { /* room: the oldest go */
       int old = 0;
       for (int i = 1; i < lcache_n; i++)
         if (lcache[i].freed_ms < lcache[old].freed_ms) old = i;
@@ -687,12 +688,12 @@ static void lcache_put(ak_segment *seg, size_t size) {
 }
 
 /* Makes `seg` (mapping of `map` bytes, block `off` in) a live large block. */
-static void *large_setup(ak_segment *seg, size_t map, size_t off) {
-  seg->magic = SEG_MAGIC;
-  seg->kind = SEG_LARGE;
+static void *large_setup(_ak_segment *seg, size_t map, size_t off) {
+  seg->magic = AK_SEG_MAGIC;
+  seg->kind = AK_SEG_LARGE;
   seg->map_size = map;
   seg->large_block = (uintptr_t)seg + off;
-  atomic_store_explicit(&seg->owner, OWNER_NONE, memory_order_relaxed); /* no free fast path */
+  atomic_store_explicit(&seg->owner, AK_OWNER_NONE, memory_order_relaxed); /* no free fast path */
   registry_add(seg);
   atomic_fetch_add_explicit(&_ak_large_count, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&_ak_large_bytes, map, memory_order_relaxed);
@@ -706,17 +707,17 @@ void *_ak_large_alloc(size_t n, size_t align, bool zero) {
    * end, where another segment may be mapped, and its usable size, 0,
    * would read as "not a huge-aligned block"). */
   if (n == 0) n = 1;
-  size_t off = LARGE_HDR;
-  if (align > LARGE_HDR) off = align;
-  if (n > SIZE_MAX - off - SEG_SIZE) {
+  size_t off = AK_LARGE_HDR;
+  if (align > AK_LARGE_HDR) off = align;
+  if (n > SIZE_MAX - off - AK_SEG_SIZE) {
     errno = ENOMEM;
     return NULL;
   }
   size_t map = _ak_os_round_page(off + n);
-  if (off == LARGE_HDR) {
+  if (off == AK_LARGE_HDR) {
     size_t size;
     bool dirty;
-    ak_segment *seg = lcache_take(map, &size, &dirty);
+    _ak_segment *seg = lcache_take(map, &size, &dirty);
     if (seg) {
       (void)_ak_segmap_set(seg, true); /* it was set for this address before: covered */
       if (zero && dirty) memset((char *)seg + off, 0, n);
@@ -726,8 +727,8 @@ void *_ak_large_alloc(size_t n, size_t align, bool zero) {
   /* The header precedes the block within the same 4 MiB, so masking finds
    * it; with align >= 4 MiB that is impossible and the block goes through
    * the huge-aligned registry instead. */
-  size_t seg_align = align >= SEG_SIZE ? align : SEG_SIZE;
-  ak_segment *seg = _ak_os_alloc(map, seg_align);
+  size_t seg_align = align >= AK_SEG_SIZE ? align : AK_SEG_SIZE;
+  _ak_segment *seg = _ak_os_alloc(map, seg_align);
   if (!seg && errno == ENOMEM && atomic_load_explicit(&lcache_n, memory_order_relaxed)) {
     _ak_large_cache_trim(true, 0); /* what the cache holds may be what the system lacks */
     seg = _ak_os_alloc(map, seg_align);
@@ -742,13 +743,13 @@ void *_ak_large_alloc(size_t n, size_t align, bool zero) {
   return large_setup(seg, map, off); /* fresh mapping: zero */
 }
 
-void _ak_large_free(ak_segment *seg) {
+void _ak_large_free(_ak_segment *seg) {
   registry_remove(seg);
   atomic_fetch_sub_explicit(&_ak_large_count, 1, memory_order_relaxed);
   atomic_fetch_sub_explicit(&_ak_large_bytes, seg->map_size, memory_order_relaxed);
   seg->magic = 0;
   (void)_ak_segmap_set(seg, false);
-  if (seg->large_block - (uintptr_t)seg == LARGE_HDR) {
+  if (seg->large_block - (uintptr_t)seg == AK_LARGE_HDR) {
     lcache_put(seg, seg->map_size);
   } else { /* aligned past the header (rare): not reused */
     committed_sub(seg->map_size);
@@ -759,10 +760,10 @@ void _ak_large_free(ak_segment *seg) {
 /* A growing large block `seg` (old bytes mapped) moved into a cached
  * mapping of at least `map` bytes: its pages go over the start of that
  * mapping, whose later pages are resident already. NULL if none fits. */
-static ak_segment *large_grow_cached(ak_segment *seg, size_t old, size_t map) {
+static _ak_segment *large_grow_cached(_ak_segment *seg, size_t old, size_t map) {
   size_t size;
   bool dirty;
-  ak_segment *to = lcache_take(map, &size, &dirty);
+  _ak_segment *to = lcache_take(map, &size, &dirty);
   if (!to) return NULL;
   if (_ak_os_move_into(seg, old, to) != 0) {
     lcache_put(to, size); /* still as it was */
@@ -773,9 +774,9 @@ static ak_segment *large_grow_cached(ak_segment *seg, size_t old, size_t map) {
   return to;
 }
 
-void *_ak_large_realloc(ak_segment *seg, void *p, size_t n) {
+void *_ak_large_realloc(_ak_segment *seg, void *p, size_t n) {
   size_t off = (uintptr_t)p - (uintptr_t)seg;
-  if (n > SIZE_MAX - off - SEG_SIZE) {
+  if (n > SIZE_MAX - off - AK_SEG_SIZE) {
     errno = ENOMEM;
     return NULL;
   }
@@ -791,11 +792,11 @@ void *_ak_large_realloc(ak_segment *seg, void *p, size_t n) {
    * the remap would undo (mremap moves below the map's limit, as every
    * mapping the kernel places without a hint above it). */
   (void)_ak_segmap_set(seg, false);
-  ak_segment *ns = map > old && off == LARGE_HDR ? large_grow_cached(seg, old, map) : NULL;
+  _ak_segment *ns = map > old && off == AK_LARGE_HDR ? large_grow_cached(seg, old, map) : NULL;
   if (ns) {
     map = ns->map_size;
   } else {
-    ns = _ak_os_remap(seg, old, map, SEG_SIZE);
+    ns = _ak_os_remap(seg, old, map, AK_SEG_SIZE);
     if (ns) {
       if (map > old)
         committed_add(map - old);
@@ -825,7 +826,7 @@ void *_ak_large_realloc(ak_segment *seg, void *p, size_t n) {
  * else is taken under it). */
 typedef struct huge_entry {
   uintptr_t block;
-  ak_segment *seg;
+  _ak_segment *seg;
 } huge_entry;
 static pthread_mutex_t huge_mu = PTHREAD_MUTEX_INITIALIZER;
 static huge_entry *huge;        /* sorted by block */
@@ -845,7 +846,7 @@ static size_t huge_find(uintptr_t b) {
 }
 
 bool _ak_huge_aligned_free(void *p) {
-  ak_segment *seg = NULL;
+  _ak_segment *seg = NULL;
   pthread_mutex_lock(&huge_mu);
   size_t i = huge_find((uintptr_t)p);
   if (i < huge_n && huge[i].block == (uintptr_t)p) {
@@ -889,7 +890,7 @@ void *_ak_huge_aligned_alloc(size_t n, size_t align);
 void *_ak_huge_aligned_alloc(size_t n, size_t align) {
   void *p = _ak_large_alloc(n, align, false);
   if (!p) return NULL;
-  ak_segment *seg = (ak_segment *)((uintptr_t)p - align); /* the block sits `align` in */
+  _ak_segment *seg = (_ak_segment *)((uintptr_t)p - align); /* the block sits `align` in */
   pthread_mutex_lock(&huge_mu);
   bool ok = huge_reserve();
   if (ok) {
