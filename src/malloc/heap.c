@@ -33,15 +33,15 @@
 __attribute__((tls_model("initial-exec"))) _Thread_local _ak_mheap *_ak_tl_heap;
 
 pthread_mutex_t _ak_heaps_mu = PTHREAD_MUTEX_INITIALIZER;
-_ak_mheap *_ak_heap_list;
+_ak_dlist _ak_heap_list;
 pthread_mutex_t _ak_abandoned_mu = PTHREAD_MUTEX_INITIALIZER;
-_ak_segment *_ak_abandoned;
+_ak_dlist _ak_abandoned;
 /* Segments on _ak_abandoned: written under the mutex, read without it so
  * the allocation slow path need not lock when there is nothing to adopt. */
 static atomic_size_t abandoned_count;
 _ak_page _ak_empty_page; /* free == NULL: every empty class points here */
 
-static _ak_mheap *heap_free_list; /* heaps of exited threads, under _ak_heaps_mu */
+static _ak_dlist heap_free_list; /* heaps of exited threads (gnode), under _ak_heaps_mu */
 static pthread_key_t heap_key;
 static pthread_once_t heap_once = PTHREAD_ONCE_INIT;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
@@ -115,8 +115,7 @@ static _ak_mheap *heap_new(void) {
   _ak_malloc_tables_init();
   /* Heaps of exited threads are reused (threads that come and go). */
   pthread_mutex_lock(&_ak_heaps_mu);
-  _ak_mheap *h = heap_free_list;
-  if (h) heap_free_list = h->gnext;
+  _ak_mheap *h = _ak_heap_at(_ak_dlist_pop_front(&heap_free_list));
   pthread_mutex_unlock(&_ak_heaps_mu);
   if (h) {
     memset(h, 0, sizeof *h);
@@ -130,9 +129,7 @@ static _ak_mheap *heap_new(void) {
   _ak_tl_heap = h;
   pthread_once(&heap_once, global_init);
   pthread_mutex_lock(&_ak_heaps_mu);
-  h->gnext = _ak_heap_list;
-  if (_ak_heap_list) _ak_heap_list->gprev = h;
-  _ak_heap_list = h;
+  _ak_dlist_push_front(&_ak_heap_list, &h->gnode);
   pthread_mutex_unlock(&_ak_heaps_mu);
   (void)pthread_setspecific(heap_key, h); /* heap_exit at thread exit */
   return h;
@@ -145,41 +142,33 @@ _ak_mheap *_ak_heap_get(void) {
 
 /* ---- class queues --------------------------------------------------------------- */
 
+/* The fast path's view of class `cls`: the first page of its queue, or
+ * the sentinel when the queue is empty. */
+static void queue_sync(_ak_mheap *h, unsigned cls) {
+  _ak_page *first = _ak_page_at(h->queue[cls].head);
+  h->pages[cls] = first ? first : &_ak_empty_page;
+}
+
 static void queue_push_front(_ak_mheap *h, _ak_page *pg) {
-  _ak_page *head = h->pages[pg->cls];
-  pg->prev = NULL;
-  pg->next = head == &_ak_empty_page ? NULL : head;
-  if (pg->next) pg->next->prev = pg;
+  _ak_dlist_push_front(&h->queue[pg->cls], &pg->node);
   h->pages[pg->cls] = pg;
   pg->in_queue = 1;
 }
 
 static void queue_remove(_ak_mheap *h, _ak_page *pg) {
-  if (pg->prev)
-    pg->prev->next = pg->next;
-  else
-    h->pages[pg->cls] = pg->next ? pg->next : &_ak_empty_page;
-  if (pg->next) pg->next->prev = pg->prev;
-  pg->next = pg->prev = NULL;
+  _ak_dlist_remove(&h->queue[pg->cls], &pg->node);
+  queue_sync(h, pg->cls);
   pg->in_queue = 0;
 }
 
 static void full_push(_ak_mheap *h, _ak_page *pg) {
-  pg->prev = NULL;
-  pg->next = h->full[pg->cls];
-  if (pg->next) pg->next->prev = pg;
-  h->full[pg->cls] = pg;
+  _ak_dlist_push_front(&h->full[pg->cls], &pg->node);
   pg->in_queue = 2;
   __atomic_fetch_or(&pg->flags, AK_PG_FULL, __ATOMIC_RELAXED); /* atomic: remote frees read flags */
 }
 
 static void full_remove(_ak_mheap *h, _ak_page *pg) {
-  if (pg->prev)
-    pg->prev->next = pg->next;
-  else
-    h->full[pg->cls] = pg->next;
-  if (pg->next) pg->next->prev = pg->prev;
-  pg->next = pg->prev = NULL;
+  _ak_dlist_remove(&h->full[pg->cls], &pg->node);
   pg->in_queue = 0;
   __atomic_fetch_and(&pg->flags, (uint8_t)~AK_PG_FULL,
                      __ATOMIC_RELAXED); /* atomic: remote frees read flags */
@@ -245,7 +234,7 @@ void _ak_page_retire(_ak_mheap *h, _ak_page *pg) {
    * over and over does not take and give a span each time). Multi-page
    * spans (classes above 8 KiB) go at once: kept empty, one per class,
    * they would hold several segments' worth of pages. */
-  if (_ak_used(pg) == 0 && (pg->next || pg->prev || pg->span > 1)) page_release(h, pg);
+  if (_ak_used(pg) == 0 && (h->queue[pg->cls].n > 1 || pg->span > 1)) page_release(h, pg);
 }
 
 /* Takes `seg`, just unlinked from the abandoned list with its owner set to
@@ -255,10 +244,7 @@ static void segment_adopt(_ak_mheap *h, _ak_segment *seg) {
   /* The adopter is about to reuse the free pages: the segment's aging
    * starts again, rather than decommitting pages that are faulted in next. */
   seg->active_ms = _ak_now_ms();
-  seg->next = h->segs;
-  seg->prev = NULL;
-  if (h->segs) h->segs->prev = seg;
-  h->segs = seg;
+  _ak_dlist_push_front(&h->segs, &seg->node);
   for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
     _ak_page *pg = &seg->pages[i];
     if (pg->head_off || !pg->block_size) continue;
@@ -288,7 +274,7 @@ static bool abandoned_take(_ak_mheap *h, _ak_segment *seg) {
   pthread_mutex_lock(&_ak_abandoned_mu);
   bool taken = atomic_load_explicit(&seg->owner, memory_order_relaxed) == AK_OWNER_NONE;
   if (taken) {
-    _ak_seg_unlink(&_ak_abandoned, seg);
+    _ak_dlist_remove(&_ak_abandoned, &seg->node);
     atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
     atomic_store_explicit(&seg->owner, (uintptr_t)h, memory_order_release);
   }
@@ -300,11 +286,9 @@ static bool abandoned_take(_ak_mheap *h, _ak_segment *seg) {
 static bool adopt(_ak_mheap *h) {
   if (!atomic_load_explicit(&abandoned_count, memory_order_relaxed)) return false;
   pthread_mutex_lock(&_ak_abandoned_mu);
-  _ak_segment *seg = _ak_abandoned;
+  _ak_segment *seg = _ak_seg_at(_ak_dlist_pop_front(&_ak_abandoned));
   if (seg) {
     atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
-    _ak_abandoned = seg->next;
-    if (_ak_abandoned) _ak_abandoned->prev = NULL;
     atomic_store_explicit(&seg->owner, (uintptr_t)h, memory_order_release);
   }
   pthread_mutex_unlock(&_ak_abandoned_mu);
@@ -317,7 +301,8 @@ static bool adopt(_ak_mheap *h) {
 /* True if one of h's segments has `k` consecutive pages in no span (from
  * page 1 when k > 1: page 0 holds one-page spans only). */
 static bool heap_has_free_run(const _ak_mheap *h, unsigned k) {
-  for (const _ak_segment *s = h->segs; s; s = s->next) {
+  for (_ak_dnode *n = h->segs.head; n; n = n->next) {
+    const _ak_segment *s = _ak_seg_at(n);
     uint64_t f = k > 1 ? s->free_mask & ~UINT64_C(1) : s->free_mask;
     for (unsigned i = 1; i < k && f; i++) f &= f >> 1; /* bit j: pages j .. j+k-1 free */
     if (f) return true;
@@ -342,8 +327,9 @@ static _ak_page *page_refill(_ak_mheap *h, unsigned cls) {
     full_push(h, pg);
   }
   /* Full pages that other threads freed into. */
-  for (_ak_page *pg = h->full[cls], *next; pg; pg = next) {
-    next = pg->next;
+  for (_ak_dnode *n = h->full[cls].head, *next; n; n = next) {
+    next = n->next;
+    _ak_page *pg = _ak_page_at(n);
     if (collect_remote(pg)) {
       full_remove(h, pg);
       if (_ak_used(pg) == 0 && h->pages[cls] != &_ak_empty_page) {
@@ -403,10 +389,11 @@ static void sweep_abandoned(bool force, uint64_t now) {
     pthread_mutex_lock(&_ak_abandoned_mu);
   else if (pthread_mutex_trylock(&_ak_abandoned_mu) != 0)
     return;
-  for (_ak_segment *s = _ak_abandoned, *next; s; s = next) {
-    next = s->next;
+  for (_ak_dnode *n = _ak_abandoned.head, *next; n; n = next) {
+    next = n->next;
+    _ak_segment *s = _ak_seg_at(n);
     if (abandoned_settle(s)) {
-      _ak_seg_unlink(&_ak_abandoned, s);
+      _ak_dlist_remove(&_ak_abandoned, &s->node);
       atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
       _ak_segment_release(s);
     } else {
@@ -425,7 +412,7 @@ static void maybe_purge(_ak_mheap *h) {
   if ((++h->slow_calls & 63) != 0) return;
   uint64_t now = _ak_now_ms();
   long delay = _ak_purge_delay(now);
-  for (_ak_segment *s = h->segs; s; s = s->next) _ak_segment_purge(s, delay, now);
+  for (_ak_dnode *n = h->segs.head; n; n = n->next) _ak_segment_purge(_ak_seg_at(n), delay, now);
   sweep_abandoned(false, now);
   _ak_segment_cache_trim(false);
   _ak_large_cache_trim(false, now);
@@ -582,17 +569,19 @@ void _ak_free_slow(void *p, _ak_segment *seg) {
  * those that are not the last page of their class). Owner only. */
 static void heap_collect_pages(_ak_mheap *h, bool force) {
   for (unsigned c = 0; c < AK_NCLS; c++) {
-    for (_ak_page *pg = h->full[c], *next; pg; pg = next) {
-      next = pg->next;
+    for (_ak_dnode *n = h->full[c].head, *next; n; n = next) {
+      next = n->next;
+      _ak_page *pg = _ak_page_at(n);
       if (collect_remote(pg)) {
         full_remove(h, pg);
         queue_push_front(h, pg);
       }
     }
-    for (_ak_page *pg = h->pages[c] == &_ak_empty_page ? NULL : h->pages[c], *next; pg; pg = next) {
-      next = pg->next;
+    for (_ak_dnode *n = h->queue[c].head, *next; n; n = next) {
+      next = n->next;
+      _ak_page *pg = _ak_page_at(n);
       collect_remote(pg);
-      if (_ak_used(pg) == 0 && (force || pg->next || pg->prev)) page_release(h, pg);
+      if (_ak_used(pg) == 0 && (force || h->queue[c].n > 1)) page_release(h, pg);
     }
   }
   _ak_solo_collect(h); /* solo blocks other threads freed */
@@ -604,10 +593,11 @@ static void heap_collect_pages(_ak_mheap *h, bool force) {
 void _ak_heap_collect(_ak_mheap *h, bool force) {
   uint64_t now = _ak_now_ms();
   if (h) heap_collect_pages(h, force);
-  for (_ak_segment *s = h ? h->segs : NULL, *next; s; s = next) {
-    next = s->next;
+  for (_ak_dnode *n = h ? h->segs.head : NULL, *next; n; n = next) {
+    next = n->next;
+    _ak_segment *s = _ak_seg_at(n);
     if (force && s->free_mask == UINT64_MAX) {
-      _ak_seg_unlink(&h->segs, s);
+      _ak_dlist_remove(&h->segs, &s->node);
       _ak_segment_release(s);
       continue;
     }
@@ -627,15 +617,13 @@ static void heap_exit(void *arg) {
   if (!h) return;
   heap_collect_pages(h, true);
   _ak_tl_heap = NULL; /* a later malloc in this thread makes a new heap */
-  while (h->segs) {
-    _ak_segment *s = h->segs;
-    h->segs = s->next;
+  for (_ak_segment *s; (s = _ak_seg_at(_ak_dlist_pop_front(&h->segs))) != NULL;) {
     if (s->free_mask == UINT64_MAX) {
       _ak_segment_release(s);
       continue;
     }
     for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
-      s->pages[i].next = s->pages[i].prev = NULL;
+      s->pages[i].node.prev = s->pages[i].node.next = NULL; /* the heap's lists go with it */
       s->pages[i].in_queue = 0;
     }
     pthread_mutex_lock(&_ak_abandoned_mu);
@@ -647,20 +635,12 @@ static void heap_exit(void *arg) {
       _ak_segment_release(s);
       continue;
     }
-    s->prev = NULL;
-    s->next = _ak_abandoned;
-    if (_ak_abandoned) _ak_abandoned->prev = s;
-    _ak_abandoned = s;
+    _ak_dlist_push_front(&_ak_abandoned, &s->node);
     atomic_fetch_add_explicit(&abandoned_count, 1, memory_order_relaxed);
     pthread_mutex_unlock(&_ak_abandoned_mu);
   }
   pthread_mutex_lock(&_ak_heaps_mu);
-  if (h->gprev)
-    h->gprev->gnext = h->gnext;
-  else
-    _ak_heap_list = h->gnext;
-  if (h->gnext) h->gnext->gprev = h->gprev;
-  h->gnext = heap_free_list; /* kept for the next thread */
-  heap_free_list = h;
+  _ak_dlist_remove(&_ak_heap_list, &h->gnode);
+  _ak_dlist_push_front(&heap_free_list, &h->gnode); /* kept for the next thread */
   pthread_mutex_unlock(&_ak_heaps_mu);
 }

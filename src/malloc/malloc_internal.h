@@ -28,8 +28,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arenakit/detail/link.h"
 #include "arenakit/malloc.h"
 #include "common/harden.h"
+#include "common/list.h"
 #include "common/reclaim.h"
 #include "malloc/size_class.h"
 
@@ -57,60 +59,69 @@ typedef struct _ak_mheap _ak_mheap;
  * stats walker (relaxed). Invariant (owner's view):
  *   used + |free| + |remote| + (end - bump) / block_size == capacity */
 typedef struct _ak_page {
-  void *free;                   /* owner: free blocks */
-  _Atomic uint32_t used;        /* owner writes: live blocks not yet collected */
-  uint32_t capacity;            /* blocks in the span */
-  uint32_t block_size;          /* bytes per block (0: span not in use) */
-  uint16_t cls;                 /* size class */
-  uint8_t flags;                /* AK_PG_* */
-  uint8_t span;                 /* pages in the span (on the head) */
-  uint8_t head_off;             /* this descriptor's distance to the span head */
-  uint8_t in_queue;             /* 1 on the class queue, 2 on the full list */
-  uintptr_t start, bump, end;   /* block area; bump = first never-carved block */
-  _Atomic(void *) remote;       /* frees by other threads */
-  struct _ak_page *next, *prev; /* class queue or full list of the owner */
-  struct _ak_page *head;        /* the span's head descriptor (itself if head) */
-  uintptr_t key;                /* hardened: links stored as next ^ key (0 otherwise) */
-  uint64_t blk_inv;             /* class spans: inverse of block_size's odd part mod 2^64 */
-  uint8_t blk_shift;            /* class spans: trailing zero bits of block_size */
-  char pad_[23];                /* 128 bytes: page_of() indexes with a shift */
+  void *free;                 /* owner: free blocks */
+  _Atomic uint32_t used;      /* owner writes: live blocks not yet collected */
+  uint32_t capacity;          /* blocks in the span */
+  uint32_t block_size;        /* bytes per block (0: span not in use) */
+  uint16_t cls;               /* size class */
+  uint8_t flags;              /* AK_PG_* */
+  uint8_t span;               /* pages in the span (on the head) */
+  uint8_t head_off;           /* this descriptor's distance to the span head */
+  uint8_t in_queue;           /* 1 on the class queue, 2 on the full list */
+  uintptr_t start, bump, end; /* block area; bump = first never-carved block */
+  _Atomic(void *) remote;     /* frees by other threads */
+  _ak_dnode node;             /* on the owner's class queue or full list (in_queue) */
+  struct _ak_page *head;      /* the span's head descriptor (itself if head) */
+  uintptr_t key;              /* hardened: the span's link key (detail/link.h; 0 otherwise) */
+  uint64_t blk_inv;           /* class spans: inverse of block_size's odd part mod 2^64 */
+  uint8_t blk_shift;          /* class spans: trailing zero bits of block_size */
+  char pad_[23];              /* 128 bytes: page_of() indexes with a shift */
 } _ak_page;
 _Static_assert(sizeof(_ak_page) == 128, "_ak_page must stay 128 bytes");
 
 typedef struct _ak_segment {
-  uint64_t magic;                    /* AK_SEG_MAGIC */
-  uint32_t kind;                     /* AK_SEG_SMALL or AK_SEG_LARGE */
-  uint32_t flags;                    /* AK_SEG_* flags (owner only) */
-  _Atomic uintptr_t owner;           /* owning heap, or AK_OWNER_NONE (abandoned, large);
-                                        never 0, so a thread without a heap
-                                        (_ak_tl_heap == NULL) owns nothing */
-  size_t map_size;                   /* AK_SEG_LARGE: bytes mapped */
-  uintptr_t large_block;             /* AK_SEG_LARGE: the block */
-  struct _ak_segment *next, *prev;   /* owner's list, or the abandoned list */
-  struct _ak_segment *gnext, *gprev; /* registry of all small segments */
-  uint64_t free_mask;                /* pages not in any span */
-  uint64_t dirty_mask;               /* free pages not yet decommitted */
-  uint64_t decommit_mask;            /* free pages given back with madvise */
-  uint64_t guard_mask;               /* hardened: pages whose last 4 KiB is PROT_NONE (kept
-                                        when their span is freed, opened when a span covers them) */
-  uint64_t active_ms;                /* last span taken, freed or resized, or adoption: the
-                                        free pages go once it is older than the purge delay */
-  uint64_t purged_ms;                /* last decommit of free pages (refault detection) */
-  size_t first_page_start;           /* offset of page 0's block area */
-  _ak_spare spare;                   /* node in the set of spare (empty) segments */
+  uint64_t magic;          /* AK_SEG_MAGIC */
+  uint32_t kind;           /* AK_SEG_SMALL or AK_SEG_LARGE */
+  uint32_t flags;          /* AK_SEG_* flags (owner only) */
+  _Atomic uintptr_t owner; /* owning heap, or AK_OWNER_NONE (abandoned, large);
+                              never 0, so a thread without a heap
+                              (_ak_tl_heap == NULL) owns nothing */
+  size_t map_size;         /* AK_SEG_LARGE: bytes mapped */
+  uintptr_t large_block;   /* AK_SEG_LARGE: the block */
+  _ak_dnode node;          /* on its owner's segments, or the abandoned list */
+  _ak_dnode gnode;         /* on the registry of all segments (_ak_seg_list) */
+  uint64_t free_mask;      /* pages not in any span */
+  uint64_t dirty_mask;     /* free pages not yet decommitted */
+  uint64_t decommit_mask;  /* free pages given back with madvise */
+  uint64_t guard_mask;     /* hardened: pages whose last 4 KiB is PROT_NONE (kept
+                              when their span is freed, opened when a span covers them) */
+  uint64_t active_ms;      /* last span taken, freed or resized, or adoption: the
+                              free pages go once it is older than the purge delay */
+  uint64_t purged_ms;      /* last decommit of free pages (refault detection) */
+  size_t first_page_start; /* offset of page 0's block area */
+  _ak_spare spare;         /* node in the set of spare (empty) segments */
   _ak_page pages[AK_SEG_PAGES];
 } _ak_segment;
 
-/* A thread's heap. `pages[c]` is never NULL: an empty class points to a
- * shared sentinel whose free list is empty, so the fast path has one test. */
+/* A thread's heap. `pages[c]` is never NULL: it is the first page of
+ * `queue[c]`, or, when that is empty, a shared sentinel whose free list is
+ * empty, so the fast path has one test (first member: the fast path
+ * indexes the heap's address). */
 struct _ak_mheap {
-  _ak_page *pages[AK_NCLS]; /* head of each class queue */
-  _ak_page *full[AK_NCLS];  /* pages without free blocks, per class */
-  _ak_segment *segs;        /* segments this heap owns */
-  _ak_mheap *gnext, *gprev; /* registry of live heaps */
+  _ak_page *pages[AK_NCLS]; /* queue[c]'s first page, or &_ak_empty_page */
+  _ak_dlist queue[AK_NCLS]; /* pages with free or uncarved blocks, per class */
+  _ak_dlist full[AK_NCLS];  /* pages without free blocks, per class */
+  _ak_dlist segs;           /* segments this heap owns (_ak_segment.node) */
+  _ak_dnode gnode;          /* on _ak_heap_list, or the reused heaps once its thread exited */
   uint64_t slow_calls;      /* to pace purging */
   pthread_t thread;
 };
+
+/** The page, segment or heap whose list node is `n` (NULL stays NULL). */
+static inline _ak_page *_ak_page_at(_ak_dnode *n) { return _AK_DLIST_ENTRY(n, _ak_page, node); }
+static inline _ak_segment *_ak_seg_at(_ak_dnode *n) { return _AK_DLIST_ENTRY(n, _ak_segment, node); }
+static inline _ak_segment *_ak_seg_gat(_ak_dnode *n) { return _AK_DLIST_ENTRY(n, _ak_segment, gnode); }
+static inline _ak_mheap *_ak_heap_at(_ak_dnode *n) { return _AK_DLIST_ENTRY(n, _ak_mheap, gnode); }
 
 /* ---- segment.c: the segment map ------------------------------------------------
  * Which 4 MiB units of the address space hold a segment header of this
@@ -209,7 +220,7 @@ void _ak_segment_fork_parent(void);
 void _ak_segment_fork_child(void);
 /** Registry of all segments, small and large (stats, checks), under _ak_seg_mu. */
 extern pthread_mutex_t _ak_seg_mu;
-extern _ak_segment *_ak_seg_list;
+extern _ak_dlist _ak_seg_list; /* _ak_segment.gnode */
 extern atomic_size_t _ak_large_count, _ak_large_bytes, _ak_committed, _ak_peak_committed;
 bool _ak_segment_known(uintptr_t seg);
 /** Marks (true) or unmarks (false) the segment header at `seg` in the
@@ -236,8 +247,8 @@ void _ak_heap_collect(_ak_mheap *h, bool force);  /* h may be NULL: abandoned se
  *  false otherwise. Their free pages are reused instead of a fresh segment's. */
 bool _ak_heap_adopt_for(_ak_mheap *h, unsigned k);
 extern pthread_mutex_t _ak_heaps_mu;
-extern _ak_mheap *_ak_heap_list;
-extern _ak_segment *_ak_abandoned;
+extern _ak_dlist _ak_heap_list; /* live heaps (_ak_mheap.gnode), under _ak_heaps_mu */
+extern _ak_dlist _ak_abandoned; /* abandoned segments (_ak_segment.node), under _ak_abandoned_mu */
 extern pthread_mutex_t _ak_abandoned_mu;
 extern _ak_page _ak_empty_page;
 _Noreturn void _ak_malloc_fatal(const char *call, const void *p, const char *why, unsigned cls);
@@ -252,30 +263,23 @@ void _ak_peak_sample(void);
  *  no walk). */
 void _ak_peak_note_large(void);
 
-/** Unlinks `s` from the doubly linked segment list starting at *head
- *  (a heap's segments or the abandoned list). */
-static inline void _ak_seg_unlink(_ak_segment **head, _ak_segment *s) {
-  if (s->prev)
-    s->prev->next = s->next;
-  else
-    *head = s->next;
-  if (s->next) s->next->prev = s->prev;
-  s->next = s->prev = NULL;
-}
-
 /* ---- free-list links -----------------------------------------------------------
- * Every link in a free block (local and remote lists) goes through these.
- * Hardened (harden.h): stored as next ^ key with a random key per span. */
+ * Every link in a free block (local and remote lists) is read and written
+ * through the library's link codec (arenakit/detail/link.h) with the
+ * span's key: hardened (harden.h), a random key per span; otherwise 0 as a
+ * compile-time constant, so the codec is a plain load or store. */
+
+/** The key the links of `pg`'s free blocks are encoded with. */
+static inline uintptr_t _ak_page_key(const _ak_page *pg) { return ak_harden_encode ? pg->key : 0; }
 
 /** The link stored in free block `b` of `pg`, decoded. */
 static inline void *_ak_blk_next(const _ak_page *pg, const void *b) {
-  uintptr_t w = *(const uintptr_t *)b;
-  return (void *)(ak_harden_encode ? w ^ pg->key : w);
+  return _ak_link_get(b, _ak_page_key(pg));
 }
 
 /** Stores `next` as the link of free block `b` of `pg`. */
 static inline void _ak_blk_set_next(const _ak_page *pg, void *b, const void *next) {
-  *(uintptr_t *)b = ak_harden_encode ? (uintptr_t)next ^ pg->key : (uintptr_t)next;
+  _ak_link_set(b, next, _ak_page_key(pg));
 }
 
 /** True if `x` lies in the block area of `pg`. */

@@ -14,7 +14,7 @@
 #include "os/os_mem.h"
 
 pthread_mutex_t _ak_seg_mu = PTHREAD_MUTEX_INITIALIZER;
-_ak_segment *_ak_seg_list;
+_ak_dlist _ak_seg_list;
 atomic_size_t _ak_large_count, _ak_large_bytes, _ak_committed, _ak_peak_committed;
 
 #define AK_ALL_PAGES UINT64_MAX
@@ -98,20 +98,13 @@ bool _ak_segmap_set(const void *seg, bool on) {
 
 static void registry_add(_ak_segment *seg) {
   pthread_mutex_lock(&_ak_seg_mu);
-  seg->gprev = NULL;
-  seg->gnext = _ak_seg_list;
-  if (_ak_seg_list) _ak_seg_list->gprev = seg;
-  _ak_seg_list = seg;
+  _ak_dlist_push_front(&_ak_seg_list, &seg->gnode);
   pthread_mutex_unlock(&_ak_seg_mu);
 }
 
 static void registry_remove(_ak_segment *seg) {
   pthread_mutex_lock(&_ak_seg_mu);
-  if (seg->gprev)
-    seg->gprev->gnext = seg->gnext;
-  else
-    _ak_seg_list = seg->gnext;
-  if (seg->gnext) seg->gnext->gprev = seg->gprev;
+  _ak_dlist_remove(&_ak_seg_list, &seg->gnode);
   pthread_mutex_unlock(&_ak_seg_mu);
 }
 
@@ -198,9 +191,7 @@ static _ak_segment *segment_new(_ak_mheap *h) {
   seg->first_page_start = (sizeof(_ak_segment) + 4095) & ~(size_t)4095;
   registry_add(seg);
   _ak_peak_sample(); /* the high-water mark can only have grown here */
-  seg->next = h->segs;
-  if (h->segs) h->segs->prev = seg;
-  h->segs = seg;
+  _ak_dlist_push_front(&h->segs, &seg->node);
   return seg;
 }
 
@@ -285,7 +276,7 @@ static _ak_page *span_take(_ak_mheap *h, _ak_segment *seg, unsigned at, unsigned
   pg->start = at == 0 ? (uintptr_t)seg + seg->first_page_start : base;
   pg->end = base + k * AK_PAGE_SIZE;
   pg->key = ak_harden_encode ? _ak_random_key() : 0;
-  pg->next = pg->prev = NULL;
+  pg->node.prev = pg->node.next = NULL;
   pg->in_queue = 0;
   if (ak_harden_guards) {
     /* Hardened: the span's last 4 KiB is a guard page; blocks end before it. */
@@ -307,8 +298,8 @@ _ak_page *_ak_span_alloc(_ak_mheap *h, unsigned cls) {
   _ak_segment *seg = NULL;
   int at = -1;
   if (k == 1) {
-    for (_ak_segment *s = h->segs; s && at < 0; s = s->next)
-      if ((at = find_same_class(s, cls)) >= 0) seg = s;
+    for (_ak_dnode *n = h->segs.head; n && at < 0; n = n->next)
+      if ((at = find_same_class(_ak_seg_at(n), cls)) >= 0) seg = _ak_seg_at(n);
   }
   /* Committed free pages before decommitted ones (a decommitted page
    * faults in again as it is carved, and a committed one left alone is
@@ -318,7 +309,8 @@ _ak_page *_ak_span_alloc(_ak_mheap *h, unsigned cls) {
    * every segment keeping a few live spans among many free pages. */
   if (at < 0) {
     unsigned from = k == 1 ? 0 : 1, best = ~0u; /* page 0: one-page spans only */
-    for (_ak_segment *s = h->segs; s; s = s->next) {
+    for (_ak_dnode *n = h->segs.head; n; n = n->next) {
+      _ak_segment *s = _ak_seg_at(n);
       unsigned score = (unsigned)__builtin_popcountll(s->free_mask);
       if (score >= best) continue;
       int a = find_run(s->free_mask & ~s->decommit_mask, k, from);
@@ -367,9 +359,10 @@ void _ak_span_free(_ak_mheap *h, _ak_segment *seg, _ak_page *pg) {
   if (seg->free_mask == AK_ALL_PAGES && h) {
     /* Keep one empty segment per heap; release any other at once, and one
      * that the heap took over only to settle frees (AK_SEG_RELEASE_EMPTY). */
-    for (_ak_segment *s = h->segs; s; s = s->next) {
+    for (_ak_dnode *n = h->segs.head; n; n = n->next) {
+      _ak_segment *s = _ak_seg_at(n);
       if ((s != seg && s->free_mask == AK_ALL_PAGES) || (seg->flags & AK_SEG_RELEASE_EMPTY)) {
-        _ak_seg_unlink(&h->segs, seg);
+        _ak_dlist_remove(&h->segs, &seg->node);
         _ak_segment_release(seg);
         return;
       }
@@ -426,8 +419,9 @@ static unsigned solo_pages(size_t n) {
 }
 
 void _ak_solo_collect(_ak_mheap *h) {
-  for (_ak_segment *s = h->segs, *next; s; s = next) {
-    next = s->next; /* _ak_span_free may release s */
+  for (_ak_dnode *n = h->segs.head, *next; n; n = next) {
+    next = n->next; /* _ak_span_free may release s */
+    _ak_segment *s = _ak_seg_at(n);
     for (unsigned i = 1; i < AK_SEG_PAGES; i++) {
       _ak_page *pg = &s->pages[i];
       if (pg->head_off || !(pg->flags & AK_PG_SOLO) ||
@@ -449,7 +443,8 @@ void _ak_solo_collect(_ak_mheap *h) {
 static _ak_segment *solo_place(_ak_mheap *h, unsigned k, int *at) {
   _ak_segment *best = NULL;
   unsigned best_len = AK_SEG_PAGES + 1;
-  for (_ak_segment *s = h->segs; s && best_len > k; s = s->next) {
+  for (_ak_dnode *n = h->segs.head; n && best_len > k; n = n->next) {
+    _ak_segment *s = _ak_seg_at(n);
     for (uint64_t f = s->free_mask & ~UINT64_C(1); f;) {
       unsigned i = (unsigned)__builtin_ctzll(f);
       uint64_t rest = ~(f >> i);

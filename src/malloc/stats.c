@@ -138,7 +138,8 @@ static atomic_size_t small_sampled; /* small-block bytes at the last walk */
 static size_t allocated_now(ak_malloc_stats *out) {
   size_t total = 0;
   pthread_mutex_lock(&_ak_seg_mu);
-  for (_ak_segment *s = _ak_seg_list; s; s = s->gnext) {
+  for (_ak_dnode *n = _ak_seg_list.head; n; n = n->next) {
+    _ak_segment *s = _ak_seg_gat(n);
     if (s->kind != AK_SEG_SMALL) continue; /* large blocks are counted apart */
     if (out) out->segments++;
     for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
@@ -194,10 +195,10 @@ void ak_malloc_stats_get(ak_malloc_stats *out) {
   out->large_blocks = atomic_load(&_ak_large_count);
   out->large_bytes = atomic_load(&_ak_large_bytes);
   pthread_mutex_lock(&_ak_heaps_mu);
-  for (_ak_mheap *h = _ak_heap_list; h; h = h->gnext) out->heaps++;
+  out->heaps = _ak_heap_list.n;
   pthread_mutex_unlock(&_ak_heaps_mu);
   pthread_mutex_lock(&_ak_abandoned_mu);
-  for (_ak_segment *s = _ak_abandoned; s; s = s->next) out->abandoned++;
+  out->abandoned = _ak_abandoned.n;
   pthread_mutex_unlock(&_ak_abandoned_mu);
 }
 
