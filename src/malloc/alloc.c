@@ -8,15 +8,14 @@
  * free fast path: the segment map knows the segment; if this thread owns
  * it, the page is neither full nor holding aligned blocks and `p` starts
  * one of its blocks, push on the page's free list (and retire the page if
- * that was its last live block). Everything else goes to heap.c. */
+ * that was its last live block). Everything else goes to heap.c
+ * (_ak_malloc_slow, _ak_free_slow, _ak_heap_retire). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
 
 #include "malloc/malloc_internal.h"
 #include "os/os_mem.h"
-
-void *_ak_huge_aligned_alloc(size_t n, size_t align);
 
 /* Checked build: blocks on free lists hold 0xdf after their link. */
 static void check_unchanged(_ak_page *pg, void *b) {
@@ -71,7 +70,7 @@ void ak_free(void *p) {
   /* The page's last block: it may go back to its segment. Everything was
    * checked above, so this skips the slow path's checks (one block
    * allocated and freed over and over lands here on every free). */
-  if (AK_UNLIKELY(used == 1)) _ak_page_retire(_ak_tl_heap, pg);
+  if (AK_UNLIKELY(used == 1)) _ak_heap_retire(_ak_tl_heap, pg);
 }
 
 void *ak_calloc(size_t count, size_t size) {
@@ -86,7 +85,7 @@ void *ak_calloc(size_t count, size_t size) {
       errno = ENOMEM;
       return NULL;
     }
-    return n <= AK_SOLO_MAX ? _ak_solo_alloc(h, n, true) : _ak_large_alloc(n, 16, true);
+    return n <= AK_SOLO_MAX ? _ak_heap_solo_alloc(h, n, true) : _ak_large_alloc(n, 16, true);
   }
   void *p = alloc_fast(n);
   if (p) memset(p, 0, n);
@@ -112,7 +111,7 @@ static void *alloc_grow(size_t n, size_t have) {
     errno = ENOMEM;
     return NULL;
   }
-  return _ak_solo_alloc(h, n, false);
+  return _ak_heap_solo_alloc(h, n, false);
 }
 
 void *ak_realloc(void *p, size_t n) {

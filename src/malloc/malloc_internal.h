@@ -1,12 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /* malloc_internal.h - the general heap's types and shared functions
- * (internal), grouped by the file that defines them:
- *   size_class.c  size classes
- *   segment.c     4 MiB segments, page spans, large mappings, purging
- *   heap.c        thread heaps, page queues, the slow paths, thread exit,
- *                 abandoned segments, fork
+ * (internal), grouped by the file that defines them. Files by role, each
+ * calling only the ones listed after it (size_class.c and stats.c aside):
  *   alloc.c       the public entry points and their fast paths
+ *   heap.c        thread heaps: creation, the slow paths' decisions
+ *                 (refill, ownership of a free), thread exit (abandoning
+ *                 segments), adoption, collection, the purge tick, fork
+ *   page.c        a heap's pages and their blocks: block checks, local and
+ *                 remote frees, class queues, carving, retiring a page
+ *   span.c        spans of pages in a segment: class spans, solo spans
+ *   large.c       blocks with a mapping of their own, huge-aligned blocks
+ *   segment.c     segments: the segment map, the registry, mapping and
+ *                 releasing, purging free pages, committed memory
+ *   size_class.c  size classes
  *   stats.c       options, statistics, the printer
+ * A free that leaves the fast path goes down that list once: the block
+ * (page.c checks it), its page (page.c), the page's span (span.c), the
+ * span's segment (segment.c); heap.c decides ownership (a remote push, or
+ * adopting an abandoned segment) before it goes down.
  *
  * Layout. A segment is 4 MiB aligned to 4 MiB: [header | 64 pages of
  * 64 KiB]; the header (descriptors of the 64 pages) sits at the start of
@@ -49,7 +60,7 @@ enum { AK_SEG_RELEASE_EMPTY = 1u /* adopted by a free: released, not kept, once 
 /* Page flags seen by the free fast path (any flag sends frees slow). */
 enum { AK_PG_FULL = 1u, AK_PG_ALIGNED = 2u, AK_PG_SOLO = 4u };
 /* Class of a solo span (one block of whole pages, AK_SOLO_MIN < size <= AK_SOLO_MAX):
- * on no queue; freed, grown and shrunk as a span (segment.c). */
+ * on no queue; freed, grown and shrunk as a span (span.c). */
 #define AK_CLS_SOLO AK_NCLS
 
 typedef struct _ak_mheap _ak_mheap;
@@ -160,15 +171,12 @@ static inline bool _ak_segmap_has(const void *seg) {
   return (__atomic_load_n(&_ak_segmap[n >> 6], __ATOMIC_RELAXED) >> (n & 63)) & 1;
 }
 
-/* ---- segment.c ---------------------------------------------------------------- */
-/** A fresh span of `pages` pages for class `cls` in one of `h`'s segments
- *  (mapping a new segment if needed). NULL + errno. */
-_ak_page *_ak_span_alloc(_ak_mheap *h, unsigned cls);
-/** Returns an empty span to its segment; releases the segment when it is
- *  entirely free and `h` keeps another free one. */
-void _ak_span_free(_ak_mheap *h, _ak_segment *seg, _ak_page *pg);
-/** Releases a small segment (all pages free): into the spare segments (reclaim policy), or
- *  to the OS. */
+/* ---- segment.c ----------------------------------------------------------------- */
+/** A fresh (or spare) small segment owned by `h`, on h's segments, all
+ *  pages free. NULL + errno. */
+_ak_segment *_ak_segment_new(_ak_mheap *h);
+/** Releases a small segment (all pages free, on no heap's list): into the
+ *  spare segments (reclaim policy), or to the OS. */
 void _ak_segment_release(_ak_segment *seg);
 /** Applies the reclaim policy to the spare (empty) segments: decommits or
  *  unmaps those past its delays; all unmapped with force. */
@@ -176,28 +184,6 @@ void _ak_segment_cache_trim(bool force);
 /** Decommits the free pages of `seg` if it has been quiet for `delay` ms
  *  at `now_ms` (all of them with delay 0; none with delay < 0). */
 void _ak_segment_purge(_ak_segment *seg, long delay, uint64_t now_ms);
-/** Solo spans (AK_SOLO_MIN < n <= AK_SOLO_MAX): a span of whole pages holding
- *  one block, in one of `h`'s segments (best fit). `zero`: the block reads
- *  as zero. NULL + errno. */
-void *_ak_solo_alloc(_ak_mheap *h, size_t n, bool zero);
-/** Resizes solo block `p` (its owner's thread) in place to hold `n` bytes:
- *  grows into the free pages after it or gives back tail pages. Returns
- *  false (nothing changed) if it cannot. */
-bool _ak_solo_resize(_ak_mheap *h, _ak_segment *seg, _ak_page *pg, size_t n);
-/** Frees the solo spans of `h` that other threads freed (remote lists). */
-void _ak_solo_collect(_ak_mheap *h);
-/** Large blocks: own mapping, header segment; freed mappings go to the
- *  large-block cache (segment.c). `zero`: the block reads as zero. NULL +
- *  errno. */
-void *_ak_large_alloc(size_t n, size_t align, bool zero);
-void _ak_large_free(_ak_segment *seg);
-void *_ak_large_realloc(_ak_segment *seg, void *p, size_t n);
-/** Decommits cached large mappings older than the purge delay, unmaps
- *  those older than the cache's unmap delay (all with force). */
-void _ak_large_cache_trim(bool force, uint64_t now_ms);
-/** Huge-aligned blocks (block on a segment boundary). */
-bool _ak_huge_aligned_free(void *p);
-size_t _ak_huge_aligned_size(const void *p);
 /** Milliseconds of a monotonic clock (coarse: a few ms of resolution, a
  *  few ns to read). */
 uint64_t _ak_now_ms(void);
@@ -212,46 +198,138 @@ long _ak_purge_delay(uint64_t now);
 /** Memory decommitted at `purged_ms` is taken again at `now`: if that is
  *  soon after, the purge delay in force doubles (see segment.c). */
 void _ak_purge_refault(uint64_t purged_ms, uint64_t now);
-/** fork(): takes (prepare), releases (parent) or initialises (child) the
- *  spare segments' set lock, the huge-aligned registry's and the large cache's locks; heap.c's atfork
- *  handlers call them at their place in the lock order written there. */
-void _ak_segment_fork_prepare(void);
-void _ak_segment_fork_parent(void);
-void _ak_segment_fork_child(void);
+/** Committed memory (stats): `n` bytes more (the peak follows), or less. */
+void _ak_committed_add(size_t n);
+void _ak_committed_sub(size_t n);
 /** Registry of all segments, small and large (stats, checks), under _ak_seg_mu. */
 extern pthread_mutex_t _ak_seg_mu;
 extern _ak_dlist _ak_seg_list; /* _ak_segment.gnode */
 extern atomic_size_t _ak_large_count, _ak_large_bytes, _ak_committed, _ak_peak_committed;
-bool _ak_segment_known(uintptr_t seg);
+/** Puts `seg` on (takes it off) the registry; takes _ak_seg_mu. */
+void _ak_registry_add(_ak_segment *seg);
+void _ak_registry_remove(_ak_segment *seg);
 /** Marks (true) or unmarks (false) the segment header at `seg` in the
  *  segment map. Marking fails (false, errno ENOMEM) only for an address
  *  the map does not cover. */
 bool _ak_segmap_set(const void *seg, bool on);
-/** The block `p` (not NULL), checked for `call` before anything else is
- *  read: its usable size if `p` is a live block's start (or an aligned
- *  pointer into a block of a page with AK_PG_ALIGNED); otherwise one message
- *  naming `call`, `p` and the reason, then abort(). */
-size_t _ak_block_checked_size(const char *call, const void *p);
+/** fork(): takes (prepare), releases (parent) or initialises (child) the
+ *  spare segments' set lock; heap.c's atfork handlers call them at their
+ *  place in the lock order written there. */
+void _ak_segment_fork_prepare(void);
+void _ak_segment_fork_parent(void);
+void _ak_segment_fork_child(void);
 
-/* ---- heap.c --------------------------------------------------------------------- */
+/** Mask of `k` pages from page `at` (bit i: page i). */
+#define AK_ALL_PAGES UINT64_MAX
+static inline uint64_t _ak_run_bits(unsigned at, unsigned k) {
+  return (k == 64 ? AK_ALL_PAGES : ((UINT64_C(1) << k) - 1)) << at;
+}
+
+/* ---- large.c ------------------------------------------------------------------- */
+/** Large blocks: own mapping, header segment; freed mappings go to the
+ *  large-block cache. `zero`: the block reads as zero. NULL + errno. */
+void *_ak_large_alloc(size_t n, size_t align, bool zero);
+void _ak_large_free(_ak_segment *seg);
+void *_ak_large_realloc(_ak_segment *seg, void *p, size_t n);
+/** Decommits cached large mappings older than the purge delay, unmaps
+ *  those older than the cache's unmap delay (all with force). */
+void _ak_large_cache_trim(bool force, uint64_t now_ms);
+/** Huge-aligned blocks (block on a segment boundary, align >= 4 MiB). */
+void *_ak_huge_aligned_alloc(size_t n, size_t align);
+bool _ak_huge_aligned_free(void *p);
+size_t _ak_huge_aligned_size(const void *p);
+/** fork(): the huge-aligned registry's and the large cache's locks. */
+void _ak_large_fork_prepare(void);
+void _ak_large_fork_parent(void);
+void _ak_large_fork_child(void);
+
+/* ---- span.c ---------------------------------------------------------------------- */
+/** A fresh span for class `cls` in one of `h`'s segments (mapping a new
+ *  segment if none has room), block geometry set, on no list. NULL + errno. */
+_ak_page *_ak_span_alloc(_ak_mheap *h, unsigned cls);
+/** Returns the span `pg` (on no list) to its segment `seg`; releases the
+ *  segment when it is entirely free and `h` keeps another free one (or
+ *  took it only to settle it). `h` NULL: an abandoned segment, kept. */
+void _ak_span_free(_ak_mheap *h, _ak_segment *seg, _ak_page *pg);
+/** Solo spans (AK_SOLO_MIN < n <= AK_SOLO_MAX): a span of whole pages
+ *  holding one block. The pages for `n` bytes; the best-fit place for k
+ *  pages in h's segments (NULL: none has room); the block of `n` bytes
+ *  made at page `at` of `seg` (seg NULL: a fresh segment), `zero`: reading
+ *  as zero. NULL + errno. */
+unsigned _ak_solo_pages(size_t n);
+_ak_segment *_ak_solo_place(_ak_mheap *h, unsigned k, int *at);
+void *_ak_solo_take(_ak_mheap *h, _ak_segment *seg, int at, size_t n, bool zero);
+/** Resizes solo block `p` (its owner's thread) in place to hold `n` bytes:
+ *  grows into the free pages after it or gives back tail pages. Returns
+ *  false (nothing changed) if it cannot. */
+bool _ak_solo_resize(_ak_mheap *h, _ak_segment *seg, _ak_page *pg, size_t n);
+/** Frees the solo spans of `h` that other threads freed (remote lists). */
+void _ak_solo_collect(_ak_mheap *h);
+
+/* ---- page.c ---------------------------------------------------------------------- */
+/** The block `p` (not NULL, in segment `seg`) checked for `call` before
+ *  anything of the segment is read: the segment map must know the
+ *  segment, then the header and page must agree that `p` starts a live
+ *  block (or lies in a block of a page with AK_PG_ALIGNED). Returns the
+ *  page, or NULL for a large block; otherwise one message naming the call,
+ *  the pointer and the reason, then abort() - in every build, as glibc's
+ *  "free(): invalid pointer". Huge-aligned blocks are the caller's to look
+ *  up first. */
+_ak_page *_ak_block_check(const char *call, const void *p, _ak_segment *seg);
+/** The usable size of block `p` (not NULL), checked as _ak_block_check
+ *  does (huge-aligned blocks included). */
+size_t _ak_block_checked_size(const char *call, const void *p);
+/** Frees block `p` (checked, a block start) of `pg`: pushed on the free
+ *  list when this thread owns the page (`mine`, `h` its heap; the page is
+ *  retired if that emptied it; a solo span goes back to its segment),
+ *  otherwise on its remote list (one CAS). Checked and hardened builds
+ *  search the lists for a double free first. */
+void _ak_page_free(_ak_mheap *h, _ak_page *pg, void *p, bool mine);
+/** A local free emptied `pg` or moved it off its full list: it goes back
+ *  to its queue, or, empty and not the class's last one-page span, to its
+ *  segment. */
+void _ak_page_retire(_ak_mheap *h, _ak_page *pg);
+/** Moves `pg`'s remote list onto its free list (owner, or the abandoned
+ *  list's lock holder); returns how many blocks. */
+uint32_t _ak_page_collect(_ak_page *pg);
+/** A page of class `cls` on h's queue with a free block (collecting
+ *  remote frees, carving, moving pages without any to the full list), or
+ *  a full page that other threads freed into; NULL if none. */
+_ak_page *_ak_page_find(_ak_mheap *h, unsigned cls);
+/** A fresh span of class `cls`, first on its queue, some blocks carved.
+ *  NULL + errno. */
+_ak_page *_ak_page_fresh(_ak_mheap *h, unsigned cls);
+/** The pages of `seg`, an abandoned segment `h` just took: remote frees
+ *  collected, empty spans back to the segment, the rest on h's queues or
+ *  full lists. */
+void _ak_pages_adopt(_ak_mheap *h, _ak_segment *seg);
+/** Collects remote frees into h's pages and releases empty ones (all with
+ *  force, else those that are not the last of their class). Owner only. */
+void _ak_pages_collect(_ak_mheap *h, bool force);
+/** One message naming `call`, `p`, `why` (and the size class when cls <
+ *  AK_NCLS) through _ak_fatal, then abort(). Allocates nothing. */
+_Noreturn void _ak_malloc_fatal(const char *call, const void *p, const char *why, unsigned cls);
+extern _ak_page _ak_empty_page;
+
+/* ---- heap.c ---------------------------------------------------------------------- */
 _ak_mheap *_ak_heap_get(void);     /* the thread's heap, created on demand */
 void _ak_malloc_tables_init(void); /* size classes and options, once */
 /* Initial-exec: the fast paths read it with one %fs access, no call. */
 extern __attribute__((tls_model("initial-exec"))) _Thread_local _ak_mheap *_ak_tl_heap;
+/** The slow paths of ak_malloc (any size) and ak_free (any pointer). */
 void *_ak_malloc_slow(size_t n);
 void _ak_free_slow(void *p, _ak_segment *seg);
-void _ak_page_retire(_ak_mheap *h, _ak_page *pg); /* local free emptied or unfilled a page */
-void _ak_heap_collect(_ak_mheap *h, bool force);  /* h may be NULL: abandoned segments only */
-/** Adopts abandoned segments (most recently abandoned first, at most 4)
- *  until one of h's segments has `k` consecutive free pages: true then,
- *  false otherwise. Their free pages are reused instead of a fresh segment's. */
-bool _ak_heap_adopt_for(_ak_mheap *h, unsigned k);
+/** A solo block of `n` bytes for `h`: h's segments, then abandoned ones,
+ *  then a fresh segment. NULL + errno. */
+void *_ak_heap_solo_alloc(_ak_mheap *h, size_t n, bool zero);
+/** The free fast path emptied `pg` of `h`: the purge tick, then
+ *  _ak_page_retire. */
+void _ak_heap_retire(_ak_mheap *h, _ak_page *pg);
+void _ak_heap_collect(_ak_mheap *h, bool force); /* h may be NULL: abandoned segments only */
 extern pthread_mutex_t _ak_heaps_mu;
 extern _ak_dlist _ak_heap_list; /* live heaps (_ak_mheap.gnode), under _ak_heaps_mu */
 extern _ak_dlist _ak_abandoned; /* abandoned segments (_ak_segment.node), under _ak_abandoned_mu */
 extern pthread_mutex_t _ak_abandoned_mu;
-extern _ak_page _ak_empty_page;
-_Noreturn void _ak_malloc_fatal(const char *call, const void *p, const char *why, unsigned cls);
 
 /* ---- stats.c ------------------------------------------------------------------------ */
 void _ak_options_init(void);

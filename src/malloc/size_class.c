@@ -6,7 +6,7 @@
  * block. Classes up to 8 KiB use one-page (64 KiB) spans; larger ones use
  * spans of up to 32 pages holding about eight blocks. Only the classes up
  * to AK_SOLO_MIN (64 KiB) serve blocks: above that a block is a span of its
- * own (segment.c). */
+ * own (span.c). */
 #include "malloc/size_class.h"
 
 uint32_t _ak_cls_size[AK_NCLS];
