@@ -155,6 +155,8 @@ static void segment_adopt(_ak_mheap *h, _ak_segment *seg) {
 static bool abandoned_take(_ak_mheap *h, _ak_segment *seg) {
   pthread_mutex_lock(&_ak_abandoned_mu);
   bool taken = atomic_load_explicit(&seg->owner, memory_order_relaxed) == AK_OWNER_NONE;
+  /* An abandoned segment is on the abandoned list, which the count mirrors. */
+  AK_ASSERT(!taken || _ak_abandoned.n == atomic_load_explicit(&abandoned_count, memory_order_relaxed));
   if (taken) {
     _ak_dlist_remove(&_ak_abandoned, &seg->node);
     atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
@@ -309,6 +311,7 @@ void *_ak_malloc_slow(size_t n) {
   }
   void *b = pg->free;
   _ak_blk_pop(pg, b, "malloc");
+  AK_ASSERT(_ak_used(pg) < pg->capacity); /* a free block was there: not every block is live */
   _ak_used_set(pg, _ak_used(pg) + 1);
   return b;
 }
@@ -388,6 +391,7 @@ static void heap_exit(void *arg) {
       s->pages[i].in_queue = 0;
     }
     pthread_mutex_lock(&_ak_abandoned_mu);
+    AK_ASSERT(atomic_load_explicit(&s->owner, memory_order_relaxed) == (uintptr_t)h);
     atomic_store_explicit(&s->owner, AK_OWNER_NONE, memory_order_seq_cst);
     /* Frees that raced with abandoning are on remote lists: settle them,
      * and give back the pages they emptied. */

@@ -160,6 +160,10 @@ static void lcache_put(_ak_segment *seg, size_t size) {
 
 /* Makes `seg` (mapping of `map` bytes, block `off` in) a live large block. */
 static void *large_setup(_ak_segment *seg, size_t map, size_t off) {
+  /* The header is found by masking the block (below 4 MiB in), or through
+   * the huge-aligned registry (the block on a later 4 MiB boundary). */
+  AK_ASSERT(((uintptr_t)seg & AK_SEG_MASK) == 0 && off < map &&
+            (off < AK_SEG_SIZE || off % AK_SEG_SIZE == 0));
   seg->magic = AK_SEG_MAGIC;
   seg->kind = AK_SEG_LARGE;
   seg->map_size = map;

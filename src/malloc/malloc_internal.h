@@ -360,6 +360,14 @@ static inline void _ak_blk_set_next(const _ak_page *pg, void *b, const void *nex
   _ak_link_set(b, next, _ak_page_key(pg));
 }
 
+/** The blocks on `pg`'s free list (owner only; a list longer than the
+ *  page's capacity stops the count there). For AK_ASSERT. */
+static inline size_t _ak_page_free_count(const _ak_page *pg) {
+  size_t n = 0;
+  for (const void *b = pg->free; b && n <= pg->capacity; b = _ak_blk_next(pg, b)) n++;
+  return n;
+}
+
 /** True if `x` lies in the block area of `pg`. */
 static inline bool _ak_blk_in(const _ak_page *pg, const void *x) {
   return (uintptr_t)x - pg->start < pg->end - pg->start;

@@ -33,24 +33,30 @@ static void queue_sync(_ak_mheap *h, unsigned cls) {
 }
 
 static void queue_push_front(_ak_mheap *h, _ak_page *pg) {
+  /* On no list; a class span: its blocks are its class's size. */
+  AK_ASSERT(pg->in_queue == 0 && pg->cls < AK_NCLS && pg->block_size == _ak_cls_size[pg->cls]);
   _ak_dlist_push_front(&h->queue[pg->cls], &pg->node);
   h->pages[pg->cls] = pg;
   pg->in_queue = 1;
 }
 
 static void queue_remove(_ak_mheap *h, _ak_page *pg) {
+  AK_ASSERT(pg->in_queue == 1 && h->pages[pg->cls] != &_ak_empty_page);
   _ak_dlist_remove(&h->queue[pg->cls], &pg->node);
   queue_sync(h, pg->cls);
   pg->in_queue = 0;
 }
 
 static void full_push(_ak_mheap *h, _ak_page *pg) {
+  /* Full: nothing on the free list, nothing left to carve. */
+  AK_ASSERT(pg->in_queue == 0 && pg->free == NULL && pg->bump >= pg->end);
   _ak_dlist_push_front(&h->full[pg->cls], &pg->node);
   pg->in_queue = 2;
   __atomic_fetch_or(&pg->flags, AK_PG_FULL, __ATOMIC_RELAXED); /* atomic: remote frees read flags */
 }
 
 static void full_remove(_ak_mheap *h, _ak_page *pg) {
+  AK_ASSERT(pg->in_queue == 2 && (pg->flags & AK_PG_FULL));
   _ak_dlist_remove(&h->full[pg->cls], &pg->node);
   pg->in_queue = 0;
   __atomic_fetch_and(&pg->flags, (uint8_t)~AK_PG_FULL,
@@ -73,12 +79,16 @@ uint32_t _ak_page_collect(_ak_page *pg) {
     _ak_blk_set_next(pg, tail, pg->free);
     pg->free = list;
   }
+  /* Blocks freed by other threads still count as used until collected. */
+  AK_ASSERT(n <= _ak_used(pg));
   _ak_used_set(pg, _ak_used(pg) - n);
   return n;
 }
 
 /* Carves up to a page's worth of never-used blocks onto the free list. */
 static bool carve(_ak_page *pg) {
+  /* Bump limits: block-aligned, within the span's block area. */
+  AK_ASSERT(pg->bump >= pg->start && pg->bump <= pg->end && (pg->bump - pg->start) % pg->block_size == 0);
   if (pg->bump >= pg->end) return false;
   uintptr_t stop = pg->bump + 4096;
   if (stop < pg->bump + pg->block_size) stop = pg->bump + pg->block_size;
@@ -97,6 +107,10 @@ static bool carve(_ak_page *pg) {
 
 /* Releases an empty page's span (and its segment if all free). */
 static void page_release(_ak_mheap *h, _ak_page *pg) {
+  /* The page invariant with no live block (so none on the remote list):
+   * every block is free or never carved. */
+  AK_ASSERT(_ak_used(pg) == 0 && atomic_load_explicit(&pg->remote, memory_order_relaxed) == NULL);
+  AK_ASSERT(_ak_page_free_count(pg) + (pg->end - pg->bump) / pg->block_size == pg->capacity);
   _ak_segment *seg = _ak_seg_of((void *)pg->start);
   if (pg->in_queue == 1)
     queue_remove(h, pg);
@@ -223,6 +237,7 @@ _ak_page *_ak_block_check(const char *call, const void *p, _ak_segment *seg) {
             : (flags & AK_PG_SOLO)  ? (uintptr_t)p == pg->start
                                     : _ak_blk_is_start(pg, p);
   if (AK_UNLIKELY(!ok)) _ak_malloc_fatal(call, p, "invalid pointer (not the start of a block)", pg->cls);
+  AK_ASSERT(pg->head_off == 0 && pg->head == pg && (uintptr_t)p - pg->start < pg->end - pg->start);
   return pg;
 }
 
@@ -265,6 +280,7 @@ void _ak_page_free(_ak_mheap *h, _ak_page *pg, void *p, bool mine) {
   }
   _ak_blk_set_next(pg, p, pg->free);
   pg->free = p;
+  AK_ASSERT(_ak_used(pg) > 0 && _ak_used(pg) <= pg->capacity);
   _ak_used_set(pg, _ak_used(pg) - 1);
   _ak_page_retire(h, pg);
 }

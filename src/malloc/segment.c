@@ -81,6 +81,7 @@ void _ak_committed_sub(size_t n) { atomic_fetch_sub_explicit(&_ak_committed, n, 
 uint64_t _ak_segmap[AK_SEGMAP_WORDS];
 
 bool _ak_segmap_set(const void *seg, bool on) {
+  AK_ASSERT(((uintptr_t)seg & AK_SEG_MASK) == 0); /* one bit per 4 MiB-aligned header */
   uintptr_t n = (uintptr_t)seg >> AK_SEG_SHIFT;
   if ((n >> 6) >= AK_SEGMAP_WORDS) {
     errno = ENOMEM; /* above the map: the kernel maps nothing there unless asked */
@@ -187,6 +188,7 @@ _ak_segment *_ak_segment_new(_ak_mheap *h) {
   atomic_store_explicit(&seg->owner, (uintptr_t)h, memory_order_relaxed);
   seg->free_mask = AK_ALL_PAGES;
   seg->first_page_start = (sizeof(_ak_segment) + 4095) & ~(size_t)4095;
+  AK_ASSERT(_ak_segmap_has(seg) && seg->first_page_start < AK_PAGE_SIZE); /* the header fits page 0 */
   _ak_registry_add(seg);
   _ak_peak_sample(); /* the high-water mark can only have grown here */
   _ak_dlist_push_front(&h->segs, &seg->node);
@@ -194,6 +196,9 @@ _ak_segment *_ak_segment_new(_ak_mheap *h) {
 }
 
 void _ak_segment_release(_ak_segment *seg) {
+  /* Entirely free, off every heap's list and the abandoned list, mapped. */
+  AK_ASSERT(seg->kind == AK_SEG_SMALL && seg->free_mask == AK_ALL_PAGES && !_ak_dnode_linked(&seg->node));
+  AK_ASSERT(_ak_segmap_has(seg));
   _ak_registry_remove(seg);
   seg->magic = 0;
   _ak_spare_put(spares(), &seg->spare, AK_SEG_SIZE); /* past the cap the oldest spare is unmapped */
@@ -209,6 +214,9 @@ void _ak_segment_release(_ak_segment *seg) {
  * segment its free pages go back at the next call that reaches a slow
  * path. */
 void _ak_segment_purge(_ak_segment *seg, long delay, uint64_t now_ms) {
+  /* Dirty and decommitted pages are free pages, never both. */
+  AK_ASSERT((seg->dirty_mask & ~seg->free_mask) == 0 && (seg->decommit_mask & ~seg->free_mask) == 0 &&
+            (seg->dirty_mask & seg->decommit_mask) == 0);
   if (!seg->dirty_mask || delay < 0 || _ak_ms_since(now_ms, seg->active_ms) < (uint64_t)delay) return;
   uint64_t purge = seg->dirty_mask;
   for (unsigned i = 0; i < AK_SEG_PAGES; i++) {

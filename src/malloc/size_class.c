@@ -8,6 +8,7 @@
  * to AK_SOLO_MIN (64 KiB) serve blocks: above that a block is a span of its
  * own (span.c). */
 #include "malloc/size_class.h"
+#include "common/assert.h"
 
 uint32_t _ak_cls_size[AK_NCLS];
 uint8_t _ak_cls_span[AK_NCLS];
@@ -25,5 +26,7 @@ void _ak_size_classes_init(void) {
     size_t pages = s <= AK_SMALL_MAX ? 1 : (8 * s + AK_PAGE_SIZE - 1) / AK_PAGE_SIZE;
     if (pages > AK_SPAN_PAGES_MAX) pages = AK_SPAN_PAGES_MAX;
     _ak_cls_span[c] = (uint8_t)pages;
+    /* Classes grow, keep 8-byte alignment and are their own class. */
+    AK_ASSERT(s % 8 == 0 && (c == 0 || s > _ak_cls_size[c - 1]) && _ak_size_class(s) == c);
   }
 }

@@ -44,6 +44,9 @@ static int find_same_class(const _ak_segment *s, unsigned cls) {
  * the rest of its fields for the caller to fill; NULL + errno. */
 static _ak_page *span_take(_ak_mheap *h, _ak_segment *seg, unsigned at, unsigned k) {
   uint64_t bits = _ak_run_bits(at, k);
+  /* A span: 1..32 pages (63 for a solo span) within the segment, all free
+   * (page 0 only as a one-page span: the header is at its start). */
+  AK_ASSERT(k >= 1 && at + k <= AK_SEG_PAGES && (seg->free_mask & bits) == bits && (at > 0 || k == 1));
   /* Hardened: guard_mask holds the pages whose last 4 KiB is PROT_NONE. A
    * freed span keeps its guard (no system call on every free and reuse of
    * a span); guards inside the new span are opened now, and its last page
@@ -152,12 +155,19 @@ _ak_page *_ak_span_alloc(_ak_mheap *h, unsigned cls) {
   pg->capacity = (uint32_t)((pg->end - pg->start) / pg->block_size);
   pg->end = pg->start + (uintptr_t)pg->capacity * pg->block_size;
   pg->bump = pg->start;
+  /* Span bounds: the blocks lie after the header and inside the span's
+   * pages (before a hardened guard). */
+  AK_ASSERT(pg->capacity >= 1 && pg->start >= (uintptr_t)seg + seg->first_page_start &&
+            pg->end <= (uintptr_t)seg + (uintptr_t)(at + k) * AK_PAGE_SIZE);
   return pg;
 }
 
 void _ak_span_free(_ak_mheap *h, _ak_segment *seg, _ak_page *pg) {
   unsigned at = (unsigned)(pg - seg->pages), k = pg->span;
   uint64_t bits = _ak_run_bits(at, k);
+  /* A span head in use, on no list, whose pages are all taken. */
+  AK_ASSERT(pg->head_off == 0 && pg->in_queue == 0 && !_ak_dnode_linked(&pg->node));
+  AK_ASSERT(at + k <= AK_SEG_PAGES && (seg->free_mask & bits) == 0);
   __atomic_store_n(&pg->block_size, 0u, __ATOMIC_RELAXED);
   pg->free = NULL;
   pg->flags = 0;
