@@ -203,18 +203,12 @@ void *_ak_large_alloc(size_t n, size_t align, bool zero) {
    * it; with align >= 4 MiB that is impossible and the block goes through
    * the huge-aligned registry instead. */
   size_t seg_align = align >= AK_SEG_SIZE ? align : AK_SEG_SIZE;
-  _ak_segment *seg = _ak_os_alloc(map, seg_align);
+  _ak_segment *seg = _ak_segment_map(map, seg_align);
   if (!seg && errno == ENOMEM && atomic_load_explicit(&lcache_n, memory_order_relaxed)) {
     _ak_large_cache_trim(true, 0); /* what the cache holds may be what the system lacks */
-    seg = _ak_os_alloc(map, seg_align);
+    seg = _ak_segment_map(map, seg_align);
   }
   if (!seg) return NULL;
-  if (!_ak_segmap_set(seg, true)) {
-    _ak_os_free(seg, map);
-    errno = ENOMEM;
-    return NULL;
-  }
-  _ak_committed_add(map);
   return large_setup(seg, map, off); /* fresh mapping: zero */
 }
 

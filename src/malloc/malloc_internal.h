@@ -172,6 +172,10 @@ static inline bool _ak_segmap_has(const void *seg) {
 }
 
 /* ---- segment.c ----------------------------------------------------------------- */
+/** A fresh mapping of `size` bytes aligned to `align` (>= 4 MiB) with a
+ *  segment header at its start: marked in the segment map, counted as
+ *  committed. NULL + errno. */
+void *_ak_segment_map(size_t size, size_t align);
 /** A fresh (or spare) small segment owned by `h`, on h's segments, all
  *  pages free. NULL + errno. */
 _ak_segment *_ak_segment_new(_ak_mheap *h);

@@ -158,6 +158,18 @@ void _ak_segment_cache_trim(bool force) {
     _ak_spare_tick(spares());
 }
 
+void *_ak_segment_map(size_t size, size_t align) {
+  void *seg = _ak_os_alloc(size, align);
+  if (!seg) return NULL;
+  if (!_ak_segmap_set(seg, true)) {
+    _ak_os_free(seg, size);
+    errno = ENOMEM;
+    return NULL;
+  }
+  _ak_committed_add(size);
+  return seg;
+}
+
 _ak_segment *_ak_segment_new(_ak_mheap *h) {
   _ak_segment *seg = NULL;
   _ak_spare *sp = _ak_spare_take(spares(), NULL);
@@ -173,14 +185,8 @@ _ak_segment *_ak_segment_new(_ak_mheap *h) {
     seg->guard_mask = guarded;
     seg->dirty_mask = AK_ALL_PAGES & ~decommitted;
   } else {
-    seg = _ak_os_alloc(AK_SEG_SIZE, AK_SEG_SIZE);
+    seg = _ak_segment_map(AK_SEG_SIZE, AK_SEG_SIZE); /* fresh mmap memory is zero: only set what is not */
     if (!seg) return NULL;
-    if (!_ak_segmap_set(seg, true)) {
-      _ak_os_free(seg, AK_SEG_SIZE);
-      errno = ENOMEM;
-      return NULL;
-    }
-    _ak_committed_add(AK_SEG_SIZE); /* fresh mmap memory is zero: only set what is not */
   }
   seg->magic = AK_SEG_MAGIC;
   seg->kind = AK_SEG_SMALL;
