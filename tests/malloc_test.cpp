@@ -37,9 +37,9 @@ size_t committed() {
 
 TEST(MallocClasses, WasteUnderOneEighthAbove128) {
   ak_free(ak_malloc(1));  // initialises the tables
-  for (size_t n = 1; n <= MEDIUM_MAX; n += (n < 4096 ? 1 : 61)) {
+  for (size_t n = 1; n <= AK_MEDIUM_MAX; n += (n < 4096 ? 1 : 61)) {
     unsigned c = _ak_size_class(n);
-    ASSERT_LT(c, static_cast<unsigned>(NCLS)) << n;
+    ASSERT_LT(c, static_cast<unsigned>(AK_NCLS)) << n;
     size_t block = _ak_cls_size[c];
     ASSERT_GE(block, n) << n;
     if (c > 0) {
@@ -163,7 +163,7 @@ TEST(Realloc, LargeBlocksGrowWithoutCopying) {
   ak_free(q);
 }
 
-// Large blocks (above SOLO_MAX): a freed mapping is kept in the large-block
+// Large blocks (above AK_SOLO_MAX): a freed mapping is kept in the large-block
 // cache and reused without a system call; a growing realloc moves into a
 // cached mapping; the cache decommits after the purge delay and unmaps at
 // ak_collect(true).
@@ -302,15 +302,15 @@ TEST(Malloc, SoloBlocksAreRoundedToFourKiB) {
   }
 }
 
-// Solo spans (SOLO_MIN < n <= SOLO_MAX): realloc grows a block into the
+// Solo spans (AK_SOLO_MIN < n <= AK_SOLO_MAX): realloc grows a block into the
 // free pages after it and gives tail pages back when it shrinks, without
 // moving it; a buffer grown step by step is copied only a few times.
 TEST(Realloc, SoloBlocksGrowAndShrinkInPlace) {
   ak_collect(true);
-  size_t n = SOLO_MIN + 1000;
+  size_t n = AK_SOLO_MIN + 1000;
   auto *p = static_cast<unsigned char *>(ak_malloc(n));
   ASSERT_NE(p, nullptr);
-  EXPECT_TRUE(aligned(p, PAGE_SIZE_AK)) << "a solo block starts a page";
+  EXPECT_TRUE(aligned(p, AK_PAGE_SIZE)) << "a solo block starts a page";
   for (size_t i = 0; i < n; i++) p[i] = static_cast<unsigned char>(i * 7);
   int moves = 0;
   for (size_t m = n + 4000; m <= (size_t{3} << 20); m += 4000) {
@@ -337,7 +337,7 @@ TEST(Realloc, SoloBlocksGrowAndShrinkInPlace) {
   }
   EXPECT_GE(ak_usable_size(r), 200000u);
   for (size_t i = 0; i < 200000; i++) ASSERT_EQ(r[i], static_cast<unsigned char>(i * 7)) << i;
-  // Below SOLO_MIN the block moves to a size class.
+  // Below AK_SOLO_MIN the block moves to a size class.
   auto *s = static_cast<unsigned char *>(ak_realloc(r, 1000));
   ASSERT_NE(s, nullptr);
   for (size_t i = 0; i < 1000; i++) ASSERT_EQ(s[i], static_cast<unsigned char>(i * 7)) << i;
@@ -555,7 +555,7 @@ TEST(Threads, ShortLivedThreadsReuseSegmentsWithoutSystemCalls) {
   EXPECT_EQ(g_decommits.load(), 0u) << "thread exit or adoption decommitted pages";
   EXPECT_LE(c1.map_calls - c0.map_calls, 4u) << "400 threads mapped new segments";
   EXPECT_LE(max_segments, 8u);
-  EXPECT_LE(max_committed, size_t{8} * SEG_SIZE);
+  EXPECT_LE(max_committed, size_t{8} * AK_SEG_SIZE);
   ak_collect(true);
 }
 
@@ -604,7 +604,7 @@ TEST(Threads, RemoteFreesIntoAbandonedSegmentsAreCollected) {
   })
       .join();
   EXPECT_EQ(s.abandoned, 0u);
-  EXPECT_LE(committed(), before + SEG_SIZE);
+  EXPECT_LE(committed(), before + AK_SEG_SIZE);
 }
 
 TEST(Threads, AllocationInThreadDestructors) {
@@ -721,7 +721,7 @@ TEST(Stats, AddUpAndPrint) {
   ak_malloc_stats_get(&a);
   std::vector<void *> v;
   for (int i = 0; i < 1000; i++) v.push_back(ak_malloc(100));  // class of 112 bytes
-  void *big = ak_malloc(8 << 20);                              // above SOLO_MAX: a large block
+  void *big = ak_malloc(8 << 20);                              // above AK_SOLO_MAX: a large block
   ak_malloc_stats b;
   ak_malloc_stats_get(&b);
   EXPECT_EQ(b.version, AK_MALLOC_STATS_VERSION);

@@ -8,7 +8,8 @@
  * free fast path: the segment map knows the segment; if this thread owns
  * it, the page is neither full nor holding aligned blocks and `p` starts
  * one of its blocks, push on the page's free list (and retire the page if
- * that was its last live block). Everything else goes to heap.c. */
+ * that was its last live block). Everything else goes to heap.c
+ * (_ak_malloc_slow, _ak_free_slow, _ak_heap_retire). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
@@ -16,30 +17,28 @@
 #include "malloc/malloc_internal.h"
 #include "os/os_mem.h"
 
-void *_ak_huge_aligned_alloc(size_t n, size_t align);
-
 /* Checked build: blocks on free lists hold 0xdf after their link. */
-static void check_unchanged(ak_page *pg, void *b) {
+static void check_unchanged(_ak_page *pg, void *b) {
   const unsigned char *c = (const unsigned char *)b + sizeof(void *);
   for (size_t i = 0; i + sizeof(void *) < pg->block_size; i++)
     if (c[i] != 0xdf) _ak_malloc_fatal("malloc", b, "write after free detected", pg->cls);
 }
 
 static inline void *alloc_fast(size_t n) {
-  ak_mheap *h = _ak_tl_heap;
+  _ak_mheap *h = _ak_tl_heap;
   if (AK_UNLIKELY(n > 1024 || h == NULL)) return _ak_malloc_slow(n);
-  ak_page *pg = h->pages[_ak_cls_small[(n + 7) >> 3]]; /* table: no arithmetic on the class */
+  _ak_page *pg = h->pages[_ak_cls_small[(n + 7) >> 3]]; /* table: no arithmetic on the class */
   void *b = pg->free;
   if (AK_UNLIKELY(b == NULL)) return _ak_malloc_slow(n);
   _ak_blk_pop(pg, b, "malloc"); /* pg->free = link of b (checked when hardened) */
   _ak_used_set(pg, _ak_used(pg) + 1);
-  if (ak_malloc_checked) check_unchanged(pg, b);
+  if (_ak_malloc_checked) check_unchanged(pg, b);
   return b;
 }
 
 void *ak_malloc(size_t n) { return alloc_fast(n); }
 
-/* Invariant: a segment's owner is a heap address or OWNER_NONE (large
+/* Invariant: a segment's owner is a heap address or AK_OWNER_NONE (large
  * blocks, abandoned segments), never 0 = "no heap"; so owner == h alone
  * proves a small segment of this thread. The segment map is asked before
  * the header is read: NULL, huge-aligned blocks (no header in their 4 MiB)
@@ -50,13 +49,13 @@ void *ak_malloc(size_t n) { return alloc_fast(n); }
  * top-table entry and a leaf word cover 256 MiB of segments) and four ALU
  * operations. */
 void ak_free(void *p) {
-  ak_segment *seg = _ak_seg_of(p);
-  if (AK_UNLIKELY(ak_malloc_checked || !_ak_segmap_has(seg) ||
+  _ak_segment *seg = _ak_seg_of(p);
+  if (AK_UNLIKELY(_ak_malloc_checked || !_ak_segmap_has(seg) ||
                   atomic_load_explicit(&seg->owner, memory_order_relaxed) != (uintptr_t)_ak_tl_heap)) {
     _ak_free_slow(p, seg);
     return;
   }
-  ak_page *pg = seg->pages[((uintptr_t)p & SEG_MASK) >> PAGE_SHIFT].head;
+  _ak_page *pg = seg->pages[((uintptr_t)p & AK_SEG_MASK) >> AK_PAGE_SHIFT].head;
   uint32_t used = _ak_used(pg);
   /* Hardened: a block whose first word decodes like a free link may be a
    * double free; the slow path searches the lists. */
@@ -71,7 +70,7 @@ void ak_free(void *p) {
   /* The page's last block: it may go back to its segment. Everything was
    * checked above, so this skips the slow path's checks (one block
    * allocated and freed over and over lands here on every free). */
-  if (AK_UNLIKELY(used == 1)) _ak_page_retire(_ak_tl_heap, pg);
+  if (AK_UNLIKELY(used == 1)) _ak_heap_retire(_ak_tl_heap, pg);
 }
 
 void *ak_calloc(size_t count, size_t size) {
@@ -80,13 +79,13 @@ void *ak_calloc(size_t count, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  if (n > SOLO_MIN) { /* zero only what held data: fresh and decommitted pages are zero */
-    ak_mheap *h = _ak_heap_get();
+  if (n > AK_SOLO_MIN) { /* zero only what held data: fresh and decommitted pages are zero */
+    _ak_mheap *h = _ak_heap_get();
     if (!h) {
       errno = ENOMEM;
       return NULL;
     }
-    return n <= SOLO_MAX ? _ak_solo_alloc(h, n, true) : _ak_large_alloc(n, 16, true);
+    return n <= AK_SOLO_MAX ? _ak_heap_solo_alloc(h, n, true) : _ak_large_alloc(n, 16, true);
   }
   void *p = alloc_fast(n);
   if (p) memset(p, 0, n);
@@ -98,21 +97,21 @@ size_t ak_usable_size(const void *p) { return p ? _ak_block_checked_size("malloc
 /* realloc's new block when it grows: in the solo range, a span placed
  * with free pages after it, so that the next growth happens in place. */
 /* realloc's new block when it grows. A block of a size class moves to a
- * block of at least twice its size (up to SOLO_MIN), so that a buffer
+ * block of at least twice its size (up to AK_SOLO_MIN), so that a buffer
  * grown step by step is copied about once per doubling, not at each of
  * the eight classes of a doubling; a solo block moves to a solo span. */
 static void *alloc_grow(size_t n, size_t have) {
-  if (n <= SOLO_MIN) {
-    size_t twice = have <= SOLO_MIN / 2 ? 2 * have : SOLO_MIN;
+  if (n <= AK_SOLO_MIN) {
+    size_t twice = have <= AK_SOLO_MIN / 2 ? 2 * have : AK_SOLO_MIN;
     return alloc_fast(n > twice ? n : twice);
   }
-  if (n > SOLO_MAX) return alloc_fast(n);
-  ak_mheap *h = _ak_heap_get();
+  if (n > AK_SOLO_MAX) return alloc_fast(n);
+  _ak_mheap *h = _ak_heap_get();
   if (!h) {
     errno = ENOMEM;
     return NULL;
   }
-  return _ak_solo_alloc(h, n, false);
+  return _ak_heap_solo_alloc(h, n, false);
 }
 
 void *ak_realloc(void *p, size_t n) {
@@ -122,16 +121,17 @@ void *ak_realloc(void *p, size_t n) {
     return NULL;
   }
   size_t have = _ak_block_checked_size("realloc", p); /* before any header is read */
-  ak_segment *seg = _ak_seg_of(p);
-  if (((uintptr_t)p & SEG_MASK) != 0) {
-    if (seg->kind == SEG_LARGE && n > SOLO_MAX) return _ak_large_realloc(seg, p, n); /* mremap: no copy */
+  _ak_segment *seg = _ak_seg_of(p);
+  if (((uintptr_t)p & AK_SEG_MASK) != 0) {
+    if (seg->kind == AK_SEG_LARGE && n > AK_SOLO_MAX)
+      return _ak_large_realloc(seg, p, n); /* mremap: no copy */
     /* A solo block of this thread (owner == h != NULL) is resized in place
      * when the pages after it are free (or it shrinks): no copy. */
-    ak_mheap *h = _ak_tl_heap;
-    if (seg->kind == SEG_SMALL && h &&
+    _ak_mheap *h = _ak_tl_heap;
+    if (seg->kind == AK_SEG_SMALL && h &&
         atomic_load_explicit(&seg->owner, memory_order_relaxed) == (uintptr_t)h) {
-      ak_page *pg = _ak_page_of(seg, p);
-      if ((pg->flags & PG_SOLO) && (uintptr_t)p == pg->start && _ak_solo_resize(h, seg, pg, n)) return p;
+      _ak_page *pg = _ak_page_of(seg, p);
+      if ((pg->flags & AK_PG_SOLO) && (uintptr_t)p == pg->start && _ak_solo_resize(h, seg, pg, n)) return p;
     }
   }
   if (n <= have && n >= have / 2) return p;
@@ -161,20 +161,20 @@ void *ak_aligned_alloc(size_t align, size_t n) {
    * thread's first call: it must be filled (a data race otherwise). */
   _ak_malloc_tables_init();
   size_t m = n < align ? align : n;
-  if (m <= MEDIUM_MAX && align <= 4096 && _ak_cls_size[_ak_size_class(m)] % align == 0) {
+  if (m <= AK_MEDIUM_MAX && align <= 4096 && _ak_cls_size[_ak_size_class(m)] % align == 0) {
     return alloc_fast(m); /* every block of this class is aligned: spans start page-aligned */
   }
-  if (align >= SEG_SIZE) return _ak_huge_aligned_alloc(n, align);
-  if (m > SOLO_MIN && m <= SOLO_MAX && align <= PAGE_SIZE_AK)
+  if (align >= AK_SEG_SIZE) return _ak_huge_aligned_alloc(n, align);
+  if (m > AK_SOLO_MIN && m <= AK_SOLO_MAX && align <= AK_PAGE_SIZE)
     return alloc_fast(m); /* spans: 64 KiB aligned */
-  if (n > SIZE_MAX - align || n + align - 1 > SOLO_MAX) return _ak_large_alloc(n, align, false);
+  if (n > SIZE_MAX - align || n + align - 1 > AK_SOLO_MAX) return _ak_large_alloc(n, align, false);
   void *b = alloc_fast(n + align - 1);
   if (!b) return NULL;
   uintptr_t p = ((uintptr_t)b + align - 1) & ~(uintptr_t)(align - 1);
   if (p != (uintptr_t)b) {
-    ak_segment *seg = _ak_seg_of(b);
-    if (seg->kind == SEG_SMALL) /* free() will normalise; atomic: remote frees read flags */
-      __atomic_fetch_or(&_ak_page_of(seg, b)->flags, PG_ALIGNED, __ATOMIC_RELAXED);
+    _ak_segment *seg = _ak_seg_of(b);
+    if (seg->kind == AK_SEG_SMALL) /* free() will normalise; atomic: remote frees read flags */
+      __atomic_fetch_or(&_ak_page_of(seg, b)->flags, AK_PG_ALIGNED, __ATOMIC_RELAXED);
   }
   return (void *)p;
 }

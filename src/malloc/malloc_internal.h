@@ -1,12 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /* malloc_internal.h - the general heap's types and shared functions
- * (internal), grouped by the file that defines them:
- *   size_class.c  size classes
- *   segment.c     4 MiB segments, page spans, large mappings, purging
- *   heap.c        thread heaps, page queues, the slow paths, thread exit,
- *                 abandoned segments, fork
+ * (internal), grouped by the file that defines them. Files by role, each
+ * calling only the ones listed after it (size_class.c and stats.c aside):
  *   alloc.c       the public entry points and their fast paths
+ *   heap.c        thread heaps: creation, the slow paths' decisions
+ *                 (refill, ownership of a free), thread exit (abandoning
+ *                 segments), adoption, collection, the purge tick, fork
+ *   page.c        a heap's pages and their blocks: block checks, local and
+ *                 remote frees, class queues, carving, retiring a page
+ *   span.c        spans of pages in a segment: class spans, solo spans
+ *   large.c       blocks with a mapping of their own, huge-aligned blocks
+ *   segment.c     segments: the segment map, the registry, mapping and
+ *                 releasing, purging free pages, committed memory
+ *   size_class.c  size classes
  *   stats.c       options, statistics, the printer
+ * A free that leaves the fast path goes down that list once: the block
+ * (page.c checks it), its page (page.c), the page's span (span.c), the
+ * span's segment (segment.c); heap.c decides ownership (a remote push, or
+ * adopting an abandoned segment) before it goes down.
  *
  * Layout. A segment is 4 MiB aligned to 4 MiB: [header | 64 pages of
  * 64 KiB]; the header (descriptors of the 64 pages) sits at the start of
@@ -14,9 +25,9 @@
  * descriptor of its first page is the span's; the others point back to it
  * (head_off). The segment and page of any block are found by masking:
  *   seg = p & ~(4 MiB - 1); page = &seg->pages[(p - seg) >> 16] - head_off
- * Blocks above SOLO_MIN (64 KiB) are solo spans: whole pages, one block,
+ * Blocks above AK_SOLO_MIN (64 KiB) are solo spans: whole pages, one block,
  * resized in place by realloc when the pages after them are free. Blocks
- * above SOLO_MAX (~4 MiB) get a mapping of their own (kind SEG_LARGE). A block
+ * above AK_SOLO_MAX (~4 MiB) get a mapping of their own (kind AK_SEG_LARGE). A block
  * that starts exactly on a 4 MiB boundary can only be a huge-aligned block
  * (registered apart), since segments start with their header. */
 #ifndef AK_MALLOC_INTERNAL_H
@@ -28,89 +39,100 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arenakit/detail/link.h"
 #include "arenakit/malloc.h"
 #include "common/harden.h"
+#include "common/list.h"
 #include "common/reclaim.h"
 #include "malloc/size_class.h"
 
 #ifndef AK_CHECKED
 #define AK_CHECKED 0
 #endif
-static const bool ak_malloc_checked = AK_CHECKED;
+static const bool _ak_malloc_checked = AK_CHECKED;
 
-#define SEG_MAGIC UINT64_C(0x616b2d7365676d21) /* "ak-segm!" */
+#define AK_SEG_MAGIC UINT64_C(0x616b2d7365676d21) /* "ak-segm!" */
 
-enum { SEG_SMALL = 1, SEG_LARGE = 2 };
+enum { AK_SEG_SMALL = 1, AK_SEG_LARGE = 2 };
 /* Segment flags (owner only). */
-enum { SEG_RELEASE_EMPTY = 1u /* adopted by a free: released, not kept, once all free */ };
-#define OWNER_NONE ((uintptr_t)1)
+enum { AK_SEG_RELEASE_EMPTY = 1u /* adopted by a free: released, not kept, once all free */ };
+#define AK_OWNER_NONE ((uintptr_t)1)
 /* Page flags seen by the free fast path (any flag sends frees slow). */
-enum { PG_FULL = 1u, PG_ALIGNED = 2u, PG_SOLO = 4u };
-/* Class of a solo span (one block of whole pages, SOLO_MIN < size <= SOLO_MAX):
- * on no queue; freed, grown and shrunk as a span (segment.c). */
-#define CLS_SOLO NCLS
+enum { AK_PG_FULL = 1u, AK_PG_ALIGNED = 2u, AK_PG_SOLO = 4u };
+/* Class of a solo span (one block of whole pages, AK_SOLO_MIN < size <= AK_SOLO_MAX):
+ * on no queue; freed, grown and shrunk as a span (span.c). */
+#define AK_CLS_SOLO AK_NCLS
 
-typedef struct ak_mheap ak_mheap;
+typedef struct _ak_mheap _ak_mheap;
 
 /* A page (span) descriptor. Owner-only fields are changed by the owning
  * heap's thread alone; `remote` by anyone (atomic); `used` is read by the
  * stats walker (relaxed). Invariant (owner's view):
  *   used + |free| + |remote| + (end - bump) / block_size == capacity */
-typedef struct ak_page {
-  void *free;                  /* owner: free blocks */
-  _Atomic uint32_t used;       /* owner writes: live blocks not yet collected */
-  uint32_t capacity;           /* blocks in the span */
-  uint32_t block_size;         /* bytes per block (0: span not in use) */
-  uint16_t cls;                /* size class */
-  uint8_t flags;               /* PG_* */
-  uint8_t span;                /* pages in the span (on the head) */
-  uint8_t head_off;            /* this descriptor's distance to the span head */
-  uint8_t in_queue;            /* 1 on the class queue, 2 on the full list */
-  uintptr_t start, bump, end;  /* block area; bump = first never-carved block */
-  _Atomic(void *) remote;      /* frees by other threads */
-  struct ak_page *next, *prev; /* class queue or full list of the owner */
-  struct ak_page *head;        /* the span's head descriptor (itself if head) */
-  uintptr_t key;               /* hardened: links stored as next ^ key (0 otherwise) */
-  uint64_t blk_inv;            /* class spans: inverse of block_size's odd part mod 2^64 */
-  uint8_t blk_shift;           /* class spans: trailing zero bits of block_size */
-  char pad_[23];               /* 128 bytes: page_of() indexes with a shift */
-} ak_page;
-_Static_assert(sizeof(ak_page) == 128, "ak_page must stay 128 bytes");
+typedef struct _ak_page {
+  void *free;                 /* owner: free blocks */
+  _Atomic uint32_t used;      /* owner writes: live blocks not yet collected */
+  uint32_t capacity;          /* blocks in the span */
+  uint32_t block_size;        /* bytes per block (0: span not in use) */
+  uint16_t cls;               /* size class */
+  uint8_t flags;              /* AK_PG_* */
+  uint8_t span;               /* pages in the span (on the head) */
+  uint8_t head_off;           /* this descriptor's distance to the span head */
+  uint8_t in_queue;           /* 1 on the class queue, 2 on the full list */
+  uintptr_t start, bump, end; /* block area; bump = first never-carved block */
+  _Atomic(void *) remote;     /* frees by other threads */
+  _ak_dnode node;             /* on the owner's class queue or full list (in_queue) */
+  struct _ak_page *head;      /* the span's head descriptor (itself if head) */
+  uintptr_t key;              /* hardened: the span's link key (detail/link.h; 0 otherwise) */
+  uint64_t blk_inv;           /* class spans: inverse of block_size's odd part mod 2^64 */
+  uint8_t blk_shift;          /* class spans: trailing zero bits of block_size */
+  char pad_[23];              /* 128 bytes: page_of() indexes with a shift */
+} _ak_page;
+_Static_assert(sizeof(_ak_page) == 128, "_ak_page must stay 128 bytes");
 
-typedef struct ak_segment {
-  uint64_t magic;                   /* SEG_MAGIC */
-  uint32_t kind;                    /* SEG_SMALL or SEG_LARGE */
-  uint32_t flags;                   /* SEG_* flags (owner only) */
-  _Atomic uintptr_t owner;          /* owning heap, or OWNER_NONE (abandoned, large);
-                                       never 0, so a thread without a heap
-                                       (_ak_tl_heap == NULL) owns nothing */
-  size_t map_size;                  /* SEG_LARGE: bytes mapped */
-  uintptr_t large_block;            /* SEG_LARGE: the block */
-  struct ak_segment *next, *prev;   /* owner's list, or the abandoned list */
-  struct ak_segment *gnext, *gprev; /* registry of all small segments */
-  uint64_t free_mask;               /* pages not in any span */
-  uint64_t dirty_mask;              /* free pages not yet decommitted */
-  uint64_t decommit_mask;           /* free pages given back with madvise */
-  uint64_t guard_mask;              /* hardened: pages whose last 4 KiB is PROT_NONE (kept
-                                       when their span is freed, opened when a span covers them) */
-  uint64_t active_ms;               /* last span taken, freed or resized, or adoption: the
-                                       free pages go once it is older than the purge delay */
-  uint64_t purged_ms;               /* last decommit of free pages (refault detection) */
-  size_t first_page_start;          /* offset of page 0's block area */
-  _ak_spare spare;                  /* node in the set of spare (empty) segments */
-  ak_page pages[NPAGES];
-} ak_segment;
+typedef struct _ak_segment {
+  uint64_t magic;          /* AK_SEG_MAGIC */
+  uint32_t kind;           /* AK_SEG_SMALL or AK_SEG_LARGE */
+  uint32_t flags;          /* AK_SEG_* flags (owner only) */
+  _Atomic uintptr_t owner; /* owning heap, or AK_OWNER_NONE (abandoned, large);
+                              never 0, so a thread without a heap
+                              (_ak_tl_heap == NULL) owns nothing */
+  size_t map_size;         /* AK_SEG_LARGE: bytes mapped */
+  uintptr_t large_block;   /* AK_SEG_LARGE: the block */
+  _ak_dnode node;          /* on its owner's segments, or the abandoned list */
+  _ak_dnode gnode;         /* on the registry of all segments (_ak_seg_list) */
+  uint64_t free_mask;      /* pages not in any span */
+  uint64_t dirty_mask;     /* free pages not yet decommitted */
+  uint64_t decommit_mask;  /* free pages given back with madvise */
+  uint64_t guard_mask;     /* hardened: pages whose last 4 KiB is PROT_NONE (kept
+                              when their span is freed, opened when a span covers them) */
+  uint64_t active_ms;      /* last span taken, freed or resized, or adoption: the
+                              free pages go once it is older than the purge delay */
+  uint64_t purged_ms;      /* last decommit of free pages (refault detection) */
+  size_t first_page_start; /* offset of page 0's block area */
+  _ak_spare spare;         /* node in the set of spare (empty) segments */
+  _ak_page pages[AK_SEG_PAGES];
+} _ak_segment;
 
-/* A thread's heap. `pages[c]` is never NULL: an empty class points to a
- * shared sentinel whose free list is empty, so the fast path has one test. */
-struct ak_mheap {
-  ak_page *pages[NCLS];    /* head of each class queue */
-  ak_page *full[NCLS];     /* pages without free blocks, per class */
-  ak_segment *segs;        /* segments this heap owns */
-  ak_mheap *gnext, *gprev; /* registry of live heaps */
-  uint64_t slow_calls;     /* to pace purging */
+/* A thread's heap. `pages[c]` is never NULL: it is the first page of
+ * `queue[c]`, or, when that is empty, a shared sentinel whose free list is
+ * empty, so the fast path has one test (first member: the fast path
+ * indexes the heap's address). */
+struct _ak_mheap {
+  _ak_page *pages[AK_NCLS]; /* queue[c]'s first page, or &_ak_empty_page */
+  _ak_dlist queue[AK_NCLS]; /* pages with free or uncarved blocks, per class */
+  _ak_dlist full[AK_NCLS];  /* pages without free blocks, per class */
+  _ak_dlist segs;           /* segments this heap owns (_ak_segment.node) */
+  _ak_dnode gnode;          /* on _ak_heap_list, or the reused heaps once its thread exited */
+  uint64_t slow_calls;      /* to pace purging */
   pthread_t thread;
 };
+
+/** The page, segment or heap whose list node is `n` (NULL stays NULL). */
+static inline _ak_page *_ak_page_at(_ak_dnode *n) { return _AK_DLIST_ENTRY(n, _ak_page, node); }
+static inline _ak_segment *_ak_seg_at(_ak_dnode *n) { return _AK_DLIST_ENTRY(n, _ak_segment, node); }
+static inline _ak_segment *_ak_seg_gat(_ak_dnode *n) { return _AK_DLIST_ENTRY(n, _ak_segment, gnode); }
+static inline _ak_mheap *_ak_heap_at(_ak_dnode *n) { return _AK_DLIST_ENTRY(n, _ak_mheap, gnode); }
 
 /* ---- segment.c: the segment map ------------------------------------------------
  * Which 4 MiB units of the address space hold a segment header of this
@@ -120,7 +142,7 @@ struct ak_mheap {
  * allocator's, an mmap'd region, an unmapped address, a large block already
  * freed) end with a message instead of a fault on reading a header that is
  * not there.
- * One bit per segment number (address >> SEG_SHIFT) of the user address
+ * One bit per segment number (address >> AK_SEG_SHIFT) of the user address
  * space (2^47 bytes on x86-64, where the kernel maps nothing higher unless
  * asked with a hint above it; 2^48 elsewhere): a flat array in zero-filled
  * static memory, 4 MiB (8 MiB), whose pages the kernel provides only where
@@ -133,60 +155,39 @@ struct ak_mheap {
  * (atomic AND) just before it is unmapped; cached segments keep theirs.
  * Reads are lock-free. */
 #if defined(__x86_64__)
-#define SEGMAP_ADDR_BITS 47
+#define AK_SEGMAP_ADDR_BITS 47
 #else
-#define SEGMAP_ADDR_BITS 48
+#define AK_SEGMAP_ADDR_BITS 48
 #endif
-#define SEGMAP_WORDS ((size_t)1 << (SEGMAP_ADDR_BITS - SEG_SHIFT - 6))
-extern uint64_t _ak_segmap[SEGMAP_WORDS];
+#define AK_SEGMAP_WORDS ((size_t)1 << (AK_SEGMAP_ADDR_BITS - AK_SEG_SHIFT - 6))
+extern uint64_t _ak_segmap[AK_SEGMAP_WORDS];
 
 /** True if a segment header of this malloc lies at `seg` (4 MiB aligned).
  *  Any address may be asked; lock-free; false for addresses the map does
  *  not cover. */
 static inline bool _ak_segmap_has(const void *seg) {
-  uintptr_t n = (uintptr_t)seg >> SEG_SHIFT;
-  if (AK_UNLIKELY((n >> 6) >= SEGMAP_WORDS)) return false;
+  uintptr_t n = (uintptr_t)seg >> AK_SEG_SHIFT;
+  if (AK_UNLIKELY((n >> 6) >= AK_SEGMAP_WORDS)) return false;
   return (__atomic_load_n(&_ak_segmap[n >> 6], __ATOMIC_RELAXED) >> (n & 63)) & 1;
 }
 
-/* ---- segment.c ---------------------------------------------------------------- */
-/** A fresh span of `pages` pages for class `cls` in one of `h`'s segments
- *  (mapping a new segment if needed). NULL + errno. */
-ak_page *_ak_span_alloc(ak_mheap *h, unsigned cls);
-/** Returns an empty span to its segment; releases the segment when it is
- *  entirely free and `h` keeps another free one. */
-void _ak_span_free(ak_mheap *h, ak_segment *seg, ak_page *pg);
-/** Releases a small segment (all pages free): into the spare segments (reclaim policy), or
- *  to the OS. */
-void _ak_segment_release(ak_segment *seg);
+/* ---- segment.c ----------------------------------------------------------------- */
+/** A fresh mapping of `size` bytes aligned to `align` (>= 4 MiB) with a
+ *  segment header at its start: marked in the segment map, counted as
+ *  committed. NULL + errno. */
+void *_ak_segment_map(size_t size, size_t align);
+/** A fresh (or spare) small segment owned by `h`, on h's segments, all
+ *  pages free. NULL + errno. */
+_ak_segment *_ak_segment_new(_ak_mheap *h);
+/** Releases a small segment (all pages free, on no heap's list): into the
+ *  spare segments (reclaim policy), or to the OS. */
+void _ak_segment_release(_ak_segment *seg);
 /** Applies the reclaim policy to the spare (empty) segments: decommits or
  *  unmaps those past its delays; all unmapped with force. */
 void _ak_segment_cache_trim(bool force);
 /** Decommits the free pages of `seg` if it has been quiet for `delay` ms
  *  at `now_ms` (all of them with delay 0; none with delay < 0). */
-void _ak_segment_purge(ak_segment *seg, long delay, uint64_t now_ms);
-/** Solo spans (SOLO_MIN < n <= SOLO_MAX): a span of whole pages holding
- *  one block, in one of `h`'s segments (best fit). `zero`: the block reads
- *  as zero. NULL + errno. */
-void *_ak_solo_alloc(ak_mheap *h, size_t n, bool zero);
-/** Resizes solo block `p` (its owner's thread) in place to hold `n` bytes:
- *  grows into the free pages after it or gives back tail pages. Returns
- *  false (nothing changed) if it cannot. */
-bool _ak_solo_resize(ak_mheap *h, ak_segment *seg, ak_page *pg, size_t n);
-/** Frees the solo spans of `h` that other threads freed (remote lists). */
-void _ak_solo_collect(ak_mheap *h);
-/** Large blocks: own mapping, header segment; freed mappings go to the
- *  large-block cache (segment.c). `zero`: the block reads as zero. NULL +
- *  errno. */
-void *_ak_large_alloc(size_t n, size_t align, bool zero);
-void _ak_large_free(ak_segment *seg);
-void *_ak_large_realloc(ak_segment *seg, void *p, size_t n);
-/** Decommits cached large mappings older than the purge delay, unmaps
- *  those older than the cache's unmap delay (all with force). */
-void _ak_large_cache_trim(bool force, uint64_t now_ms);
-/** Huge-aligned blocks (block on a segment boundary). */
-bool _ak_huge_aligned_free(void *p);
-size_t _ak_huge_aligned_size(const void *p);
+void _ak_segment_purge(_ak_segment *seg, long delay, uint64_t now_ms);
 /** Milliseconds of a monotonic clock (coarse: a few ms of resolution, a
  *  few ns to read). */
 uint64_t _ak_now_ms(void);
@@ -195,52 +196,144 @@ uint64_t _ak_now_ms(void);
  *  (an unsigned difference would wrap and purge at once). */
 static inline uint64_t _ak_ms_since(uint64_t now, uint64_t then) { return now > then ? now - then : 0; }
 /** The purge delay in force at `now`: the AK_PURGE_DELAY option d, or
- *  longer (up to PURGE_EXTEND_MAX_MS) for a while after memory was
+ *  longer (up to AK_PURGE_EXTEND_MAX_MS) for a while after memory was
  *  decommitted and taken again soon after (_ak_purge_refault). <= 0 as d. */
 long _ak_purge_delay(uint64_t now);
 /** Memory decommitted at `purged_ms` is taken again at `now`: if that is
  *  soon after, the purge delay in force doubles (see segment.c). */
 void _ak_purge_refault(uint64_t purged_ms, uint64_t now);
-/** fork(): takes (prepare), releases (parent) or initialises (child) the
- *  spare segments' set lock, the huge-aligned registry's and the large cache's locks; heap.c's atfork
- *  handlers call them at their place in the lock order written there. */
-void _ak_segment_fork_prepare(void);
-void _ak_segment_fork_parent(void);
-void _ak_segment_fork_child(void);
+/** Committed memory (stats): `n` bytes more (the peak follows), or less. */
+void _ak_committed_add(size_t n);
+void _ak_committed_sub(size_t n);
 /** Registry of all segments, small and large (stats, checks), under _ak_seg_mu. */
 extern pthread_mutex_t _ak_seg_mu;
-extern ak_segment *_ak_seg_list;
+extern _ak_dlist _ak_seg_list; /* _ak_segment.gnode */
 extern atomic_size_t _ak_large_count, _ak_large_bytes, _ak_committed, _ak_peak_committed;
-bool _ak_segment_known(uintptr_t seg);
+/** Puts `seg` on (takes it off) the registry; takes _ak_seg_mu. */
+void _ak_registry_add(_ak_segment *seg);
+void _ak_registry_remove(_ak_segment *seg);
 /** Marks (true) or unmarks (false) the segment header at `seg` in the
  *  segment map. Marking fails (false, errno ENOMEM) only for an address
  *  the map does not cover. */
 bool _ak_segmap_set(const void *seg, bool on);
-/** The block `p` (not NULL), checked for `call` before anything else is
- *  read: its usable size if `p` is a live block's start (or an aligned
- *  pointer into a block of a page with PG_ALIGNED); otherwise one message
- *  naming `call`, `p` and the reason, then abort(). */
-size_t _ak_block_checked_size(const char *call, const void *p);
+/** fork(): takes (prepare), releases (parent) or initialises (child) the
+ *  spare segments' set lock; heap.c's atfork handlers call them at their
+ *  place in the lock order written there. */
+void _ak_segment_fork_prepare(void);
+void _ak_segment_fork_parent(void);
+void _ak_segment_fork_child(void);
 
-/* ---- heap.c --------------------------------------------------------------------- */
-ak_mheap *_ak_heap_get(void);      /* the thread's heap, created on demand */
+/** Mask of `k` pages from page `at` (bit i: page i). */
+#define AK_ALL_PAGES UINT64_MAX
+static inline uint64_t _ak_run_bits(unsigned at, unsigned k) {
+  return (k == 64 ? AK_ALL_PAGES : ((UINT64_C(1) << k) - 1)) << at;
+}
+
+/* ---- large.c ------------------------------------------------------------------- */
+/** Large blocks: own mapping, header segment; freed mappings go to the
+ *  large-block cache. `zero`: the block reads as zero. NULL + errno. */
+void *_ak_large_alloc(size_t n, size_t align, bool zero);
+void _ak_large_free(_ak_segment *seg);
+void *_ak_large_realloc(_ak_segment *seg, void *p, size_t n);
+/** Decommits cached large mappings older than the purge delay, unmaps
+ *  those older than the cache's unmap delay (all with force). */
+void _ak_large_cache_trim(bool force, uint64_t now_ms);
+/** Huge-aligned blocks (block on a segment boundary, align >= 4 MiB). */
+void *_ak_huge_aligned_alloc(size_t n, size_t align);
+bool _ak_huge_aligned_free(void *p);
+size_t _ak_huge_aligned_size(const void *p);
+/** fork(): the huge-aligned registry's and the large cache's locks. */
+void _ak_large_fork_prepare(void);
+void _ak_large_fork_parent(void);
+void _ak_large_fork_child(void);
+
+/* ---- span.c ---------------------------------------------------------------------- */
+/** A fresh span for class `cls` in one of `h`'s segments (mapping a new
+ *  segment if none has room), block geometry set, on no list. NULL + errno. */
+_ak_page *_ak_span_alloc(_ak_mheap *h, unsigned cls);
+/** Returns the span `pg` (on no list) to its segment `seg`; releases the
+ *  segment when it is entirely free and `h` keeps another free one (or
+ *  took it only to settle it). `h` NULL: an abandoned segment, kept. */
+void _ak_span_free(_ak_mheap *h, _ak_segment *seg, _ak_page *pg);
+/** Solo spans (AK_SOLO_MIN < n <= AK_SOLO_MAX): a span of whole pages
+ *  holding one block. The pages for `n` bytes; the best-fit place for k
+ *  pages in h's segments (NULL: none has room); the block of `n` bytes
+ *  made at page `at` of `seg` (seg NULL: a fresh segment), `zero`: reading
+ *  as zero. NULL + errno. */
+unsigned _ak_solo_pages(size_t n);
+_ak_segment *_ak_solo_place(_ak_mheap *h, unsigned k, int *at);
+void *_ak_solo_take(_ak_mheap *h, _ak_segment *seg, int at, size_t n, bool zero);
+/** Resizes solo block `p` (its owner's thread) in place to hold `n` bytes:
+ *  grows into the free pages after it or gives back tail pages. Returns
+ *  false (nothing changed) if it cannot. */
+bool _ak_solo_resize(_ak_mheap *h, _ak_segment *seg, _ak_page *pg, size_t n);
+/** Frees the solo spans of `h` that other threads freed (remote lists). */
+void _ak_solo_collect(_ak_mheap *h);
+
+/* ---- page.c ---------------------------------------------------------------------- */
+/** The block `p` (not NULL, in segment `seg`) checked for `call` before
+ *  anything of the segment is read: the segment map must know the
+ *  segment, then the header and page must agree that `p` starts a live
+ *  block (or lies in a block of a page with AK_PG_ALIGNED). Returns the
+ *  page, or NULL for a large block; otherwise one message naming the call,
+ *  the pointer and the reason, then abort() - in every build, as glibc's
+ *  "free(): invalid pointer". Huge-aligned blocks are the caller's to look
+ *  up first. */
+_ak_page *_ak_block_check(const char *call, const void *p, _ak_segment *seg);
+/** The usable size of block `p` (not NULL), checked as _ak_block_check
+ *  does (huge-aligned blocks included). */
+size_t _ak_block_checked_size(const char *call, const void *p);
+/** Frees block `p` (checked, a block start) of `pg`: pushed on the free
+ *  list when this thread owns the page (`mine`, `h` its heap; the page is
+ *  retired if that emptied it; a solo span goes back to its segment),
+ *  otherwise on its remote list (one CAS). Checked and hardened builds
+ *  search the lists for a double free first. */
+void _ak_page_free(_ak_mheap *h, _ak_page *pg, void *p, bool mine);
+/** A local free emptied `pg` or moved it off its full list: it goes back
+ *  to its queue, or, empty and not the class's last one-page span, to its
+ *  segment. */
+void _ak_page_retire(_ak_mheap *h, _ak_page *pg);
+/** Moves `pg`'s remote list onto its free list (owner, or the abandoned
+ *  list's lock holder); returns how many blocks. */
+uint32_t _ak_page_collect(_ak_page *pg);
+/** A page of class `cls` on h's queue with a free block (collecting
+ *  remote frees, carving, moving pages without any to the full list), or
+ *  a full page that other threads freed into; NULL if none. */
+_ak_page *_ak_page_find(_ak_mheap *h, unsigned cls);
+/** A fresh span of class `cls`, first on its queue, some blocks carved.
+ *  NULL + errno. */
+_ak_page *_ak_page_fresh(_ak_mheap *h, unsigned cls);
+/** The pages of `seg`, an abandoned segment `h` just took: remote frees
+ *  collected, empty spans back to the segment, the rest on h's queues or
+ *  full lists. */
+void _ak_pages_adopt(_ak_mheap *h, _ak_segment *seg);
+/** Collects remote frees into h's pages and releases empty ones (all with
+ *  force, else those that are not the last of their class). Owner only. */
+void _ak_pages_collect(_ak_mheap *h, bool force);
+/** One message naming `call`, `p`, `why` (and the size class when cls <
+ *  AK_NCLS) through _ak_fatal, then abort(). Allocates nothing. */
+_Noreturn void _ak_malloc_fatal(const char *call, const void *p, const char *why, unsigned cls);
+extern _ak_page _ak_empty_page;
+
+/* ---- heap.c ---------------------------------------------------------------------- */
+_ak_mheap *_ak_heap_get(void);     /* the thread's heap, created on demand */
 void _ak_malloc_tables_init(void); /* size classes and options, once */
 /* Initial-exec: the fast paths read it with one %fs access, no call. */
-extern __attribute__((tls_model("initial-exec"))) _Thread_local ak_mheap *_ak_tl_heap;
+extern __attribute__((tls_model("initial-exec"))) _Thread_local _ak_mheap *_ak_tl_heap;
+/** The slow paths of ak_malloc (any size) and ak_free (any pointer). */
 void *_ak_malloc_slow(size_t n);
-void _ak_free_slow(void *p, ak_segment *seg);
-void _ak_page_retire(ak_mheap *h, ak_page *pg); /* local free emptied or unfilled a page */
-void _ak_heap_collect(ak_mheap *h, bool force); /* h may be NULL: abandoned segments only */
-/** Adopts abandoned segments (most recently abandoned first, at most 4)
- *  until one of h's segments has `k` consecutive free pages: true then,
- *  false otherwise. Their free pages are reused instead of a fresh segment's. */
-bool _ak_heap_adopt_for(ak_mheap *h, unsigned k);
+void _ak_free_slow(void *p, _ak_segment *seg);
+/** A solo block of `n` bytes for `h`: h's segments, then abandoned ones,
+ *  then a fresh segment. NULL + errno. */
+void *_ak_heap_solo_alloc(_ak_mheap *h, size_t n, bool zero);
+/** The free fast path emptied `pg` of `h`: the purge tick, then
+ *  _ak_page_retire. */
+void _ak_heap_retire(_ak_mheap *h, _ak_page *pg);
+void _ak_heap_collect(_ak_mheap *h, bool force); /* h may be NULL: abandoned segments only */
 extern pthread_mutex_t _ak_heaps_mu;
-extern ak_mheap *_ak_heap_list;
-extern ak_segment *_ak_abandoned;
+extern _ak_dlist _ak_heap_list; /* live heaps (_ak_mheap.gnode), under _ak_heaps_mu */
+extern _ak_dlist _ak_abandoned; /* abandoned segments (_ak_segment.node), under _ak_abandoned_mu */
 extern pthread_mutex_t _ak_abandoned_mu;
-extern ak_page _ak_empty_page;
-_Noreturn void _ak_malloc_fatal(const char *call, const void *p, const char *why, unsigned cls);
 
 /* ---- stats.c ------------------------------------------------------------------------ */
 void _ak_options_init(void);
@@ -252,40 +345,41 @@ void _ak_peak_sample(void);
  *  no walk). */
 void _ak_peak_note_large(void);
 
-/** Unlinks `s` from the doubly linked segment list starting at *head
- *  (a heap's segments or the abandoned list). */
-static inline void _ak_seg_unlink(ak_segment **head, ak_segment *s) {
-  if (s->prev)
-    s->prev->next = s->next;
-  else
-    *head = s->next;
-  if (s->next) s->next->prev = s->prev;
-  s->next = s->prev = NULL;
-}
-
 /* ---- free-list links -----------------------------------------------------------
- * Every link in a free block (local and remote lists) goes through these.
- * Hardened (harden.h): stored as next ^ key with a random key per span. */
+ * Every link in a free block (local and remote lists) is read and written
+ * through the library's link codec (arenakit/detail/link.h) with the
+ * span's key: hardened (harden.h), a random key per span; otherwise 0 as a
+ * compile-time constant, so the codec is a plain load or store. */
+
+/** The key the links of `pg`'s free blocks are encoded with. */
+static inline uintptr_t _ak_page_key(const _ak_page *pg) { return ak_harden_encode ? pg->key : 0; }
 
 /** The link stored in free block `b` of `pg`, decoded. */
-static inline void *_ak_blk_next(const ak_page *pg, const void *b) {
-  uintptr_t w = *(const uintptr_t *)b;
-  return (void *)(ak_harden_encode ? w ^ pg->key : w);
+static inline void *_ak_blk_next(const _ak_page *pg, const void *b) {
+  return _ak_link_get(b, _ak_page_key(pg));
 }
 
 /** Stores `next` as the link of free block `b` of `pg`. */
-static inline void _ak_blk_set_next(const ak_page *pg, void *b, const void *next) {
-  *(uintptr_t *)b = ak_harden_encode ? (uintptr_t)next ^ pg->key : (uintptr_t)next;
+static inline void _ak_blk_set_next(const _ak_page *pg, void *b, const void *next) {
+  _ak_link_set(b, next, _ak_page_key(pg));
+}
+
+/** The blocks on `pg`'s free list (owner only; a list longer than the
+ *  page's capacity stops the count there). For AK_ASSERT. */
+static inline size_t _ak_page_free_count(const _ak_page *pg) {
+  size_t n = 0;
+  for (const void *b = pg->free; b && n <= pg->capacity; b = _ak_blk_next(pg, b)) n++;
+  return n;
 }
 
 /** True if `x` lies in the block area of `pg`. */
-static inline bool _ak_blk_in(const ak_page *pg, const void *x) {
+static inline bool _ak_blk_in(const _ak_page *pg, const void *x) {
   return (uintptr_t)x - pg->start < pg->end - pg->start;
 }
 
 /** Pops the head `b` of `pg`'s free list. With the links mitigation a link
  *  that leaves the span aborts naming `call`. */
-static inline void _ak_blk_pop(ak_page *pg, void *b, const char *call) {
+static inline void _ak_blk_pop(_ak_page *pg, void *b, const char *call) {
   void *next = _ak_blk_next(pg, b);
   if (ak_harden_links && AK_UNLIKELY(next != NULL && !_ak_blk_in(pg, next)))
     _ak_malloc_fatal(call, b, "corrupted free list (a write after free or a forged link)", pg->cls);
@@ -297,7 +391,7 @@ static inline void _ak_blk_pop(ak_page *pg, void *b, const char *call) {
 
 /** Hardened double-free check, cheap part: true if the first word of `b`
  *  decodes to NULL or a block address of `pg`, as a free block's link does. */
-static inline bool _ak_blk_looks_free(const ak_page *pg, const void *b) {
+static inline bool _ak_blk_looks_free(const _ak_page *pg, const void *b) {
   void *next = _ak_blk_next(pg, b);
   return next == NULL || _ak_blk_in(pg, next);
 }
@@ -309,22 +403,22 @@ static inline bool _ak_blk_looks_free(const ak_page *pg, const void *b) {
  *  odd << shift, (p - start) * inverse(odd) rotated right by shift is the
  *  block index if block_size divides p - start, and above any possible
  *  index (2^64 / block_size) otherwise (Granlund-Montgomery). */
-static inline bool _ak_blk_is_start(const ak_page *pg, const void *p) {
+static inline bool _ak_blk_is_start(const _ak_page *pg, const void *p) {
   uint64_t x = (uint64_t)((uintptr_t)p - pg->start) * pg->blk_inv;
   unsigned s = pg->blk_shift;
   uint64_t idx = s ? (x >> s) | (x << (64 - s)) : x;
   return idx < pg->capacity;
 }
 
-static inline ak_segment *_ak_seg_of(const void *p) { return (ak_segment *)((uintptr_t)p & ~SEG_MASK); }
-static inline ak_page *_ak_page_of(ak_segment *seg, const void *p) {
-  ak_page *pg = &seg->pages[((uintptr_t)p & SEG_MASK) >> PAGE_SHIFT];
+static inline _ak_segment *_ak_seg_of(const void *p) { return (_ak_segment *)((uintptr_t)p & ~AK_SEG_MASK); }
+static inline _ak_page *_ak_page_of(_ak_segment *seg, const void *p) {
+  _ak_page *pg = &seg->pages[((uintptr_t)p & AK_SEG_MASK) >> AK_PAGE_SHIFT];
   return pg - pg->head_off;
 }
-static inline uint32_t _ak_used(const ak_page *pg) {
+static inline uint32_t _ak_used(const _ak_page *pg) {
   return atomic_load_explicit((_Atomic uint32_t *)&pg->used, memory_order_relaxed);
 }
-static inline void _ak_used_set(ak_page *pg, uint32_t v) {
+static inline void _ak_used_set(_ak_page *pg, uint32_t v) {
   atomic_store_explicit(&pg->used, v, memory_order_relaxed);
 }
 

@@ -7,32 +7,32 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SEG_SHIFT 22
-#define SEG_SIZE ((size_t)1 << SEG_SHIFT)
-#define SEG_MASK ((uintptr_t)SEG_SIZE - 1)
-#define PAGE_SHIFT 16
-#define PAGE_SIZE_AK ((size_t)1 << PAGE_SHIFT)
-#define NPAGES (SEG_SIZE / PAGE_SIZE_AK)
-#define SMALL_MAX ((size_t)8 * 1024)    /* one-page spans up to here */
-#define MEDIUM_MAX ((size_t)512 * 1024) /* size classes up to here */
-/* Above SOLO_MIN a block is a span of its own ("solo" span, whole 64 KiB
+#define AK_SEG_SHIFT 22
+#define AK_SEG_SIZE ((size_t)1 << AK_SEG_SHIFT)
+#define AK_SEG_MASK ((uintptr_t)AK_SEG_SIZE - 1)
+#define AK_PAGE_SHIFT 16
+#define AK_PAGE_SIZE ((size_t)1 << AK_PAGE_SHIFT)
+#define AK_SEG_PAGES (AK_SEG_SIZE / AK_PAGE_SIZE)
+#define AK_SMALL_MAX ((size_t)8 * 1024)    /* one-page spans up to here */
+#define AK_MEDIUM_MAX ((size_t)512 * 1024) /* size classes up to here */
+/* Above AK_SOLO_MIN a block is a span of its own ("solo" span, whole 64 KiB
  * pages in a segment, grown and shrunk in place by realloc), up to
- * SOLO_MAX (63 pages less a 4 KiB guard); above that, a mapping of its own. */
-#define SOLO_MIN ((size_t)64 * 1024)
-#define SOLO_MAX ((NPAGES - 1) * PAGE_SIZE_AK - 4096)
-#define MAX_SPAN_PAGES 32
-#define NCLS 105
+ * AK_SOLO_MAX (63 pages less a 4 KiB guard); above that, a mapping of its own. */
+#define AK_SOLO_MIN ((size_t)64 * 1024)
+#define AK_SOLO_MAX ((AK_SEG_PAGES - 1) * AK_PAGE_SIZE - 4096)
+#define AK_SPAN_PAGES_MAX 32
+#define AK_NCLS 105
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-extern uint32_t _ak_cls_size[NCLS];
-extern uint8_t _ak_cls_span[NCLS];
+extern uint32_t _ak_cls_size[AK_NCLS];
+extern uint8_t _ak_cls_span[AK_NCLS];
 /** Class of n <= 1024, indexed by (n + 7) / 8 (the malloc fast path). */
 extern uint8_t _ak_cls_small[129];
 
-/** Class of a request of `n` bytes, n <= MEDIUM_MAX: 8, 16..128 by 16,
+/** Class of a request of `n` bytes, n <= AK_MEDIUM_MAX: 8, 16..128 by 16,
  *  then eight classes per doubling. */
 static inline unsigned _ak_size_class(size_t n) {
   if (n <= 128) return n <= 8 ? 0u : (unsigned)((n + 15) >> 4);

@@ -152,23 +152,24 @@ static atomic_size_t small_sampled; /* small-block bytes at the last walk */
 static size_t allocated_now(ak_malloc_stats *out) {
   size_t total = 0;
   pthread_mutex_lock(&_ak_seg_mu);
-  for (ak_segment *s = _ak_seg_list; s; s = s->gnext) {
-    if (s->kind != SEG_SMALL) continue; /* large blocks are counted apart */
+  for (_ak_dnode *n = _ak_seg_list.head; n; n = n->next) {
+    _ak_segment *s = _ak_seg_gat(n);
+    if (s->kind != AK_SEG_SMALL) continue; /* large blocks are counted apart */
     if (out) out->segments++;
-    for (unsigned i = 0; i < NPAGES; i++) {
-      ak_page *pg = &s->pages[i];
+    for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
+      _ak_page *pg = &s->pages[i];
       /* Owners change these without our lock: relaxed atomic reads. */
       uint32_t bs = __atomic_load_n(&pg->block_size, __ATOMIC_RELAXED);
       if (__atomic_load_n(&pg->head_off, __ATOMIC_RELAXED) || !bs) continue;
       unsigned cls = __atomic_load_n(&pg->cls, __ATOMIC_RELAXED);
       size_t live = _ak_used(pg);
       total += live * bs;
-      if (out && cls < NCLS) {
+      if (out && cls < AK_NCLS) {
         out->class_blocks[cls] += live;
         out->class_pages[cls]++;
       }
     }
-    if (out) out->resident += _ak_os_resident(s, SEG_SIZE);
+    if (out) out->resident += _ak_os_resident(s, AK_SEG_SIZE);
   }
   pthread_mutex_unlock(&_ak_seg_mu);
   return total + atomic_load(&_ak_large_bytes);
@@ -197,8 +198,8 @@ void ak_malloc_stats_get(ak_malloc_stats *out) {
   _ak_malloc_tables_init();
   memset(out, 0, sizeof *out);
   out->version = AK_MALLOC_STATS_VERSION;
-  out->nclasses = NCLS;
-  for (unsigned c = 0; c < NCLS; c++) out->class_size[c] = _ak_cls_size[c];
+  out->nclasses = AK_NCLS;
+  for (unsigned c = 0; c < AK_NCLS; c++) out->class_size[c] = _ak_cls_size[c];
   out->allocated = allocated_now(out);
   _ak_peak_sample();
   out->peak_allocated = atomic_load(&peak_allocated);
@@ -208,10 +209,10 @@ void ak_malloc_stats_get(ak_malloc_stats *out) {
   out->large_blocks = atomic_load(&_ak_large_count);
   out->large_bytes = atomic_load(&_ak_large_bytes);
   pthread_mutex_lock(&_ak_heaps_mu);
-  for (ak_mheap *h = _ak_heap_list; h; h = h->gnext) out->heaps++;
+  out->heaps = _ak_heap_list.n;
   pthread_mutex_unlock(&_ak_heaps_mu);
   pthread_mutex_lock(&_ak_abandoned_mu);
-  for (ak_segment *s = _ak_abandoned; s; s = s->next) out->abandoned++;
+  out->abandoned = _ak_abandoned.n;
   pthread_mutex_unlock(&_ak_abandoned_mu);
 }
 

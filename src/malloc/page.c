@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: MIT */
+/* page.c - the pages of a thread heap and their blocks: a page here is a
+ * span of one size class as its owner sees it (free list, remote list,
+ * never-carved tail), on its class queue or full list. Checking a block
+ * (segment map, header, block start), freeing it (local push, remote CAS
+ * push, double-free searches), collecting remote frees, carving, finding a
+ * page with a free block, retiring an empty page to its span, and the
+ * messages about a bad block (_ak_malloc_fatal). Called by heap.c and
+ * alloc.c; calls span.c, large.c and segment.c, never heap.c. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "malloc/malloc_internal.h"
+
+_ak_page _ak_empty_page; /* free == NULL: every empty class points here */
+
+/* Runs inside malloc and free: _ak_fatal allocates nothing. */
+_Noreturn void _ak_malloc_fatal(const char *call, const void *p, const char *why, unsigned cls) {
+  if (cls < AK_NCLS)
+    _ak_fatal("%s(%p): %s (size class %u, %u-byte blocks)", call, p, why, cls, _ak_cls_size[cls]);
+  _ak_fatal("%s(%p): %s", call, p, why);
+}
+
+/* ---- class queues and full lists --------------------------------------------------- */
+
+/* The fast path's view of class `cls`: the first page of its queue, or
+ * the sentinel when the queue is empty. */
+static void queue_sync(_ak_mheap *h, unsigned cls) {
+  _ak_page *first = _ak_page_at(h->queue[cls].head);
+  h->pages[cls] = first ? first : &_ak_empty_page;
+}
+
+static void queue_push_front(_ak_mheap *h, _ak_page *pg) {
+  /* On no list; a class span: its blocks are its class's size. */
+  AK_ASSERT(pg->in_queue == 0 && pg->cls < AK_NCLS && pg->block_size == _ak_cls_size[pg->cls]);
+  _ak_dlist_push_front(&h->queue[pg->cls], &pg->node);
+  h->pages[pg->cls] = pg;
+  pg->in_queue = 1;
+}
+
+static void queue_remove(_ak_mheap *h, _ak_page *pg) {
+  AK_ASSERT(pg->in_queue == 1 && h->pages[pg->cls] != &_ak_empty_page);
+  _ak_dlist_remove(&h->queue[pg->cls], &pg->node);
+  queue_sync(h, pg->cls);
+  pg->in_queue = 0;
+}
+
+static void full_push(_ak_mheap *h, _ak_page *pg) {
+  /* Full: nothing on the free list, nothing left to carve. */
+  AK_ASSERT(pg->in_queue == 0 && pg->free == NULL && pg->bump >= pg->end);
+  _ak_dlist_push_front(&h->full[pg->cls], &pg->node);
+  pg->in_queue = 2;
+  __atomic_fetch_or(&pg->flags, AK_PG_FULL, __ATOMIC_RELAXED); /* atomic: remote frees read flags */
+}
+
+static void full_remove(_ak_mheap *h, _ak_page *pg) {
+  AK_ASSERT(pg->in_queue == 2 && (pg->flags & AK_PG_FULL));
+  _ak_dlist_remove(&h->full[pg->cls], &pg->node);
+  pg->in_queue = 0;
+  __atomic_fetch_and(&pg->flags, (uint8_t)~AK_PG_FULL,
+                     __ATOMIC_RELAXED); /* atomic: remote frees read flags */
+}
+
+uint32_t _ak_page_collect(_ak_page *pg) {
+  if (!atomic_load_explicit(&pg->remote, memory_order_relaxed)) return 0;
+  void *list = atomic_exchange_explicit(&pg->remote, NULL, memory_order_acquire);
+  uint32_t n = 0;
+  void *tail = NULL;
+  for (void *b = list; b; b = _ak_blk_next(pg, b)) {
+    if (ak_harden_links && AK_UNLIKELY(!_ak_blk_in(pg, b)))
+      _ak_malloc_fatal("malloc", tail, "corrupted remote free list (a write after free or a forged link)",
+                       pg->cls);
+    tail = b;
+    n++;
+  }
+  if (tail) {
+    _ak_blk_set_next(pg, tail, pg->free);
+    pg->free = list;
+  }
+  /* Blocks freed by other threads still count as used until collected. */
+  AK_ASSERT(n <= _ak_used(pg));
+  _ak_used_set(pg, _ak_used(pg) - n);
+  return n;
+}
+
+/* Carves up to a page's worth of never-used blocks onto the free list. */
+static bool carve(_ak_page *pg) {
+  /* Bump limits: block-aligned, within the span's block area. */
+  AK_ASSERT(pg->bump >= pg->start && pg->bump <= pg->end && (pg->bump - pg->start) % pg->block_size == 0);
+  if (pg->bump >= pg->end) return false;
+  uintptr_t stop = pg->bump + 4096;
+  if (stop < pg->bump + pg->block_size) stop = pg->bump + pg->block_size;
+  if (stop > pg->end) stop = pg->end;
+  size_t n = (stop - pg->bump) / pg->block_size;
+  uintptr_t b = pg->bump;
+  if (_ak_malloc_checked && pg->block_size > sizeof(void *))
+    for (size_t i = 0; i < n; i++)
+      memset((char *)(b + i * pg->block_size) + sizeof(void *), 0xdf, pg->block_size - sizeof(void *));
+  /* Address order (the list pops low addresses first), or random order
+   * with the shuffle mitigation. */
+  pg->free = _ak_chain_blocks(b, pg->block_size, n, pg->free, pg->key, ak_harden_shuffle);
+  pg->bump = b + n * pg->block_size;
+  return true;
+}
+
+/* Releases an empty page's span (and its segment if all free). */
+static void page_release(_ak_mheap *h, _ak_page *pg) {
+  /* The page invariant with no live block (so none on the remote list):
+   * every block is free or never carved. */
+  AK_ASSERT(_ak_used(pg) == 0 && atomic_load_explicit(&pg->remote, memory_order_relaxed) == NULL);
+  AK_ASSERT(_ak_page_free_count(pg) + (pg->end - pg->bump) / pg->block_size == pg->capacity);
+  _ak_segment *seg = _ak_seg_of((void *)pg->start);
+  if (pg->in_queue == 1)
+    queue_remove(h, pg);
+  else if (pg->in_queue == 2)
+    full_remove(h, pg);
+  _ak_span_free(h, seg, pg);
+}
+
+void _ak_page_retire(_ak_mheap *h, _ak_page *pg) {
+  if (pg->flags & AK_PG_FULL) {
+    full_remove(h, pg);
+    queue_push_front(h, pg);
+  }
+  /* An empty page goes back to its segment unless it is the last of its
+   * class and a one-page span (kept, so that one block allocated and freed
+   * over and over does not take and give a span each time). Multi-page
+   * spans (classes above 8 KiB) go at once: kept empty, one per class,
+   * they would hold several segments' worth of pages. */
+  if (_ak_used(pg) == 0 && (h->queue[pg->cls].n > 1 || pg->span > 1)) page_release(h, pg);
+}
+
+void _ak_pages_adopt(_ak_mheap *h, _ak_segment *seg) {
+  for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
+    _ak_page *pg = &seg->pages[i];
+    if (pg->head_off || !pg->block_size) continue;
+    _ak_page_collect(pg);
+    __atomic_fetch_and(&pg->flags, (uint8_t)~AK_PG_FULL, __ATOMIC_RELAXED); /* remote frees read flags */
+    pg->in_queue = 0;
+    if (_ak_used(pg) == 0) {
+      /* Freeing the last span in use may release the segment: stop, since
+       * every page after it is free. */
+      bool last = (seg->free_mask | _ak_run_bits(i, pg->span)) == AK_ALL_PAGES;
+      _ak_span_free(h, seg, pg);
+      if (last) return;
+    } else if (pg->flags & AK_PG_SOLO) {
+      /* a live solo block: on no queue */
+    } else if (pg->free || pg->bump < pg->end) {
+      queue_push_front(h, pg);
+    } else {
+      full_push(h, pg);
+    }
+  }
+}
+
+_ak_page *_ak_page_find(_ak_mheap *h, unsigned cls) {
+  for (;;) {
+    _ak_page *pg = h->pages[cls];
+    if (pg == &_ak_empty_page) break;
+    if (pg->free) return pg;
+    if (_ak_page_collect(pg) || carve(pg)) return pg;
+    queue_remove(h, pg);
+    full_push(h, pg);
+  }
+  /* Full pages that other threads freed into. */
+  for (_ak_dnode *n = h->full[cls].head, *next; n; n = next) {
+    next = n->next;
+    _ak_page *pg = _ak_page_at(n);
+    if (_ak_page_collect(pg)) {
+      full_remove(h, pg);
+      if (_ak_used(pg) == 0 && h->pages[cls] != &_ak_empty_page) {
+        _ak_span_free(h, _ak_seg_of((void *)pg->start), pg);
+      } else {
+        queue_push_front(h, pg);
+      }
+    }
+  }
+  return h->pages[cls] != &_ak_empty_page ? h->pages[cls] : NULL;
+}
+
+_ak_page *_ak_page_fresh(_ak_mheap *h, unsigned cls) {
+  _ak_page *pg = _ak_span_alloc(h, cls);
+  if (!pg) return NULL;
+  queue_push_front(h, pg);
+  carve(pg);
+  return pg;
+}
+
+/* Pushes `b` on the remote list of a page this thread does not own: one
+ * CAS, no lock. The owner collects it; for an abandoned segment (owner
+ * AK_OWNER_NONE) the thread that adopts it, or sweep_abandoned. */
+static void remote_free(_ak_page *pg, void *b) {
+  void *head = atomic_load_explicit(&pg->remote, memory_order_relaxed);
+  do {
+    _ak_blk_set_next(pg, b, head);
+  } while (!atomic_compare_exchange_weak_explicit(&pg->remote, &head, b, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+/* Walks a free list from `head` for at most the page's capacity; ends at
+ * a link that leaves the page (a remote list may change under a walker
+ * that does not own it: that only ends the search). */
+static bool list_has(const _ak_page *pg, const void *head, const void *p) {
+  size_t limit = (size_t)pg->capacity + 1;
+  for (const void *b = head; b && limit--; b = _ak_blk_next(pg, b)) {
+    if (b == p) return true;
+    if (!_ak_blk_in(pg, b)) return false;
+  }
+  return false;
+}
+
+/* Hardened double-free check: `p` on the remote list, or on the local one
+ * when this thread owns the page (only the owner may walk that). */
+static bool on_free_list(const _ak_page *pg, const void *p, bool mine) {
+  return (mine && list_has(pg, pg->free, p)) ||
+         list_has(pg, atomic_load_explicit(&((_ak_page *)(uintptr_t)pg)->remote, memory_order_acquire), p);
+}
+
+_ak_page *_ak_block_check(const char *call, const void *p, _ak_segment *seg) {
+  if (AK_UNLIKELY(!_ak_segmap_has(seg))) /* stack, static, foreign, unmapped, a large block freed */
+    _ak_malloc_fatal(call, p, "invalid pointer (not from arenakit)", AK_NCLS);
+  if (AK_UNLIKELY(seg->magic != AK_SEG_MAGIC))
+    _ak_malloc_fatal(call, p, "invalid pointer (bad segment header)", AK_NCLS);
+  if (seg->kind == AK_SEG_LARGE) {
+    if ((uintptr_t)p != seg->large_block)
+      _ak_malloc_fatal(call, p, "invalid pointer (inside a large block)", AK_NCLS);
+    return NULL;
+  }
+  _ak_page *pg = _ak_page_of(seg, p);
+  if (AK_UNLIKELY(!__atomic_load_n(&pg->block_size, __ATOMIC_RELAXED)))
+    _ak_malloc_fatal(call, p, "invalid pointer (page not in use)", AK_NCLS);
+  /* Atomic: the owner thread may be updating AK_PG_FULL in the same byte. */
+  uint8_t flags = __atomic_load_n(&pg->flags, __ATOMIC_RELAXED);
+  bool ok = (flags & AK_PG_ALIGNED) ? (uintptr_t)p - pg->start < pg->end - pg->start
+            : (flags & AK_PG_SOLO)  ? (uintptr_t)p == pg->start
+                                    : _ak_blk_is_start(pg, p);
+  if (AK_UNLIKELY(!ok)) _ak_malloc_fatal(call, p, "invalid pointer (not the start of a block)", pg->cls);
+  AK_ASSERT(pg->head_off == 0 && pg->head == pg && (uintptr_t)p - pg->start < pg->end - pg->start);
+  return pg;
+}
+
+size_t _ak_block_checked_size(const char *call, const void *p) {
+  _ak_segment *seg = _ak_seg_of(p);
+  if (((uintptr_t)p & AK_SEG_MASK) == 0 && !_ak_segmap_has(seg)) {
+    size_t n = _ak_huge_aligned_size(p);
+    if (n) return n;
+  }
+  _ak_page *pg = _ak_block_check(call, p, seg);
+  if (!pg) return seg->map_size - ((uintptr_t)p - (uintptr_t)seg);
+  uint32_t bs = __atomic_load_n(&pg->block_size, __ATOMIC_RELAXED);
+  /* Only a page with aligned blocks holds pointers inside blocks: no
+   * division otherwise (realloc asks this on every call). */
+  if (!(__atomic_load_n(&pg->flags, __ATOMIC_RELAXED) & AK_PG_ALIGNED)) return bs;
+  return bs - ((uintptr_t)p - pg->start) % bs;
+}
+
+void _ak_page_free(_ak_mheap *h, _ak_page *pg, void *p, bool mine) {
+  if (_ak_malloc_checked) {
+    /* A block already on the owner's free list is a double free (only the
+     * owner may walk that list); freed blocks are filled with 0xdf after
+     * the link, and malloc verifies the fill to catch writes after free. */
+    if (mine)
+      for (void *b = pg->free; b; b = _ak_blk_next(pg, b))
+        if (b == p) _ak_malloc_fatal("free", p, "double free", pg->cls);
+    if (pg->block_size > sizeof(void *))
+      memset((char *)p + sizeof(void *), 0xdf, pg->block_size - sizeof(void *));
+  }
+  if (ak_harden_double_free && _ak_blk_looks_free(pg, p) && on_free_list(pg, p, mine))
+    _ak_malloc_fatal("free", p, "double free", pg->cls);
+  if (!mine) {
+    remote_free(pg, p);
+    return;
+  }
+  if (pg->flags & AK_PG_SOLO) { /* its own span: give the pages back to the segment */
+    _ak_used_set(pg, 0);
+    _ak_span_free(h, _ak_seg_of(p), pg);
+    return;
+  }
+  _ak_blk_set_next(pg, p, pg->free);
+  pg->free = p;
+  AK_ASSERT(_ak_used(pg) > 0 && _ak_used(pg) <= pg->capacity);
+  _ak_used_set(pg, _ak_used(pg) - 1);
+  _ak_page_retire(h, pg);
+}
+
+void _ak_pages_collect(_ak_mheap *h, bool force) {
+  for (unsigned c = 0; c < AK_NCLS; c++) {
+    for (_ak_dnode *n = h->full[c].head, *next; n; n = next) {
+      next = n->next;
+      _ak_page *pg = _ak_page_at(n);
+      if (_ak_page_collect(pg)) {
+        full_remove(h, pg);
+        queue_push_front(h, pg);
+      }
+    }
+    for (_ak_dnode *n = h->queue[c].head, *next; n; n = next) {
+      next = n->next;
+      _ak_page *pg = _ak_page_at(n);
+      _ak_page_collect(pg);
+      if (_ak_used(pg) == 0 && (force || h->queue[c].n > 1)) page_release(h, pg);
+    }
+  }
+  _ak_solo_collect(h); /* solo blocks other threads freed */
+}

@@ -1,0 +1,321 @@
+/* SPDX-License-Identifier: MIT */
+/* span.c - spans: runs of 1..32 pages of a segment serving one size class
+ * (placement, taking the pages, the per-span block geometry, giving them
+ * back) and solo spans (one block of whole pages above AK_SOLO_MIN, grown
+ * and shrunk in place). Below the pages (page.c) and above the segments
+ * (segment.c): a span freed here goes back to its segment's free pages,
+ * and a segment whose pages are all free is released from here. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "malloc/malloc_internal.h"
+#include "os/os_mem.h"
+
+#define AK_GUARD ((size_t)4096) /* hardened: guard page at the end of each span */
+
+/* The lowest run of `k` free pages in `free_mask` starting at page `from`
+ * or later, or -1: bit i of the AND of the mask shifted by 0 .. k-1 is set
+ * when pages i .. i+k-1 are all free. */
+static int find_run(uint64_t free_mask, unsigned k, unsigned from) {
+  uint64_t starts = free_mask;
+  for (unsigned j = 1; j < k && starts; j++) starts &= free_mask >> j;
+  starts &= from ? ~(uint64_t)0 << from : ~(uint64_t)0;
+  return starts ? (int)__builtin_ctzll(starts) : -1;
+}
+
+/* A free, still committed one-page span whose last class was `cls`, or
+ * -1. Reusing it touches no more of the page than that class did before;
+ * another class would carve further into it (a thread that follows
+ * another with the same sizes keeps each page's resident part small). */
+static int find_same_class(const _ak_segment *s, unsigned cls) {
+  for (uint64_t m = s->free_mask & ~s->decommit_mask; m; m &= m - 1) {
+    unsigned i = (unsigned)__builtin_ctzll(m);
+    if (s->pages[i].cls == cls && s->pages[i].span == 1 && !s->pages[i].head_off) return (int)i;
+  }
+  return -1;
+}
+
+/* Takes pages [at, at + k) of `seg` for a span: opens hardened guards
+ * inside it, updates the masks, links the pages to their head. Returns the
+ * head descriptor with start/end set (end before the hardened guard) and
+ * the rest of its fields for the caller to fill; NULL + errno. */
+static _ak_page *span_take(_ak_mheap *h, _ak_segment *seg, unsigned at, unsigned k) {
+  uint64_t bits = _ak_run_bits(at, k);
+  /* A span: 1..32 pages (63 for a solo span) within the segment, all free
+   * (page 0 only as a one-page span: the header is at its start). */
+  AK_ASSERT(k >= 1 && at + k <= AK_SEG_PAGES && (seg->free_mask & bits) == bits && (at > 0 || k == 1));
+  /* Hardened: guard_mask holds the pages whose last 4 KiB is PROT_NONE. A
+   * freed span keeps its guard (no system call on every free and reuse of
+   * a span); guards inside the new span are opened now, and its last page
+   * keeps or gets one below. */
+  uint64_t last = UINT64_C(1) << (at + k - 1);
+  for (uint64_t inner = seg->guard_mask & bits & ~last; inner; inner &= inner - 1) {
+    unsigned i = (unsigned)__builtin_ctzll(inner);
+    void *g = (char *)seg + (size_t)(i + 1) * AK_PAGE_SIZE - AK_GUARD;
+    if (_ak_os_guard(g, AK_GUARD, false) != 0) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    seg->guard_mask &= ~(UINT64_C(1) << i);
+  }
+  /* Pages that were decommitted come back on first touch: count them. */
+  uint64_t now = _ak_now_ms();
+  if (bits & seg->decommit_mask) {
+    _ak_committed_add((size_t)__builtin_popcountll(bits & seg->decommit_mask) * AK_PAGE_SIZE);
+    _ak_purge_refault(seg->purged_ms, now);
+  }
+  seg->active_ms = now;
+  seg->free_mask &= ~bits;
+  seg->dirty_mask &= ~bits;
+  seg->decommit_mask &= ~bits;
+  _ak_page *pg = &seg->pages[at];
+  /* Relaxed atomic stores: the stats walker reads these fields from other
+   * threads (under _ak_seg_mu, which the owner does not take here). */
+  for (unsigned i = 1; i < k; i++) {
+    __atomic_store_n(&seg->pages[at + i].head_off, (uint8_t)i, __ATOMIC_RELAXED);
+    seg->pages[at + i].head = pg;
+  }
+  pg->head = pg;
+  __atomic_store_n(&pg->head_off, (uint8_t)0, __ATOMIC_RELAXED);
+  pg->span = (uint8_t)k;
+  pg->flags = 0;
+  pg->free = NULL;
+  _ak_used_set(pg, 0);
+  atomic_store_explicit(&pg->remote, NULL, memory_order_relaxed);
+  uintptr_t base = (uintptr_t)seg + (uintptr_t)at * AK_PAGE_SIZE;
+  pg->start = at == 0 ? (uintptr_t)seg + seg->first_page_start : base;
+  pg->end = base + k * AK_PAGE_SIZE;
+  pg->key = ak_harden_encode ? _ak_random_key() : 0;
+  pg->node.prev = pg->node.next = NULL;
+  pg->in_queue = 0;
+  if (ak_harden_guards) {
+    /* Hardened: the span's last 4 KiB is a guard page; blocks end before it. */
+    pg->end -= AK_GUARD;
+    if (!(seg->guard_mask & last)) {
+      if (_ak_os_guard((void *)pg->end, AK_GUARD, true) != 0) {
+        _ak_span_free(h, seg, pg);
+        errno = ENOMEM;
+        return NULL;
+      }
+      seg->guard_mask |= last;
+    }
+  }
+  return pg;
+}
+
+_ak_page *_ak_span_alloc(_ak_mheap *h, unsigned cls) {
+  unsigned k = _ak_cls_span[cls];
+  _ak_segment *seg = NULL;
+  int at = -1;
+  if (k == 1) {
+    for (_ak_dnode *n = h->segs.head; n && at < 0; n = n->next)
+      if ((at = find_same_class(_ak_seg_at(n), cls)) >= 0) seg = _ak_seg_at(n);
+  }
+  /* Committed free pages before decommitted ones (a decommitted page
+   * faults in again as it is carved, and a committed one left alone is
+   * decommitted after the delay), and among those the fullest segment of
+   * h's: new spans pack into segments in use, so that sparse ones (a few
+   * blocks left by threads that exited) drain, empty and go back instead of
+   * every segment keeping a few live spans among many free pages. */
+  if (at < 0) {
+    unsigned from = k == 1 ? 0 : 1, best = ~0u; /* page 0: one-page spans only */
+    for (_ak_dnode *n = h->segs.head; n; n = n->next) {
+      _ak_segment *s = _ak_seg_at(n);
+      unsigned score = (unsigned)__builtin_popcountll(s->free_mask);
+      if (score >= best) continue;
+      int a = find_run(s->free_mask & ~s->decommit_mask, k, from);
+      if (a < 0) {
+        score += AK_SEG_PAGES; /* decommitted pages only: after any committed run */
+        if (score >= best || (a = find_run(s->free_mask, k, from)) < 0) continue;
+      }
+      best = score;
+      seg = s;
+      at = a;
+    }
+  }
+  if (!seg) {
+    seg = _ak_segment_new(h);
+    if (!seg) return NULL;
+    at = find_run(seg->free_mask, k, k == 1 ? 0 : 1);
+  }
+  _ak_page *pg = span_take(h, seg, (unsigned)at, k);
+  if (!pg) return NULL;
+  __atomic_store_n(&pg->cls, (uint16_t)cls, __ATOMIC_RELAXED);
+  __atomic_store_n(&pg->block_size, _ak_cls_size[cls], __ATOMIC_RELAXED);
+  /* For _ak_blk_is_start: block_size = odd << shift, and the inverse of
+   * odd mod 2^64 (Newton's iteration doubles the correct low bits from 3). */
+  unsigned shift = (unsigned)__builtin_ctz(pg->block_size);
+  uint64_t odd = pg->block_size >> shift, inv = odd;
+  for (int i = 0; i < 5; i++) inv *= 2 - odd * inv;
+  pg->blk_inv = inv;
+  pg->blk_shift = (uint8_t)shift;
+  pg->capacity = (uint32_t)((pg->end - pg->start) / pg->block_size);
+  pg->end = pg->start + (uintptr_t)pg->capacity * pg->block_size;
+  pg->bump = pg->start;
+  /* Span bounds: the blocks lie after the header and inside the span's
+   * pages (before a hardened guard). */
+  AK_ASSERT(pg->capacity >= 1 && pg->start >= (uintptr_t)seg + seg->first_page_start &&
+            pg->end <= (uintptr_t)seg + (uintptr_t)(at + k) * AK_PAGE_SIZE);
+  return pg;
+}
+
+void _ak_span_free(_ak_mheap *h, _ak_segment *seg, _ak_page *pg) {
+  unsigned at = (unsigned)(pg - seg->pages), k = pg->span;
+  uint64_t bits = _ak_run_bits(at, k);
+  /* A span head in use, on no list, whose pages are all taken. */
+  AK_ASSERT(pg->head_off == 0 && pg->in_queue == 0 && !_ak_dnode_linked(&pg->node));
+  AK_ASSERT(at + k <= AK_SEG_PAGES && (seg->free_mask & bits) == 0);
+  __atomic_store_n(&pg->block_size, 0u, __ATOMIC_RELAXED);
+  pg->free = NULL;
+  pg->flags = 0;
+  seg->free_mask |= bits;
+  seg->dirty_mask |= bits;
+  seg->active_ms = _ak_now_ms(); /* a busy segment is not purged */
+  long delay = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
+  if (delay == 0) _ak_segment_purge(seg, 0, seg->active_ms);
+  if (seg->free_mask == AK_ALL_PAGES && h) {
+    /* Keep one empty segment per heap; release any other at once, and one
+     * that the heap took over only to settle frees (AK_SEG_RELEASE_EMPTY). */
+    for (_ak_dnode *n = h->segs.head; n; n = n->next) {
+      _ak_segment *s = _ak_seg_at(n);
+      if ((s != seg && s->free_mask == AK_ALL_PAGES) || (seg->flags & AK_SEG_RELEASE_EMPTY)) {
+        _ak_dlist_remove(&h->segs, &seg->node);
+        _ak_segment_release(seg);
+        return;
+      }
+    }
+  }
+}
+
+/* ---- solo spans --------------------------------------------------------------------
+ * A block above AK_SOLO_MIN is a span of its own: pages [at, at + k), at >= 1,
+ * block = [start, end), block_size = end - start, used = 1, flags AK_PG_SOLO,
+ * cls AK_CLS_SOLO, on no queue. Its owner frees it by freeing the span; other
+ * threads push it on its remote list and the owner frees it when it
+ * collects (_ak_solo_collect: before mapping a segment, ak_collect, thread
+ * exit). realloc grows it into the free pages that follow it, so a buffer
+ * grown step by step is copied only when its neighbour is taken. */
+
+/* Pages of a solo span holding `n` bytes (and the hardened guard). */
+/* The end of a solo block of `n` bytes starting at `start`: n rounded up
+ * to 4 KiB, so that a request just above a page multiple is not handed
+ * the rest of its last 64 KiB page (65,537 bytes got 131,072 usable). The
+ * span's pages after the end stay untouched. */
+static uintptr_t solo_end(uintptr_t start, size_t n) { return start + ((n + 4095) & ~(uintptr_t)4095); }
+
+unsigned _ak_solo_pages(size_t n) {
+  return (unsigned)((n + (ak_harden_guards ? AK_GUARD : 0) + AK_PAGE_SIZE - 1) >> AK_PAGE_SHIFT);
+}
+
+void _ak_solo_collect(_ak_mheap *h) {
+  for (_ak_dnode *n = h->segs.head, *next; n; n = next) {
+    next = n->next; /* _ak_span_free may release s */
+    _ak_segment *s = _ak_seg_at(n);
+    for (unsigned i = 1; i < AK_SEG_PAGES; i++) {
+      _ak_page *pg = &s->pages[i];
+      if (pg->head_off || !(pg->flags & AK_PG_SOLO) ||
+          !atomic_load_explicit(&pg->remote, memory_order_relaxed))
+        continue;
+      (void)atomic_exchange_explicit(&pg->remote, NULL, memory_order_acquire); /* one block: the list is it */
+      _ak_used_set(pg, 0);
+      bool emptied = (s->free_mask | _ak_run_bits(i, pg->span)) == AK_ALL_PAGES;
+      _ak_span_free(h, s, pg);
+      if (emptied) break; /* s may be released: do not touch it again */
+    }
+  }
+}
+
+/* The place for a solo span of k pages in h's segments: best fit, the
+ * shortest run of free pages (pages 1..63) that holds it, so that long
+ * runs stay whole for long blocks. Measured on realloc growth: first fit,
+ * or leaving room after the block, copies less but holds more segments. */
+_ak_segment *_ak_solo_place(_ak_mheap *h, unsigned k, int *at) {
+  _ak_segment *best = NULL;
+  unsigned best_len = AK_SEG_PAGES + 1;
+  for (_ak_dnode *n = h->segs.head; n && best_len > k; n = n->next) {
+    _ak_segment *s = _ak_seg_at(n);
+    for (uint64_t f = s->free_mask & ~UINT64_C(1); f;) {
+      unsigned i = (unsigned)__builtin_ctzll(f);
+      uint64_t rest = ~(f >> i);
+      unsigned len = rest ? (unsigned)__builtin_ctzll(rest) : 64 - i; /* maximal run from i */
+      if (len >= k && len < best_len) {
+        best = s;
+        best_len = len;
+        *at = (int)i;
+      }
+      f &= ~_ak_run_bits(i, len);
+    }
+  }
+  return best;
+}
+
+void *_ak_solo_take(_ak_mheap *h, _ak_segment *seg, int at, size_t n, bool zero) {
+  unsigned k = _ak_solo_pages(n);
+  if (!seg) {
+    seg = _ak_segment_new(h);
+    if (!seg) return NULL;
+    at = find_run(seg->free_mask, k, 1);
+  }
+  uint64_t dirty = seg->dirty_mask & _ak_run_bits((unsigned)at, k); /* pages holding old data */
+  _ak_page *pg = span_take(h, seg, (unsigned)at, k);
+  if (!pg) return NULL;
+  __atomic_store_n(&pg->cls, (uint16_t)AK_CLS_SOLO, __ATOMIC_RELAXED);
+  pg->end = solo_end(pg->start, n); /* within the span (and before a hardened guard) */
+  __atomic_store_n(&pg->block_size, (uint32_t)(pg->end - pg->start), __ATOMIC_RELAXED);
+  pg->capacity = 1;
+  pg->bump = pg->end;
+  pg->flags = AK_PG_SOLO;
+  _ak_used_set(pg, 1);
+  if (zero) /* fresh and decommitted pages read as zero already */
+    for (; dirty; dirty &= dirty - 1) {
+      uintptr_t from = (uintptr_t)seg + (uintptr_t)__builtin_ctzll(dirty) * AK_PAGE_SIZE;
+      uintptr_t to = from + AK_PAGE_SIZE < pg->start + n ? from + AK_PAGE_SIZE : pg->start + n;
+      if (to > from) memset((void *)from, 0, to - from);
+    }
+  return (void *)pg->start;
+}
+
+bool _ak_solo_resize(_ak_mheap *h, _ak_segment *seg, _ak_page *pg, size_t n) {
+  if (n <= AK_SOLO_MIN || n > AK_SOLO_MAX) return false;
+  unsigned at = (unsigned)(pg - seg->pages), k = pg->span, want = _ak_solo_pages(n);
+  size_t have = pg->end - pg->start;
+  if (want == k || (want < k && n >= have / 2)) { /* the span fits, not too loose */
+    if (n > have) {                               /* the block grows within its span */
+      pg->end = pg->bump = solo_end(pg->start, n);
+      __atomic_store_n(&pg->block_size, (uint32_t)(pg->end - pg->start), __ATOMIC_RELAXED);
+    }
+    return true;
+  }
+  if (ak_harden_guards) return false; /* the guard would have to move: copy instead */
+  if (want > k) {
+    if (at + want > AK_SEG_PAGES) return false;
+    uint64_t more = _ak_run_bits(at + k, want - k);
+    if ((seg->free_mask & more) != more) return false;
+    if (more & seg->decommit_mask) {
+      _ak_committed_add((size_t)__builtin_popcountll(more & seg->decommit_mask) * AK_PAGE_SIZE);
+      _ak_purge_refault(seg->purged_ms, _ak_now_ms());
+    }
+    seg->free_mask &= ~more;
+    seg->dirty_mask &= ~more;
+    seg->decommit_mask &= ~more;
+    for (unsigned i = k; i < want; i++) {
+      __atomic_store_n(&seg->pages[at + i].head_off, (uint8_t)i, __ATOMIC_RELAXED);
+      seg->pages[at + i].head = pg;
+    }
+  } else {
+    /* Shrink: the tail pages go back as free (dirty) pages. */
+    uint64_t less = _ak_run_bits(at + want, k - want);
+    seg->free_mask |= less;
+    seg->dirty_mask |= less;
+  }
+  seg->active_ms = _ak_now_ms(); /* a segment whose blocks grow or shrink is busy */
+  pg->span = (uint8_t)want;
+  pg->end = solo_end(pg->start, n);
+  pg->bump = pg->end;
+  __atomic_store_n(&pg->block_size, (uint32_t)(pg->end - pg->start), __ATOMIC_RELAXED);
+  (void)h;
+  return true;
+}
