@@ -34,10 +34,15 @@
 #include "os/os_mem.h"
 #include "pool/pool_internal.h"
 
-/* The inline frees read these fields of _ak_slab as ak_pool_slab_head. */
-_Static_assert(offsetof(_ak_slab, magic) == offsetof(ak_pool_slab_head, magic) &&
-                   offsetof(_ak_slab, pool) == offsetof(ak_pool_slab_head, pool),
-               "ak_pool_slab_head matches _ak_slab");
+/* The inline frees read these fields of _ak_slab as _ak_pool_slab_head. */
+_Static_assert(offsetof(_ak_slab, magic) == offsetof(_ak_pool_slab_head, magic) &&
+                   offsetof(_ak_slab, pool) == offsetof(_ak_pool_slab_head, pool),
+               "_ak_pool_slab_head matches _ak_slab");
+/* The headers' names for the state and the mitigation bits they read. */
+_Static_assert(_AK_POOL_SLAB_AVAIL == AK_SLAB_AVAIL, "the inline paths' list state");
+_Static_assert(AK_CONFIG_HARDEN_LINKS == AK_HARDEN_LINKS &&
+                   AK_CONFIG_HARDEN_DOUBLE_FREE == AK_HARDEN_DOUBLE_FREE,
+               "the headers' hardening bits");
 
 #define DEFAULT_SLAB ((size_t)64 * 1024)
 #define MIN_SLOTS 8
@@ -148,7 +153,7 @@ _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call) {
     _ak_fatal("%s(%p): pointer was not allocated by pool '%s' (bad slab header)", call, o, p->name);
   }
   /* The slot-grid test (checked and hardened builds): one multiplication
-   * where the slots span less than 4 GiB (slot_div, as ak_pool_on_grid_),
+   * where the slots span less than 4 GiB (slot_div, as _ak_pool_on_grid),
    * else a division. */
   uint64_t off = (uint64_t)(u - s->start), div = p->pub.slot_div;
   if (ak_config_validate &&
@@ -520,7 +525,7 @@ static size_t serial_live(const _ak_pool_impl *p) {
   if (!mirrored(p)) return p->live;
   size_t n = 0;
   for (const _ak_slab *s = p->avail.head; s; s = s->next)
-    n += (uintptr_t)s == p->pub.hot_slab ? p->pub.hot_used : s->used;
+    n += (uintptr_t)s == p->pub.cur.hot_slab ? p->pub.cur.hot_used : s->used;
   for (const _ak_slab *s = p->full.head; s; s = s->next) n += s->used;
   return n;
 }
@@ -530,27 +535,27 @@ static void inline_off(_ak_pool_impl *p) {
   /* In the concurrent modes other threads read these in the inline paths
    * without the lock, and they never change: store only what differs, so
    * a trim does not race with those reads. */
-  if (p->pub.hot != NULL) p->pub.hot = NULL;
-  if (p->pub.hot_used != 0) p->pub.hot_used = 0;
-  if (p->pub.hot_slab != 1) p->pub.hot_slab = 1; /* no slab lives at address 1 */
-  if (p->pub.slab_mask != 0) p->pub.slab_mask = 0;
-  if (p->pub.hot_key != 0) p->pub.hot_key = 0;
-  if (p->pub.bump != 0) p->pub.bump = 0;
-  if (p->pub.bump_end != 0) p->pub.bump_end = 0;
+  if (p->pub.cur.hot != NULL) p->pub.cur.hot = NULL;
+  if (p->pub.cur.hot_used != 0) p->pub.cur.hot_used = 0;
+  if (p->pub.cur.hot_slab != 1) p->pub.cur.hot_slab = 1; /* no slab lives at address 1 */
+  if (p->pub.cur.mask != 0) p->pub.cur.mask = 0;
+  if (p->pub.cur.hot_key != 0) p->pub.cur.hot_key = 0;
+  if (p->pub.cur.bump != 0) p->pub.cur.bump = 0;
+  if (p->pub.cur.bump_end != 0) p->pub.cur.bump_end = 0;
   if (p->pub.alt != NULL) p->pub.alt = NULL;
 }
 
 /* Checks the current slab back in. If the inline free emptied it while
  * other slabs have free slots, it goes back now (fullest first). */
 static void mirror_in(_ak_pool_impl *p) {
-  if (p->pub.hot_slab <= 1) return;
-  _ak_slab *s = (_ak_slab *)p->pub.hot_slab;
-  s->free = p->pub.hot;
-  s->used = (uint32_t)p->pub.hot_used;
-  s->bump = p->pub.bump;
-  p->pub.hot = NULL;
-  p->pub.hot_slab = 0;
-  p->pub.bump = p->pub.bump_end = 0;
+  if (p->pub.cur.hot_slab <= 1) return;
+  _ak_slab *s = (_ak_slab *)p->pub.cur.hot_slab;
+  s->free = p->pub.cur.hot;
+  s->used = (uint32_t)p->pub.cur.hot_used;
+  s->bump = p->pub.cur.bump;
+  p->pub.cur.hot = NULL;
+  p->pub.cur.hot_slab = 0;
+  p->pub.cur.bump = p->pub.cur.bump_end = 0;
   p->pub.alt = NULL; /* its list and count live in its header: nothing to copy */
   if (s->used == 0 && p->avail.n > 1) {
     _ak_list_remove(&p->avail, s);
@@ -563,32 +568,32 @@ static void mirror_out(_ak_pool_impl *p) {
     inline_off(p);
     return;
   }
-  p->pub.slab_mask = ~(uintptr_t)(p->slab_size - 1);
+  p->pub.cur.mask = ~(uintptr_t)(p->slab_size - 1);
   _ak_slab *s = p->avail.head;
   if (s) {
     /* Never-used slots go out by address inline, unless they must be
      * shuffled: then they are carved into `hot` in random order. */
     bool shuffled = _ak_slab_shuffled(s);
     if (shuffled && !s->free && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
-    p->pub.hot = s->free;
-    p->pub.hot_used = s->used;
-    p->pub.hot_slab = (uintptr_t)s;
-    p->pub.hot_key = s->key; /* the links of `hot` are encoded with it */
-    p->pub.bump = s->bump;
-    p->pub.bump_end = shuffled ? s->bump : s->end;
+    p->pub.cur.hot = s->free;
+    p->pub.cur.hot_used = s->used;
+    p->pub.cur.hot_slab = (uintptr_t)s;
+    p->pub.cur.hot_key = s->key; /* the links of `hot` are encoded with it */
+    p->pub.cur.bump = s->bump;
+    p->pub.cur.bump_end = shuffled ? s->bump : s->end;
     /* The next slab serves the inline allocations once this one is full
      * (ARAL allocates from the first two pages): a working set that
      * straddles two slabs then takes no slow path for the slot it freed
      * in the other one. It stays on `avail`; the slow paths list it full
      * if the inline path emptied it (serial_pop). */
-    p->pub.alt = (ak_pool_slab_head *)s->next;
+    p->pub.alt = (_ak_pool_slab_head *)s->next;
   } else {
     /* No current slab: 1, not 0, so that the inline free of NULL
      * (NULL & slab_mask == 0) never takes the current-slab branch. */
-    p->pub.hot = NULL;
-    p->pub.hot_used = 0;
-    p->pub.hot_slab = 1;
-    p->pub.bump = p->pub.bump_end = 0;
+    p->pub.cur.hot = NULL;
+    p->pub.cur.hot_used = 0;
+    p->pub.cur.hot_slab = 1;
+    p->pub.cur.bump = p->pub.cur.bump_end = 0;
     p->pub.alt = NULL;
   }
 }
@@ -781,16 +786,31 @@ static size_t natural_align(size_t size) {
   return a > 16 ? 16 : a;
 }
 
-/* Hardened headers define ak_pool_create as a macro; the parentheses keep
- * it from expanding here. */
-ak_pool *(ak_pool_create)(const ak_pool_options *opts) { return ak_pool_create_inline(opts, 0); }
+/* The headers define ak_pool_create as a macro (ak_pool_create_inline with
+ * their layout version); the parentheses keep it from expanding here. A
+ * call of the symbol itself (a function pointer) is taken to come from
+ * this build's headers, with links not encoded. */
+ak_pool *(ak_pool_create)(const ak_pool_options *opts) {
+  return ak_pool_create_inline(opts, AK_POOL_LAYOUT_VERSION << 8);
+}
 
-ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
+ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
   static const char *const call = "ak_pool_create";
   if (!opts) {
     _ak_error(EINVAL, "%s: options are NULL (object_size is required)", call);
     return NULL;
   }
+  /* Programs read the pool's head and the thread heaps inline with the
+   * layout of the headers they were compiled with: another layout is
+   * refused, never misread. */
+  if ((inline_abi >> 8) != AK_POOL_LAYOUT_VERSION) {
+    _ak_error(EPROTO,
+              "%s: pool '%s': the program was compiled with arenakit pool headers of layout version %d, "
+              "this library has version %d: rebuild it against this library's headers",
+              call, opts->name ? opts->name : "pool", inline_abi >> 8, AK_POOL_LAYOUT_VERSION);
+    return NULL;
+  }
+  bool inline_encode = (inline_abi & AK_POOL_INLINE_ENCODE_BIT) != 0;
   ak_pool_options o = *opts;
   size_t ps = _ak_os_page_size();
   const char *bad = NULL;
@@ -866,9 +886,9 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
   p->slot = slot;
   p->slab_size = slab;
   p->guard = guard;
-  p->inline_ok = (inline_encode != 0) == ak_harden_encode;
+  p->inline_ok = inline_encode == ak_harden_encode;
   p->capacity = _ak_slab_capacity(slab - guard, slot, lalign, ak_config_checked);
-  /* The hardened inline frees test the slot grid (ak_pool_on_grid_); slots
+  /* The hardened inline frees test the slot grid (_ak_pool_on_grid); slots
    * spanning 4 GiB or more leave slot_span 0: every free reaches the library. */
   p->pub.slot_first = _ak_slab_header_size(p->capacity, lalign, ak_config_checked);
   if (p->capacity * slot < ((uint64_t)1 << 32)) {
@@ -892,7 +912,7 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_encode) {
   /* AK_SYNC_THREADS: the inline paths work on the calling thread's heap,
    * unless a check, a tool or max_objects (counted on every call) needs the
    * library; the same conditions as mirrored(), bar the defragmenter, which
-   * each heap follows itself (ak_pool_theap.mask). */
+   * each heap follows itself (_ak_pool_theap.mask). */
   if (p->sync == AK_SYNC_THREADS && p->inline_ok && !ak_config_checked && !p->tracked && !p->max_objects)
     p->pub.tkey = p->id;
   if (p->tracked & AK_TRACK_MODE_VALGRIND) {

@@ -232,7 +232,7 @@ _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call);
 
 /** _ak_pool_slab_of's common case inline: mask and one header check; the
  *  checked and hardened builds first test the slot grid (one
- *  multiplication, as ak_pool_on_grid_) and the slab map (two loads, so no
+ *  multiplication, as _ak_pool_on_grid) and the slab map (two loads, so no
  *  header is read that the map does not know). Anything else (a destroyed
  *  pool, an address beyond the map, slots spanning 4 GiB or more) and the
  *  error report go out of line. */
@@ -240,8 +240,8 @@ static inline _ak_slab *_ak_pool_slab_fast(_ak_pool_impl *p, const void *o, cons
   _ak_slab *s = (_ak_slab *)((uintptr_t)o & ~(uintptr_t)(p->slab_size - 1));
   if (!ak_config_validate) {
     if (AK_LIKELY(s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) return s;
-  } else if (AK_LIKELY(!p->destroyed && ak_pool_on_grid_(&p->pub, o, (uintptr_t)s) &&
-                       ak_pool_known_slab_((uintptr_t)s) && s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) {
+  } else if (AK_LIKELY(!p->destroyed && _ak_pool_on_grid(&p->pub, o, (uintptr_t)s) &&
+                       _ak_pool_known_slab((uintptr_t)s) && s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) {
     return s;
   }
   return _ak_pool_slab_of(p, o, call);
@@ -370,7 +370,7 @@ static inline void _ak_chain_set(const _ak_pool_impl *p, void *o, const void *ne
 /** Hardened: could `next` be a slot of `p`? NULL, or within the address
  *  range of its slabs and on the slot grid of a slab; no memory is read (a
  *  wild value must not fault here). Inline: every magazine pop and free
- *  asks. The grid test is one multiplication (ak_pool_on_grid_'s) where
+ *  asks. The grid test is one multiplication (_ak_pool_on_grid's) where
  *  the slots span less than 4 GiB, a division otherwise. */
 static inline bool _ak_pool_plausible(const _ak_pool_impl *p, uintptr_t next) {
   if (next == 0) return true;

@@ -13,10 +13,10 @@
  *
  * The heap's current slab is "checked out" to the inline paths of
  * arenakit/pool.h: its free list and count live in the heap's public part
- * (ak_pool_theap: `hot`, `hot_used`) while the thread allocates and frees
+ * (_ak_pool_theap: `hot`, `hot_used`) while the thread allocates and frees
  * inline; heap_in/heap_out move them back and forth around every slow
  * operation of the owner. The thread finds its heap through the public
- * thread cache ak_pool_tcache, keyed by the pool's id; behind it, the
+ * thread cache _ak_pool_tcache, keyed by the pool's id; behind it, the
  * thread's table of states, the registry of live pools and thread exit are
  * the shared component pool_tls.c, to which this file gives its hooks
  * (_ak_threads_tls: heap creation, abandon at thread exit, freeing at
@@ -44,7 +44,7 @@
 #include "pool/pool_internal.h"
 
 struct _ak_pool_heap {
-  ak_pool_theap pub; /* first: what the inline paths use (owner writes) */
+  _ak_pool_theap pub; /* first: what the inline paths use (owner writes) */
   _ak_pool_impl *pool;
   _ak_slab_list avail;        /* owner only: slabs with free slots, fullest first;
                                  the head is the current slab */
@@ -53,18 +53,18 @@ struct _ak_pool_heap {
   atomic_int trim_req;        /* another thread asked for a trim */
   size_t full_seen;           /* owner only: p->full_epoch at the last walk of `full` */
   unsigned takes;             /* owner only: slabs taken (take_slab) */
-  size_t hot_base;            /* pub.hot_used when the current slab was checked out */
+  size_t hot_base;            /* pub.cur.hot_used when the current slab was checked out */
   _ak_pool_heap *prev, *next; /* the pool's heap list (under mu) */
 };
 
 /* The inline paths read a slab's `owner` and `list` through
- * ak_pool_slab_head: the layouts must agree. */
-_Static_assert(offsetof(_ak_slab, free) == offsetof(ak_pool_slab_head, free) &&
-                   offsetof(_ak_slab, used) == offsetof(ak_pool_slab_head, used) &&
-                   offsetof(_ak_slab, list) == offsetof(ak_pool_slab_head, state) &&
-                   offsetof(_ak_slab, owner) == offsetof(ak_pool_slab_head, owner) &&
-                   offsetof(_ak_slab, key) == offsetof(ak_pool_slab_head, key),
-               "_ak_slab must begin with ak_pool_slab_head");
+ * _ak_pool_slab_head: the layouts must agree. */
+_Static_assert(offsetof(_ak_slab, free) == offsetof(_ak_pool_slab_head, free) &&
+                   offsetof(_ak_slab, used) == offsetof(_ak_pool_slab_head, used) &&
+                   offsetof(_ak_slab, list) == offsetof(_ak_pool_slab_head, state) &&
+                   offsetof(_ak_slab, owner) == offsetof(_ak_pool_slab_head, owner) &&
+                   offsetof(_ak_slab, key) == offsetof(_ak_pool_slab_head, key),
+               "_ak_slab must begin with _ak_pool_slab_head");
 
 /* Thread-local: the public direct-mapped cache of heaps (key = pool id:
  * ids are unique, so a destroyed pool whose address is reused never
@@ -72,7 +72,7 @@ _Static_assert(offsetof(_ak_slab, free) == offsetof(ak_pool_slab_head, free) &&
  * TLS: the fast paths reach it with one %fs-relative access, no
  * __tls_get_addr call (the library is loaded at start-up, or dlopen'ed
  * into glibc's static TLS reserve). */
-AK_API __thread ak_pool_tentry ak_pool_tcache[AK_POOL_TCACHE] __attribute__((tls_model("initial-exec")));
+AK_API __thread _ak_pool_tentry _ak_pool_tcache[AK_POOL_TCACHE] __attribute__((tls_model("initial-exec")));
 
 /* The heap's live count: written by the owner only (a relaxed load and
  * store, as the inline paths do), read by stats from any thread. The
@@ -83,7 +83,7 @@ AK_API __thread ak_pool_tentry ak_pool_tcache[AK_POOL_TCACHE] __attribute__((tls
  * three words, exact when the owner is outside a call. */
 static inline size_t live_get(_ak_pool_heap *h) {
   return __atomic_load_n(&h->pub.live, __ATOMIC_RELAXED) +
-         __atomic_load_n(&h->pub.hot_used, __ATOMIC_RELAXED) -
+         __atomic_load_n(&h->pub.cur.hot_used, __ATOMIC_RELAXED) -
          __atomic_load_n(&h->hot_base, __ATOMIC_RELAXED);
 }
 static inline void live_add(_ak_pool_heap *h, size_t n) {
@@ -97,17 +97,17 @@ static inline void live_sub(_ak_pool_heap *h, size_t n) {
  * inline state to the slab, so the slab layer sees it whole (owner only).
  * Returns the slab (NULL if none was checked out). */
 static _ak_slab *heap_checkin(_ak_pool_heap *h) {
-  if (h->pub.hot_slab <= 1) return NULL;
-  _ak_slab *s = (_ak_slab *)h->pub.hot_slab;
-  s->free = h->pub.hot;
-  s->used = (uint32_t)h->pub.hot_used;
-  s->bump = h->pub.bump;
-  live_add(h, h->pub.hot_used - h->hot_base); /* see live_get */
+  if (h->pub.cur.hot_slab <= 1) return NULL;
+  _ak_slab *s = (_ak_slab *)h->pub.cur.hot_slab;
+  s->free = h->pub.cur.hot;
+  s->used = (uint32_t)h->pub.cur.hot_used;
+  s->bump = h->pub.cur.bump;
+  live_add(h, h->pub.cur.hot_used - h->hot_base); /* see live_get */
   __atomic_store_n(&h->hot_base, 0, __ATOMIC_RELAXED);
-  h->pub.hot = NULL;
-  __atomic_store_n(&h->pub.hot_used, 0, __ATOMIC_RELAXED);
-  h->pub.hot_slab = 1;
-  h->pub.bump = h->pub.bump_end = 0;
+  h->pub.cur.hot = NULL;
+  __atomic_store_n(&h->pub.cur.hot_used, 0, __ATOMIC_RELAXED);
+  h->pub.cur.hot_slab = 1;
+  h->pub.cur.bump = h->pub.cur.bump_end = 0;
   return s;
 }
 
@@ -188,16 +188,16 @@ static void heap_out(_ak_pool_impl *p, _ak_pool_heap *h) {
      * shuffled: then the library carves them into `hot` in random order. */
     bool shuffled = _ak_slab_shuffled(s);
     if (shuffled && !s->free && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
-    h->pub.hot = s->free;
+    h->pub.cur.hot = s->free;
     __atomic_store_n(&h->hot_base, s->used, __ATOMIC_RELAXED);
-    __atomic_store_n(&h->pub.hot_used, s->used, __ATOMIC_RELAXED);
-    h->pub.hot_slab = (uintptr_t)s;
-    h->pub.hot_key = s->key; /* the links of `hot` are encoded with it */
-    h->pub.bump = s->bump;
-    h->pub.bump_end = shuffled ? s->bump : s->end;
+    __atomic_store_n(&h->pub.cur.hot_used, s->used, __ATOMIC_RELAXED);
+    h->pub.cur.hot_slab = (uintptr_t)s;
+    h->pub.cur.hot_key = s->key; /* the links of `hot` are encoded with it */
+    h->pub.cur.bump = s->bump;
+    h->pub.cur.bump_end = shuffled ? s->bump : s->end;
   }
   /* The defragmenter must see every free: frees go to the library. */
-  h->pub.mask =
+  h->pub.cur.mask =
       atomic_load_explicit(&p->defragment, memory_order_relaxed) ? 0 : ~(uintptr_t)(p->slab_size - 1);
 }
 
@@ -207,14 +207,14 @@ static __attribute__((noinline)) _ak_pool_heap *heap_find(_ak_pool_impl *p, bool
 /* The calling thread's heap for `p`: one direct-mapped cache probe inline,
  * the search and creation out of line. */
 static inline _ak_pool_heap *heap_get(_ak_pool_impl *p, bool create) {
-  ak_pool_tentry *e = &ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)];
+  _ak_pool_tentry *e = &_ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)];
   if (AK_LIKELY(e->key == p->id)) return (_ak_pool_heap *)e->heap;
   return heap_find(p, create);
 }
 
 static _ak_pool_heap *heap_find(_ak_pool_impl *p, bool create) {
   _ak_pool_heap *h = _ak_tls_get(p, create);
-  if (h) ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)] = (ak_pool_tentry){p->id, &h->pub};
+  if (h) _ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)] = (_ak_pool_tentry){p->id, &h->pub};
   return h;
 }
 
@@ -224,7 +224,7 @@ static void *heap_create(_ak_pool_impl *p) {
   _ak_pool_heap *h = _ak_tls_state_alloc(sizeof *h); /* the inline paths write `pub` */
   if (!h) return NULL;
   h->pool = p;
-  h->pub.hot_slab = 1; /* no current slab; mask 0 until heap_out */
+  h->pub.cur.hot_slab = 1; /* no current slab; mask 0 until heap_out */
   pthread_mutex_lock(&p->mu);
   h->next = p->heaps;
   if (p->heaps) p->heaps->prev = h;
@@ -297,7 +297,7 @@ static void heap_exit(_ak_pool_impl *p, void *state) {
 }
 
 /* _ak_tls_mode.forget: the exiting thread's cache of heaps is emptied. */
-static void tcache_forget(void) { memset(ak_pool_tcache, 0, sizeof ak_pool_tcache); }
+static void tcache_forget(void) { memset(_ak_pool_tcache, 0, sizeof _ak_pool_tcache); }
 
 /* _ak_tls_mode.destroy (under g_mu, `p` unregistered): every heap of `p`
  * is freed with its slabs, and `p` leaves the calling thread's cache. */
@@ -318,7 +318,7 @@ static void heaps_destroy(_ak_pool_impl *p) {
   }
   pthread_mutex_unlock(&p->mu);
   for (size_t i = 0; i < AK_POOL_TCACHE; i++)
-    if (ak_pool_tcache[i].key == p->id) memset(&ak_pool_tcache[i], 0, sizeof ak_pool_tcache[i]);
+    if (_ak_pool_tcache[i].key == p->id) memset(&_ak_pool_tcache[i], 0, sizeof _ak_pool_tcache[i]);
 }
 
 /* fork(): a heap's lists are its owner's, changed without a lock (the

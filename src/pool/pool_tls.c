@@ -15,7 +15,7 @@
  * What a state is and how it is made, handed back and freed is the mode's
  * (its _ak_tls_mode hooks). The fast lookup is the mode's too: each mode
  * keeps a direct-mapped cache of its own in front of _ak_tls_get (THREADS:
- * the public ak_pool_tcache that the inline paths read; magazines:
+ * the public _ak_pool_tcache that the inline paths read; magazines:
  * tl_cache), filled from what _ak_tls_get returns.
  *
  * Thread exit racing pool destroy: a pool's states are freed by destroy

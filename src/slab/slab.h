@@ -40,7 +40,7 @@ enum { AK_SLAB_F_TRACKED = 1u, AK_SLAB_F_REUSED = 2u };
 enum { AK_SLAB_AVAIL = 1, AK_SLAB_FULL = 2, AK_SLAB_SPARE = 3, AK_SLAB_ABANDONED = 4 };
 
 struct _ak_slab {
-  /* The first seven fields are ak_pool_slab_head (arenakit/pool.h): the
+  /* The first seven fields are _ak_pool_slab_head (arenakit/detail/pool.h): the
    * inline frees read them. */
   void *free;               /* local free list (owner only) */
   uint32_t used;            /* live objects counted by the owner */
