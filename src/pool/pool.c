@@ -199,77 +199,23 @@ void _ak_pool_track_free(_ak_pool_impl *p, void *o) {
 
 /* ---- slab lists ------------------------------------------------------------ */
 
-void _ak_list_push_front(_ak_slab_list *l, _ak_slab *s, uint32_t which) {
-  s->prev = NULL;
-  s->next = l->head;
-  if (l->head)
-    l->head->prev = s;
-  else
-    l->tail = s;
-  l->head = s;
-  l->n++;
-  s->list = which;
-}
-
-void _ak_list_push_back(_ak_slab_list *l, _ak_slab *s, uint32_t which) {
-  s->next = NULL;
-  s->prev = l->tail;
-  if (l->tail)
-    l->tail->next = s;
-  else
-    l->head = s;
-  l->tail = s;
-  l->n++;
-  s->list = which;
-}
-
-void _ak_list_remove(_ak_slab_list *l, _ak_slab *s) {
-  if (s->prev)
-    s->prev->next = s->next;
-  else
-    l->head = s->next;
-  if (s->next)
-    s->next->prev = s->prev;
-  else
-    l->tail = s->prev;
-  s->prev = s->next = NULL;
-  l->n--;
-  s->list = 0;
-}
-
-static void insert_before(_ak_slab_list *l, _ak_slab *at, _ak_slab *s, uint32_t which) {
-  if (!at) {
-    _ak_list_push_back(l, s, which);
-    return;
-  }
-  s->next = at;
-  s->prev = at->prev;
-  if (at->prev)
-    at->prev->next = s;
-  else
-    l->head = s;
-  at->prev = s;
-  l->n++;
-  s->list = which;
-}
-
 void _ak_pool_list_place(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
   bool strict = atomic_load_explicit(&p->defragment, memory_order_relaxed);
-  _ak_slab *at = list->head;
+  _ak_slab *at = _ak_slab_first(list);
   /* Fullest first: skip slabs holding more objects. ARAL limits the walk
    * to the first three positions; the defragmenter sorts exactly. */
-  for (int depth = 0; at && at->used > s->used && (strict || depth < 2); depth++) at = at->next;
-  insert_before(list, at, s, s->list ? s->list : AK_SLAB_AVAIL);
+  for (int depth = 0; at && at->used > s->used && (strict || depth < 2); depth++) at = _ak_slab_next(at);
+  _ak_slab_list_insert_before(list, at, s, s->list ? s->list : AK_SLAB_AVAIL);
 }
 
 void _ak_pool_list_settle(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
   if (!atomic_load_explicit(&p->defragment, memory_order_relaxed)) return;
-  _ak_slab *at = s->next;
+  _ak_slab *at = _ak_slab_next(s);
   if (!at || at->used <= s->used) return;
   uint32_t which = s->list;
-  _ak_list_remove(list, s);
-  while (at && at->used > s->used) at = at->next;
-  insert_before(list, at, s, which);
+  _ak_slab_list_remove(list, s);
+  while (at && at->used > s->used) at = _ak_slab_next(at);
+  _ak_slab_list_insert_before(list, at, s, which);
 }
 
 /* ---- backings -------------------------------------------------------------------- */
@@ -433,7 +379,7 @@ static _ak_slab *spare_slab(_ak_spare *n) { return (_ak_slab *)((char *)n - offs
  * is released: put back, it would pass for a committed one). */
 static _ak_slab *spare_take(_ak_pool_impl *p, bool *failed) {
   *failed = false;
-  _ak_slab *s = p->spare.head;
+  _ak_slab *s = _ak_slab_first(&p->spare);
   bool cold = true, listed = s != NULL;
   if (!s) {
     _ak_spare *n = _ak_spare_take(&p->spares, &cold);
@@ -449,7 +395,7 @@ static _ak_slab *spare_take(_ak_pool_impl *p, bool *failed) {
     *failed = true;
     return NULL;
   }
-  if (listed) _ak_list_remove(&p->spare, s);
+  if (listed) _ak_slab_list_remove(&p->spare, s);
   return s;
 }
 
@@ -524,9 +470,9 @@ static bool mirrored(const _ak_pool_impl *p) {
 static size_t serial_live(const _ak_pool_impl *p) {
   if (!mirrored(p)) return p->live;
   size_t n = 0;
-  for (const _ak_slab *s = p->avail.head; s; s = s->next)
+  for (const _ak_slab *s = _ak_slab_first(&p->avail); s; s = _ak_slab_next(s))
     n += (uintptr_t)s == p->pub.cur.hot_slab ? p->pub.cur.hot_used : s->used;
-  for (const _ak_slab *s = p->full.head; s; s = s->next) n += s->used;
+  for (const _ak_slab *s = _ak_slab_first(&p->full); s; s = _ak_slab_next(s)) n += s->used;
   return n;
 }
 
@@ -558,7 +504,7 @@ static void mirror_in(_ak_pool_impl *p) {
   p->pub.cur.bump = p->pub.cur.bump_end = 0;
   p->pub.alt = NULL; /* its list and count live in its header: nothing to copy */
   if (s->used == 0 && p->avail.n > 1) {
-    _ak_list_remove(&p->avail, s);
+    _ak_slab_list_remove(&p->avail, s);
     _ak_pool_slab_put(p, s);
   }
 }
@@ -569,7 +515,7 @@ static void mirror_out(_ak_pool_impl *p) {
     return;
   }
   p->pub.cur.mask = ~(uintptr_t)(p->slab_size - 1);
-  _ak_slab *s = p->avail.head;
+  _ak_slab *s = _ak_slab_first(&p->avail);
   if (s) {
     /* Never-used slots go out by address inline, unless they must be
      * shuffled: then they are carved into `hot` in random order. */
@@ -586,7 +532,7 @@ static void mirror_out(_ak_pool_impl *p) {
      * straddles two slabs then takes no slow path for the slot it freed
      * in the other one. It stays on `avail`; the slow paths list it full
      * if the inline path emptied it (serial_pop). */
-    p->pub.alt = (_ak_pool_slab_head *)s->next;
+    p->pub.alt = (_ak_pool_slab_head *)_ak_slab_next(s);
   } else {
     /* No current slab: 1, not 0, so that the inline free of NULL
      * (NULL & slab_mask == 0) never takes the current-slab branch. */
@@ -602,15 +548,15 @@ static void mirror_out(_ak_pool_impl *p) {
  * or a spare or (if `may_grow`) new slab; counts it in p->live. No cap, no
  * checks. */
 static inline void *serial_pop(_ak_pool_impl *p, bool may_grow) {
-  _ak_slab *s = p->avail.head;
+  _ak_slab *s = _ak_slab_first(&p->avail);
   void *o = s ? _ak_slab_pop(s) : NULL;
   while (!o) {
     /* The inline path may have emptied the head slab's list: list it full. */
     if (s) {
-      _ak_list_remove(&p->avail, s);
-      _ak_list_push_back(&p->full, s, AK_SLAB_FULL);
+      _ak_slab_list_remove(&p->avail, s);
+      _ak_slab_list_push_back(&p->full, s, AK_SLAB_FULL);
     }
-    s = p->avail.head;
+    s = _ak_slab_first(&p->avail);
     if (!s) {
       if (mirrored(p)) { /* sample the high-water mark as memory grows */
         size_t live = serial_live(p);
@@ -618,13 +564,13 @@ static inline void *serial_pop(_ak_pool_impl *p, bool may_grow) {
       }
       s = may_grow ? _ak_pool_slab_get(p) : _ak_pool_slab_spare(p);
       if (!s) return NULL;
-      _ak_list_push_front(&p->avail, s, AK_SLAB_AVAIL);
+      _ak_slab_list_push_front(&p->avail, s, AK_SLAB_AVAIL);
     }
     o = _ak_slab_pop(s);
   }
   if (!s->free && s->bump == s->end) {
-    _ak_list_remove(&p->avail, s);
-    _ak_list_push_back(&p->full, s, AK_SLAB_FULL);
+    _ak_slab_list_remove(&p->avail, s);
+    _ak_slab_list_push_back(&p->full, s, AK_SLAB_FULL);
   }
   p->live++;
   if (p->live > p->peak_live) p->peak_live = p->live;
@@ -656,7 +602,7 @@ static inline void serial_push(_ak_pool_impl *p, _ak_slab *s, void *o, bool sear
   _ak_slab_push(s, o);
   p->live--;
   if (was_full) {
-    _ak_list_remove(&p->full, s);
+    _ak_slab_list_remove(&p->full, s);
     s->list = AK_SLAB_AVAIL;
     _ak_pool_list_place(p, &p->avail, s);
   } else {
@@ -665,7 +611,7 @@ static inline void serial_push(_ak_pool_impl *p, _ak_slab *s, void *o, bool sear
   /* An empty slab goes back at once, unless it is the only one left to
    * allocate from (then alloc/free of one object does not map and unmap). */
   if (s->used == 0 && p->avail.n > 1) {
-    _ak_list_remove(&p->avail, s);
+    _ak_slab_list_remove(&p->avail, s);
     _ak_pool_slab_put(p, s);
   }
 }
@@ -956,8 +902,8 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
 
 static void release_list(_ak_pool_impl *p, _ak_slab_list *l, size_t *live) {
   while (l->head) {
-    _ak_slab *s = l->head;
-    _ak_list_remove(l, s);
+    _ak_slab *s = _ak_slab_first(l);
+    _ak_slab_list_remove(l, s);
     if (live) *live += s->used;
     _ak_pool_slab_release(p, s);
   }
@@ -992,8 +938,7 @@ void ak_pool_destroy(ak_pool *pub) {
   release_list(p, &p->abandoned, NULL);
   _ak_spare_drain(&p->spares);
   _ak_spare_set_fini(&p->spares); /* waits for a pass of the background thread */
-  if (ak_config_checked && live)
-    fprintf(stderr, "arenakit: ak_pool_destroy: pool '%s' had %zu live objects\n", p->name, live);
+  if (ak_config_checked && live) _ak_warn("ak_pool_destroy: pool '%s' had %zu live objects", p->name, live);
   if (p->tracked & AK_TRACK_MODE_VALGRIND) AK_VG_DESTROY_POOL(p->vg_pool);
   if (p->fd >= 0) _ak_os_file_close(p->fd);
   free(p->path);
@@ -1069,7 +1014,7 @@ int ak_pool_reserve(ak_pool *pub, size_t n) {
   if (p->sync == AK_SYNC_SPINLOCK) spin_lock(p);
   mirror_in(p);
   size_t room = 0;
-  for (_ak_slab *s = p->avail.head; s; s = s->next) room += s->capacity - s->used;
+  for (_ak_slab *s = _ak_slab_first(&p->avail); s; s = _ak_slab_next(s)) room += s->capacity - s->used;
   int rc = 0;
   while (room < n) {
     /* Spares are taken onto `avail`, not counted: the reclaim policy could
@@ -1080,7 +1025,7 @@ int ak_pool_reserve(ak_pool *pub, size_t n) {
       rc = errno ? errno : ENOMEM;
       break;
     }
-    _ak_list_push_back(&p->avail, s, AK_SLAB_AVAIL);
+    _ak_slab_list_push_back(&p->avail, s, AK_SLAB_AVAIL);
     room += p->capacity;
   }
   mirror_out(p);
@@ -1112,10 +1057,10 @@ void ak_pool_trim(ak_pool *pub) {
   }
   mirror_in(p);
   _ak_spare_drain(&p->spares);
-  for (_ak_slab *s = p->avail.head, *next; s; s = next) {
-    next = s->next;
+  for (_ak_slab *s = _ak_slab_first(&p->avail), *next; s; s = next) {
+    next = _ak_slab_next(s);
     if (s->used == 0) {
-      _ak_list_remove(&p->avail, s);
+      _ak_slab_list_remove(&p->avail, s);
       _ak_pool_slab_release(p, s);
     }
   }

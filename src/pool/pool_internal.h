@@ -15,6 +15,8 @@
 #include <stdbool.h>
 
 #include "arenakit/pool.h"
+#include "common/assert.h"
+#include "common/list.h"
 #include "slab/slab.h"
 
 #ifndef AK_CHECKED
@@ -31,11 +33,37 @@ static const bool ak_config_validate = AK_CHECKED || AK_HARDENED != 0;
  *  paths (the rest of a slab stays untouched until needed). */
 #define AK_POOL_CARVE_BYTES ((size_t)4096)
 
-/** A doubly linked list of slabs with its length. */
-typedef struct _ak_slab_list {
-  _ak_slab *head, *tail;
-  size_t n;
-} _ak_slab_list;
+/** A list of slabs (common/list.h, through each slab's `node`) with its
+ *  length; each slab's `list` names the kind of list it is on. */
+typedef _ak_dlist _ak_slab_list;
+
+/** The first slab of `l` (NULL: empty). */
+static inline _ak_slab *_ak_slab_first(const _ak_slab_list *l) { return _ak_slab_of_node(l->head); }
+
+/** Puts `s` (on no list) first on `l`, a list of kind `which` (AK_SLAB_*). */
+static inline void _ak_slab_list_push_front(_ak_slab_list *l, _ak_slab *s, uint32_t which) {
+  _ak_dlist_push_front(l, &s->node);
+  s->list = which;
+}
+
+/** Puts `s` (on no list) last on `l`, a list of kind `which`. */
+static inline void _ak_slab_list_push_back(_ak_slab_list *l, _ak_slab *s, uint32_t which) {
+  _ak_dlist_push_back(l, &s->node);
+  s->list = which;
+}
+
+/** Puts `s` (on no list) before `at` on `l` (last if `at` is NULL). */
+static inline void _ak_slab_list_insert_before(_ak_slab_list *l, _ak_slab *at, _ak_slab *s, uint32_t which) {
+  _ak_dlist_insert_before(l, at ? &at->node : NULL, &s->node);
+  s->list = which;
+}
+
+/** Takes `s` off `l`, the list it is on. */
+static inline void _ak_slab_list_remove(_ak_slab_list *l, _ak_slab *s) {
+  AK_ASSERT(s->list != 0);
+  _ak_dlist_remove(l, &s->node);
+  s->list = 0;
+}
 
 /* ---- pool_table.c: the word lock and the slab table ----------------------- */
 
@@ -168,14 +196,14 @@ typedef struct _ak_pool_impl {
   atomic_size_t mag_live, mag_peak;
 
   /* Magazine bookkeeping (pool_magazine.c), off the contended line. */
-  _Alignas(64) _ak_pool_mag *mags; /* magazines of live threads (under mu) */
+  _Alignas(64) _ak_dlist mags; /* magazines of live threads (under mu) */
 
   /* THREADS, SPINLOCK, LOCKFREE: the registry of pool_tls.c. */
   const _ak_tls_mode *tls_mode;        /* the mode's hooks (NULL: not registered) */
   struct _ak_pool_impl *next_tls_pool; /* registry of live pools (under its g_mu) */
 
   /* AK_SYNC_THREADS */
-  _ak_pool_heap *heaps;                      /* live heaps of this pool (under mu) */
+  _ak_dlist heaps;                           /* live heaps of this pool (under mu) */
   _Alignas(64) atomic_size_t t_live, t_peak; /* only when max_objects != 0 */
   /* Bumped when a remote free may have given a slot to a slab on its
    * owner's full list: the owners walk their full lists only when it
@@ -196,10 +224,6 @@ typedef struct _ak_pool_impl {
 static inline _ak_pool_impl *_ak_impl(const ak_pool *p) { return (_ak_pool_impl *)(uintptr_t)p; }
 
 /* ---- pool.c: shared by the modes ---------------------------------------- */
-
-void _ak_list_push_front(_ak_slab_list *l, _ak_slab *s, uint32_t which);
-void _ak_list_push_back(_ak_slab_list *l, _ak_slab *s, uint32_t which);
-void _ak_list_remove(_ak_slab_list *l, _ak_slab *s);
 
 /** A fresh or spare slab for `p` (under `mu` in concurrent modes). NULL +
  *  errno + message on failure. */

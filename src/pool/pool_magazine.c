@@ -60,8 +60,15 @@ struct _ak_pool_mag {
   size_t live_seen;     /* owner: mag_live as of its last flush */
   _Atomic intptr_t net; /* owner stores, stats read: allocs - frees not yet in mag_live */
   _ak_pool_impl *pool;
-  _ak_pool_mag *prev, *next; /* the pool's magazine list (under mu) */
+  _ak_dnode node; /* on the pool's magazine list (under mu) */
 };
+
+/* The pool's magazines in list order (under mu). */
+static inline _ak_pool_mag *mag_of(const _ak_dnode *n) {
+  return _AK_DLIST_ENTRY((_ak_dnode *)(uintptr_t)n, _ak_pool_mag, node);
+}
+static inline _ak_pool_mag *mag_first(const _ak_pool_impl *p) { return mag_of(p->mags.head); }
+static inline _ak_pool_mag *mag_next(const _ak_pool_mag *m) { return mag_of(m->node.next); }
 
 /* Thread-local: a direct-mapped cache of the thread's magazines, in front
  * of its table in pool_tls.c, as (pool, id): ids are unique, so a
@@ -118,7 +125,7 @@ static void net_flush(_ak_pool_impl *p, _ak_pool_mag *m) {
 size_t _ak_mag_live(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
   size_t live = atomic_load(&p->mag_live);
-  for (_ak_pool_mag *m = p->mags; m; m = m->next) live += (size_t)net_get(m);
+  for (_ak_pool_mag *m = mag_first(p); m; m = mag_next(m)) live += (size_t)net_get(m);
   pthread_mutex_unlock(&p->mu);
   return (intptr_t)live < 0 ? 0 : live;
 }
@@ -153,21 +160,13 @@ static void *mag_create(_ak_pool_impl *p) {
   if (!m) return NULL;
   m->pool = p;
   pthread_mutex_lock(&p->mu);
-  m->next = p->mags;
-  if (p->mags) p->mags->prev = m;
-  p->mags = m;
+  _ak_dlist_push_front(&p->mags, &m->node);
   pthread_mutex_unlock(&p->mu);
   return m;
 }
 
 /* Under p->mu: takes `m` off the pool's magazine list. */
-static void mag_unlink(_ak_pool_impl *p, _ak_pool_mag *m) {
-  if (m->prev)
-    m->prev->next = m->next;
-  else
-    p->mags = m->next;
-  if (m->next) m->next->prev = m->prev;
-}
+static void mag_unlink(_ak_pool_impl *p, _ak_pool_mag *m) { _ak_dlist_remove(&p->mags, &m->node); }
 
 /* Takes everything `m` holds (any thread) and gives it back. */
 static void mag_empty(_ak_pool_impl *p, _ak_pool_mag *m) {
@@ -196,8 +195,7 @@ static void mag_forget(void) { memset(tl_cache, 0, sizeof tl_cache); }
  * calling thread's cache. */
 static void mags_destroy(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
-  while (p->mags) {
-    _ak_pool_mag *m = p->mags;
+  for (_ak_pool_mag *m; (m = mag_first(p)) != NULL;) {
     mag_unlink(p, m);
     free(m);
   }
@@ -211,7 +209,7 @@ const _ak_tls_mode _ak_mag_tls = {
 
 void _ak_mag_flush_all(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
-  for (_ak_pool_mag *m = p->mags; m; m = m->next) mag_empty(p, m);
+  for (_ak_pool_mag *m = mag_first(p); m; m = mag_next(m)) mag_empty(p, m);
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -276,7 +274,7 @@ void *_ak_mag_alloc(_ak_pool_impl *p) {
   if (!p->max_objects) net_set(m, net_get(m) + 1);
   /* No stale link in a handed-out slot: freeing it untouched must not look
    * like a double free. */
-  if (ak_harden_double_free && !p->tracked) *(uintptr_t *)o = 0;
+  if (ak_harden_double_free && !p->tracked) _ak_link_set(o, NULL, 0);
   if (AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_live(p, _ak_pool_slab_base(p, o), o);
     _ak_pool_track_alloc(p, o);

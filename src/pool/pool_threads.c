@@ -46,16 +46,23 @@
 struct _ak_pool_heap {
   _ak_pool_theap pub; /* first: what the inline paths use (owner writes) */
   _ak_pool_impl *pool;
-  _ak_slab_list avail;        /* owner only: slabs with free slots, fullest first;
-                                 the head is the current slab */
-  _ak_slab_list full;         /* owner only: slabs without local free slots */
-  _ak_slab_list stash;        /* owner only: empty slabs this heap keeps (at most spare_limit) */
-  atomic_int trim_req;        /* another thread asked for a trim */
-  size_t full_seen;           /* owner only: p->full_epoch at the last walk of `full` */
-  unsigned takes;             /* owner only: slabs taken (take_slab) */
-  size_t hot_base;            /* pub.cur.hot_used when the current slab was checked out */
-  _ak_pool_heap *prev, *next; /* the pool's heap list (under mu) */
+  _ak_slab_list avail; /* owner only: slabs with free slots, fullest first;
+                          the head is the current slab */
+  _ak_slab_list full;  /* owner only: slabs without local free slots */
+  _ak_slab_list stash; /* owner only: empty slabs this heap keeps (at most spare_limit) */
+  atomic_int trim_req; /* another thread asked for a trim */
+  size_t full_seen;    /* owner only: p->full_epoch at the last walk of `full` */
+  unsigned takes;      /* owner only: slabs taken (take_slab) */
+  size_t hot_base;     /* pub.cur.hot_used when the current slab was checked out */
+  _ak_dnode node;      /* on the pool's heap list (under mu) */
 };
+
+/* The pool's heaps in list order (under mu). */
+static inline _ak_pool_heap *heap_of(const _ak_dnode *n) {
+  return _AK_DLIST_ENTRY((_ak_dnode *)(uintptr_t)n, _ak_pool_heap, node);
+}
+static inline _ak_pool_heap *heap_first(const _ak_pool_impl *p) { return heap_of(p->heaps.head); }
+static inline _ak_pool_heap *heap_next(const _ak_pool_heap *h) { return heap_of(h->node.next); }
 
 /* The inline paths read a slab's `owner` and `list` through
  * _ak_pool_slab_head: the layouts must agree. */
@@ -121,7 +128,7 @@ static _ak_slab *heap_checkin(_ak_pool_heap *h) {
 static void give_slab(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
   if (h->stash.n < p->spare_limit) {
     _ak_pool_slab_reset(s);
-    _ak_list_push_front(&h->stash, s, AK_SLAB_SPARE);
+    _ak_slab_list_push_front(&h->stash, s, AK_SLAB_SPARE);
     return;
   }
   s->heap = NULL;
@@ -141,7 +148,7 @@ static void give_slab(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
  * slab goes unnoticed, and the freer never touches the slab after its
  * push (the owner may release it at once). */
 static void full_push(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
-  _ak_list_push_back(&h->full, s, AK_SLAB_FULL);
+  _ak_slab_list_push_back(&h->full, s, AK_SLAB_FULL);
   void *r = atomic_load_explicit(&s->remote, memory_order_relaxed);
   while (!atomic_compare_exchange_weak_explicit(&s->remote, &r, (void *)((uintptr_t)r | AK_SLAB_REMOTE_FULL),
                                                 memory_order_relaxed, memory_order_relaxed)) {
@@ -151,7 +158,7 @@ static void full_push(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
 
 /* Takes `s` off the heap's full list (owner) and its remote list's tag off. */
 static void full_remove(_ak_pool_heap *h, _ak_slab *s) {
-  _ak_list_remove(&h->full, s);
+  _ak_slab_list_remove(&h->full, s);
   void *r = atomic_load_explicit(&s->remote, memory_order_relaxed);
   while (((uintptr_t)r & AK_SLAB_REMOTE_FULL) &&
          !atomic_compare_exchange_weak_explicit(&s->remote, &r, _ak_slab_remote_list(r), memory_order_relaxed,
@@ -171,7 +178,7 @@ static inline bool has_remote(_ak_slab *s) {
 static void heap_in(_ak_pool_impl *p, _ak_pool_heap *h, const _ak_slab *keep) {
   _ak_slab *s = heap_checkin(h);
   if (s && s != keep && s->used == 0 && h->avail.n > 1) {
-    _ak_list_remove(&h->avail, s);
+    _ak_slab_list_remove(&h->avail, s);
     atomic_store(&s->owner, 0);
     give_slab(p, h, s);
   }
@@ -182,7 +189,7 @@ static void heap_in(_ak_pool_impl *p, _ak_pool_heap *h, const _ak_slab *keep) {
  * is checked out and `mask` stays 0. */
 static void heap_out(_ak_pool_impl *p, _ak_pool_heap *h) {
   if (!p->pub.tkey) return;
-  _ak_slab *s = h->avail.head;
+  _ak_slab *s = _ak_slab_first(&h->avail);
   if (s) {
     /* Never-used slots go out by address inline, unless they must be
      * shuffled: then the library carves them into `hot` in random order. */
@@ -226,43 +233,35 @@ static void *heap_create(_ak_pool_impl *p) {
   h->pool = p;
   h->pub.cur.hot_slab = 1; /* no current slab; mask 0 until heap_out */
   pthread_mutex_lock(&p->mu);
-  h->next = p->heaps;
-  if (p->heaps) p->heaps->prev = h;
-  p->heaps = h;
+  _ak_dlist_push_front(&p->heaps, &h->node);
   pthread_mutex_unlock(&p->mu);
   return h;
 }
 
 /* Under p->mu: takes `h` off the pool's heap list. */
-static void heap_unlink(_ak_pool_impl *p, _ak_pool_heap *h) {
-  if (h->prev)
-    h->prev->next = h->next;
-  else
-    p->heaps = h->next;
-  if (h->next) h->next->prev = h->prev;
-}
+static void heap_unlink(_ak_pool_impl *p, _ak_pool_heap *h) { _ak_dlist_remove(&p->heaps, &h->node); }
 
 /* Under p->mu, on the owner's thread: hands the slabs of `h` to the pool. */
 static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
   (void)heap_checkin(h);
-  while (h->stash.head) {
-    _ak_slab *s = h->stash.head;
-    _ak_list_remove(&h->stash, s);
+  while (_ak_slab_first(&h->stash)) {
+    _ak_slab *s = _ak_slab_first(&h->stash);
+    _ak_slab_list_remove(&h->stash, s);
     s->heap = NULL;
     _ak_pool_slab_put(p, s);
   }
   _ak_slab_list *lists[2] = {&h->avail, &h->full};
   for (int i = 0; i < 2; i++) {
-    while (lists[i]->head) {
-      _ak_slab *s = lists[i]->head;
-      _ak_list_remove(lists[i], s);
+    while (_ak_slab_first(lists[i])) {
+      _ak_slab *s = _ak_slab_first(lists[i]);
+      _ak_slab_list_remove(lists[i], s);
       atomic_store(&s->owner, 0);
       s->heap = NULL;
       live_sub(h, _ak_slab_collect(s));
       if (s->used == 0) {
         _ak_pool_slab_put(p, s);
       } else {
-        _ak_list_push_back(&p->abandoned, s, AK_SLAB_ABANDONED);
+        _ak_slab_list_push_back(&p->abandoned, s, AK_SLAB_ABANDONED);
         atomic_store_explicit(&p->t_adoptable, true, memory_order_relaxed);
       }
     }
@@ -273,7 +272,7 @@ static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
 /* Live objects of the abandoned slabs: their `used` (under p->mu). */
 static size_t abandoned_live(_ak_pool_impl *p) {
   size_t n = 0;
-  for (_ak_slab *s = p->abandoned.head; s; s = s->next) n += s->used;
+  for (_ak_slab *s = _ak_slab_first(&p->abandoned); s; s = _ak_slab_next(s)) n += s->used;
   return n;
 }
 
@@ -282,7 +281,7 @@ static size_t abandoned_live(_ak_pool_impl *p) {
  * is read as 0) plus the abandoned slabs'. */
 static size_t heaps_live(_ak_pool_impl *p) {
   size_t live = 0;
-  for (_ak_pool_heap *h = p->heaps; h; h = h->next) live += live_get(h);
+  for (_ak_pool_heap *h = heap_first(p); h; h = heap_next(h)) live += live_get(h);
   return ((ptrdiff_t)live < 0 ? 0 : live) + abandoned_live(p);
 }
 
@@ -303,14 +302,13 @@ static void tcache_forget(void) { memset(_ak_pool_tcache, 0, sizeof _ak_pool_tca
  * is freed with its slabs, and `p` leaves the calling thread's cache. */
 static void heaps_destroy(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
-  while (p->heaps) {
-    _ak_pool_heap *h = p->heaps;
+  for (_ak_pool_heap *h; (h = heap_first(p)) != NULL;) {
     heap_unlink(p, h);
     _ak_slab_list *lists[3] = {&h->avail, &h->full, &h->stash};
     for (int i = 0; i < 3; i++) {
-      while (lists[i]->head) {
-        _ak_slab *s = lists[i]->head;
-        _ak_list_remove(lists[i], s);
+      while (_ak_slab_first(lists[i])) {
+        _ak_slab *s = _ak_slab_first(lists[i]);
+        _ak_slab_list_remove(lists[i], s);
         _ak_pool_slab_release(p, s);
       }
     }
@@ -341,22 +339,25 @@ static void fork_adopt(uintptr_t x, void *ctx) {
   atomic_store(&s->owner, 0);
   s->heap = NULL;
   (void)_ak_slab_collect(s);
-  _ak_list_push_back(&f->p->abandoned, s, AK_SLAB_ABANDONED); /* empty ones go back at the next collect */
+  /* Its heap's list is given up unread (it may be torn): the slab leaves it
+   * without an unlink. Empty ones go back at the next collect. */
+  s->node = (_ak_dnode){NULL, NULL};
+  _ak_slab_list_push_back(&f->p->abandoned, s, AK_SLAB_ABANDONED);
 }
 
 void _ak_threads_fork_child(_ak_pool_impl *p) {
   fork_scan f = {p, heap_get(p, false)};
   pthread_mutex_lock(&p->mu);
-  for (_ak_pool_heap *h = p->heaps; h; h = h->next)
+  for (_ak_pool_heap *h = heap_first(p); h; h = heap_next(h))
     if (h != f.mine) (void)heap_checkin(h); /* its current slab's free list back in the slab */
   _ak_table_each(&p->table, fork_adopt, &f);
-  for (_ak_pool_heap *h = p->heaps, *next; h; h = next) {
-    next = h->next;
+  for (_ak_pool_heap *h = heap_first(p), *next; h; h = next) {
+    next = heap_next(h);
     if (h == f.mine) continue;
     heap_unlink(p, h);
     free(h);
   }
-  if (p->abandoned.head) atomic_store_explicit(&p->t_adoptable, true, memory_order_relaxed);
+  if (_ak_slab_first(&p->abandoned)) atomic_store_explicit(&p->t_adoptable, true, memory_order_relaxed);
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -369,11 +370,11 @@ const _ak_tls_mode _ak_threads_tls = {
  * it; nobody owns the slab to collect it then, so the pool does here (the
  * stats, trim; adoption and the next free into the slab collect too). */
 static void collect_abandoned(_ak_pool_impl *p, bool release) {
-  for (_ak_slab *s = p->abandoned.head, *next; s; s = next) {
-    next = s->next;
+  for (_ak_slab *s = _ak_slab_first(&p->abandoned), *next; s; s = next) {
+    next = _ak_slab_next(s);
     (void)_ak_slab_collect(s);
     if (s->used == 0) {
-      _ak_list_remove(&p->abandoned, s);
+      _ak_slab_list_remove(&p->abandoned, s);
       if (release)
         _ak_pool_slab_release(p, s);
       else
@@ -413,8 +414,8 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
    * be in this thread's caches than those of a slab another thread
    * emptied: taking them keeps threads that churn slabs off the pool's
    * mutex and lists, whose cache lines would travel between cores. */
-  _ak_slab *s = adopt ? NULL : h->stash.head;
-  if (s) _ak_list_remove(&h->stash, s);
+  _ak_slab *s = adopt ? NULL : _ak_slab_first(&h->stash);
+  if (s) _ak_slab_list_remove(&h->stash, s);
   /* With nothing to adopt, the pool's spare set (its own lock) or a new
    * slab, no pool mutex: it is taken only for every 8th slab of a heap, to
    * sample the high-water mark. */
@@ -429,14 +430,14 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   }
   pthread_mutex_lock(&p->mu);
   if (!s) {
-    s = p->abandoned.head;
+    s = _ak_slab_first(&p->abandoned);
     if (!s) atomic_store_explicit(&p->t_adoptable, false, memory_order_relaxed);
     if (s) {
-      _ak_list_remove(&p->abandoned, s);
+      _ak_slab_list_remove(&p->abandoned, s);
       /* Its live objects now count for this heap. */
       live_add(h, s->used);
-    } else if ((s = h->stash.head) != NULL) { /* `adopt` was stale */
-      _ak_list_remove(&h->stash, s);
+    } else if ((s = _ak_slab_first(&h->stash)) != NULL) { /* `adopt` was stale */
+      _ak_slab_list_remove(&h->stash, s);
     } else {
       s = _ak_pool_slab_spare(p);
     }
@@ -459,24 +460,24 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
 }
 
 static void heap_trim(_ak_pool_impl *p, _ak_pool_heap *h) {
-  while (h->stash.head) {
-    _ak_slab *s = h->stash.head;
-    _ak_list_remove(&h->stash, s);
+  while (_ak_slab_first(&h->stash)) {
+    _ak_slab *s = _ak_slab_first(&h->stash);
+    _ak_slab_list_remove(&h->stash, s);
     _ak_pool_slab_release(p, s);
   }
-  for (_ak_slab *s = h->full.head, *next; s; s = next) {
-    next = s->next;
+  for (_ak_slab *s = _ak_slab_first(&h->full), *next; s; s = next) {
+    next = _ak_slab_next(s);
     if (has_remote(s)) {
       live_sub(h, _ak_slab_collect(s));
       full_remove(h, s);
-      _ak_list_push_back(&h->avail, s, AK_SLAB_AVAIL);
+      _ak_slab_list_push_back(&h->avail, s, AK_SLAB_AVAIL);
     }
   }
-  for (_ak_slab *s = h->avail.head, *next; s; s = next) {
-    next = s->next;
+  for (_ak_slab *s = _ak_slab_first(&h->avail), *next; s; s = next) {
+    next = _ak_slab_next(s);
     live_sub(h, _ak_slab_collect(s));
     if (s->used == 0) {
-      _ak_list_remove(&h->avail, s);
+      _ak_slab_list_remove(&h->avail, s);
       atomic_store(&s->owner, 0);
       _ak_pool_slab_release(p, s);
     }
@@ -488,12 +489,12 @@ static void heap_trim(_ak_pool_impl *p, _ak_pool_heap *h) {
 static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
   if (atomic_load_explicit(&h->trim_req, memory_order_relaxed)) heap_trim(p, h);
   /* 1. The avail slabs' remote lists. */
-  while (h->avail.head) {
-    _ak_slab *s = h->avail.head;
+  while (_ak_slab_first(&h->avail)) {
+    _ak_slab *s = _ak_slab_first(&h->avail);
     live_sub(h, _ak_slab_collect(s));
     void *o = _ak_slab_pop(s);
     if (o) return o;
-    _ak_list_remove(&h->avail, s);
+    _ak_slab_list_remove(&h->avail, s);
     full_push(p, h, s);
   }
   /* 2. Full slabs that other threads freed into: walked only if a remote
@@ -501,18 +502,18 @@ static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
   size_t epoch = atomic_load_explicit(&p->full_epoch, memory_order_acquire);
   if (epoch != h->full_seen) {
     h->full_seen = epoch;
-    for (_ak_slab *s = h->full.head, *next; s; s = next) {
-      next = s->next;
+    for (_ak_slab *s = _ak_slab_first(&h->full), *next; s; s = next) {
+      next = _ak_slab_next(s);
       if (!has_remote(s)) continue;
       uint32_t n = _ak_slab_collect(s);
       live_sub(h, n);
       if (n) {
         full_remove(h, s);
-        _ak_list_push_front(&h->avail, s, AK_SLAB_AVAIL);
+        _ak_slab_list_push_front(&h->avail, s, AK_SLAB_AVAIL);
       }
     }
   }
-  if (h->avail.head) return _ak_slab_pop(h->avail.head);
+  if (_ak_slab_first(&h->avail)) return _ak_slab_pop(_ak_slab_first(&h->avail));
   /* 3. An abandoned, spare or new slab (an adopted one may be full: keep
    * it and take the next). */
   for (;;) {
@@ -520,7 +521,7 @@ static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
     if (!s) return NULL;
     void *o = _ak_slab_pop(s);
     if (o) {
-      _ak_list_push_front(&h->avail, s, AK_SLAB_AVAIL);
+      _ak_slab_list_push_front(&h->avail, s, AK_SLAB_AVAIL);
       return o;
     }
     full_push(p, h, s);
@@ -529,16 +530,16 @@ static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
 
 /* The allocation proper, on a heap whose current slab is checked in. */
 static void *heap_alloc(_ak_pool_impl *p, _ak_pool_heap *h) {
-  _ak_slab *s = h->avail.head;
+  _ak_slab *s = _ak_slab_first(&h->avail);
   void *o = s ? _ak_slab_pop(s) : NULL;
   if (AK_UNLIKELY(!o)) {
     o = refill(p, h);
     if (!o) return NULL;
-    s = h->avail.head;
+    s = _ak_slab_first(&h->avail);
   }
   live_add(h, 1);
   if (!s->free && s->bump == s->end) {
-    _ak_list_remove(&h->avail, s);
+    _ak_slab_list_remove(&h->avail, s);
     full_push(p, h, s);
   }
   if (AK_UNLIKELY(p->debug)) {
@@ -586,7 +587,7 @@ static void remote_free(_ak_pool_impl *p, _ak_slab *s, void *o) {
       _ak_slab_push(s, o);
       (void)_ak_slab_collect(s);
       if (s->used == 0) {
-        _ak_list_remove(&p->abandoned, s);
+        _ak_slab_list_remove(&p->abandoned, s);
         _ak_pool_slab_put(p, s);
       }
       pthread_mutex_unlock(&p->mu);
@@ -635,7 +636,7 @@ void _ak_threads_free(_ak_pool_impl *p, void *o) {
       _ak_pool_list_settle(p, &h->avail, s);
   }
   if (s->used == 0 && h->avail.n > 1) {
-    _ak_list_remove(&h->avail, s);
+    _ak_slab_list_remove(&h->avail, s);
     atomic_store(&s->owner, 0);
     give_slab(p, h, s);
   }
@@ -654,7 +655,7 @@ void _ak_threads_trim(_ak_pool_impl *p) {
   _ak_spare_drain(&p->spares);
   /* Other threads' heaps: their lists are theirs alone; ask them to trim
    * at their next slow path. */
-  for (_ak_pool_heap *h = p->heaps; h; h = h->next)
+  for (_ak_pool_heap *h = heap_first(p); h; h = heap_next(h))
     if (h != mine) atomic_store_explicit(&h->trim_req, 1, memory_order_relaxed);
   pthread_mutex_unlock(&p->mu);
 }
@@ -667,12 +668,12 @@ int _ak_threads_reserve(_ak_pool_impl *p, size_t n) {
   }
   heap_in(p, h, NULL);
   size_t room = 0;
-  for (_ak_slab *s = h->avail.head; s; s = s->next) room += s->capacity - s->used;
+  for (_ak_slab *s = _ak_slab_first(&h->avail); s; s = _ak_slab_next(s)) room += s->capacity - s->used;
   int rc = 0;
   while (room < n) {
-    _ak_slab *s = h->stash.head;
+    _ak_slab *s = _ak_slab_first(&h->stash);
     if (s) {
-      _ak_list_remove(&h->stash, s);
+      _ak_slab_list_remove(&h->stash, s);
     } else {
       pthread_mutex_lock(&p->mu);
       s = _ak_pool_slab_get(p);
@@ -684,7 +685,7 @@ int _ak_threads_reserve(_ak_pool_impl *p, size_t n) {
     }
     s->heap = h;
     atomic_store(&s->owner, (uintptr_t)h);
-    _ak_list_push_back(&h->avail, s, AK_SLAB_AVAIL);
+    _ak_slab_list_push_back(&h->avail, s, AK_SLAB_AVAIL);
     room += s->capacity;
   }
   heap_out(p, h);
