@@ -346,3 +346,34 @@ int _ak_lockfree_reserve(_ak_pool_impl *p, size_t n) {
   }
   return 0;
 }
+
+static void lf_give(_ak_pool_impl *p, void *chain, uint32_t n) { (void)_ak_lockfree_give(p, chain, n); }
+
+static bool lf_on_lists(_ak_pool_impl *p, _ak_slab *s, void *o) {
+  (void)s;
+  return _ak_lockfree_on_stack(p, o);
+}
+
+/* Slabs taken down by a trim count as decommitted spares. */
+static void lf_stats(_ak_pool_impl *p, ak_pool_stats *out) {
+  pthread_mutex_lock(&p->mu);
+  size_t down = p->spare.n * p->slab_size;
+  pthread_mutex_unlock(&p->mu);
+  out->bytes_spare += down;
+  out->bytes_committed = out->bytes_committed > down ? out->bytes_committed - down : 0;
+}
+
+const _ak_pool_mode _ak_mode_lockfree = {
+    .name = "lockfree",
+    .tls = &_ak_mag_tls,
+    .init = _ak_pool_inline_off,
+    .alloc = _ak_mag_alloc,
+    .free = _ak_mag_free,
+    .reserve = _ak_lockfree_reserve,
+    .trim = _ak_lockfree_trim,
+    .counts = _ak_mag_counts,
+    .stats = lf_stats,
+    .take = _ak_lockfree_take,
+    .give = lf_give,
+    .on_lists = lf_on_lists,
+};

@@ -83,17 +83,12 @@ static __attribute__((tls_model("initial-exec"))) _Thread_local tl_entry tl_cach
 
 /* ---- the shared structure of each mode ------------------------------------------- */
 
-static uint32_t shared_take(_ak_pool_impl *p, void **chain) {
-  return p->sync == AK_SYNC_LOCKFREE ? _ak_lockfree_take(p, chain) : _ak_spin_take(p, chain, AK_MAG_BATCH);
-}
+static uint32_t shared_take(_ak_pool_impl *p, void **chain) { return p->mode->take(p, chain); }
 
 /* `n`: the chain's length if known (a full batch), else 0. */
 static void shared_give(_ak_pool_impl *p, void *chain, uint32_t n) {
   if (!chain) return;
-  if (p->sync == AK_SYNC_LOCKFREE)
-    (void)_ak_lockfree_give(p, chain, n);
-  else
-    (void)_ak_spin_give(p, chain);
+  p->mode->give(p, chain, n);
 }
 
 /* ---- counting ----------------------------------------------------------------------- */
@@ -304,7 +299,7 @@ static AK_COLD bool hardened_is_free(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab
   void *f = atomic_exchange_explicit(&m->full, NULL, memory_order_acquire);
   bool found = chain_has(p, f, o);
   if (f) atomic_store_explicit(&m->full, f, memory_order_release);
-  return found || (p->sync == AK_SYNC_LOCKFREE ? _ak_lockfree_on_stack(p, o) : _ak_spin_on_lists(p, s, o));
+  return found || p->mode->on_lists(p, s, o);
 }
 
 /* `list` (`n` objects) is done: it becomes the full batch and the
@@ -369,4 +364,10 @@ void _ak_mag_free(_ak_pool_impl *p, void *o) {
   if (AK_UNLIKELY(net <= 0 && (intptr_t)m->live_seen + net <= 0) && m->takes >= 2 &&
       (intptr_t)atomic_load_explicit(&p->mag_live, memory_order_relaxed) + net <= 0)
     drain_self(p, m);
+}
+
+void _ak_mag_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {
+  /* Counted by the magazines (objects they cache are not live). */
+  *live = _ak_mag_live(p);
+  *peak = _ak_mag_peak(p);
 }

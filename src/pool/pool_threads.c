@@ -25,17 +25,16 @@
  * Call tree:
  *   ak_pool_alloc / ak_pool_free (inline): the heap's current slab, and
  *     frees into other slabs the heap owns that keep an object
- *   _ak_threads_alloc: heap_get (thread-local cache) -> pop current slab
+ *   threads_alloc: heap_get (thread-local cache) -> pop current slab
  *     -> refill: collect remote lists, then full slabs with remote frees,
  *        then adopt an abandoned slab (mutex), then one of the heap's own
  *        spares (no lock), then a spare of the pool (mutex) or a new slab
- *   _ak_threads_free: slab by mask -> owner? push local : remote_free
+ *   threads_free: slab by mask -> owner? push local : remote_free
  *
  * Locks: pool_tls.c's g_mu (the registry of pools, thread exit, destroy)
  * is taken before a pool's `mu` (slab get/put, abandoned list, heap list). */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,28 +57,9 @@ struct _ak_pool_heap {
 };
 
 /* The pool's heaps in list order (under mu). */
-static inline _ak_pool_heap *heap_of(const _ak_dnode *n) {
-  return _AK_DLIST_ENTRY((_ak_dnode *)(uintptr_t)n, _ak_pool_heap, node);
-}
+static inline _ak_pool_heap *heap_of(_ak_dnode *n) { return _AK_DLIST_ENTRY(n, _ak_pool_heap, node); }
 static inline _ak_pool_heap *heap_first(const _ak_pool_impl *p) { return heap_of(p->heaps.head); }
 static inline _ak_pool_heap *heap_next(const _ak_pool_heap *h) { return heap_of(h->node.next); }
-
-/* The inline paths read a slab's `owner` and `list` through
- * _ak_pool_slab_head: the layouts must agree. */
-_Static_assert(offsetof(_ak_slab, free) == offsetof(_ak_pool_slab_head, free) &&
-                   offsetof(_ak_slab, used) == offsetof(_ak_pool_slab_head, used) &&
-                   offsetof(_ak_slab, list) == offsetof(_ak_pool_slab_head, state) &&
-                   offsetof(_ak_slab, owner) == offsetof(_ak_pool_slab_head, owner) &&
-                   offsetof(_ak_slab, key) == offsetof(_ak_pool_slab_head, key),
-               "_ak_slab must begin with _ak_pool_slab_head");
-
-/* Thread-local: the public direct-mapped cache of heaps (key = pool id:
- * ids are unique, so a destroyed pool whose address is reused never
- * matches), in front of the thread's table of pool_tls.c. Initial-exec
- * TLS: the fast paths reach it with one %fs-relative access, no
- * __tls_get_addr call (the library is loaded at start-up, or dlopen'ed
- * into glibc's static TLS reserve). */
-AK_API __thread _ak_pool_tentry _ak_pool_tcache[AK_POOL_TCACHE] __attribute__((tls_model("initial-exec")));
 
 /* The heap's live count: written by the owner only (a relaxed load and
  * store, as the inline paths do), read by stats from any thread. The
@@ -93,12 +73,8 @@ static inline size_t live_get(_ak_pool_heap *h) {
          __atomic_load_n(&h->pub.cur.hot_used, __ATOMIC_RELAXED) -
          __atomic_load_n(&h->hot_base, __ATOMIC_RELAXED);
 }
-static inline void live_add(_ak_pool_heap *h, size_t n) {
-  __atomic_store_n(&h->pub.live, h->pub.live + n, __ATOMIC_RELAXED);
-}
-static inline void live_sub(_ak_pool_heap *h, size_t n) {
-  __atomic_store_n(&h->pub.live, h->pub.live - n, __ATOMIC_RELAXED);
-}
+static inline void live_add(_ak_pool_heap *h, size_t n) { _AK_POOL_STORE(h->pub.live, h->pub.live + n); }
+static inline void live_sub(_ak_pool_heap *h, size_t n) { _AK_POOL_STORE(h->pub.live, h->pub.live - n); }
 
 /* Checks the current slab back in: its free list and count return from the
  * inline state to the slab, so the slab layer sees it whole (owner only).
@@ -345,7 +321,8 @@ static void fork_adopt(uintptr_t x, void *ctx) {
   _ak_slab_list_push_back(&f->p->abandoned, s, AK_SLAB_ABANDONED);
 }
 
-void _ak_threads_fork_child(_ak_pool_impl *p) {
+/* fork() child, no lock held (the mode's fork_child). */
+static void threads_fork_child(_ak_pool_impl *p) {
   fork_scan f = {p, heap_get(p, false)};
   pthread_mutex_lock(&p->mu);
   for (_ak_pool_heap *h = heap_first(p); h; h = heap_next(h))
@@ -383,18 +360,21 @@ static void collect_abandoned(_ak_pool_impl *p, bool release) {
   }
 }
 
-size_t _ak_threads_live(_ak_pool_impl *p) {
+/* Live objects: the heaps' counts plus the abandoned slabs'; the sampled
+ * high-water mark. */
+static void threads_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {
   pthread_mutex_lock(&p->mu);
   collect_abandoned(p, false);
-  size_t live = heaps_live(p);
+  *live = heaps_live(p);
   pthread_mutex_unlock(&p->mu);
-  return live;
+  *peak = atomic_load(&p->t_peak);
+  if (*live > *peak) *peak = *live;
 }
 
 /* A new slab from the backing for `h`: nobody else knows it yet, so it
  * needs no lock. */
 static _ak_slab *new_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
-  _ak_slab *s = _ak_pool_slab_new(p);
+  _ak_slab *s = _ak_pool_slab_new(p, "ak_pool_alloc");
   if (s) {
     s->heap = h;
     atomic_store_explicit(&s->owner, (uintptr_t)h, memory_order_release);
@@ -549,7 +529,9 @@ static void *heap_alloc(_ak_pool_impl *p, _ak_pool_heap *h) {
   return o;
 }
 
-void *_ak_threads_alloc(_ak_pool_impl *p) {
+/* ak_pool_alloc_slow. */
+static void *threads_alloc(_ak_pool_impl *p) {
+  _ak_spare_tick(&p->spares); /* spares due for the policy (one clock read) */
   _ak_pool_heap *h = heap_get(p, true);
   if (AK_UNLIKELY(!h)) {
     _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "out of memory for the thread's heap");
@@ -610,7 +592,9 @@ static void remote_free(_ak_pool_impl *p, _ak_slab *s, void *o) {
     atomic_fetch_add_explicit(&p->full_epoch, 1, memory_order_release);
 }
 
-void _ak_threads_free(_ak_pool_impl *p, void *o) {
+/* ak_pool_free_slow. */
+static void threads_free(_ak_pool_impl *p, void *o) {
+  _ak_spare_tick(&p->spares);
   _ak_slab *s = _ak_pool_slab_fast(p, o, "ak_pool_free");
   if (AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_free(p, s, o, "ak_pool_free");
@@ -643,7 +627,9 @@ void _ak_threads_free(_ak_pool_impl *p, void *o) {
   heap_out(p, h);
 }
 
-void _ak_threads_trim(_ak_pool_impl *p) {
+/* ak_pool_trim: the caller's heap and the abandoned and spare slabs now;
+ * other threads' heaps at their next slow path. */
+static void threads_trim(_ak_pool_impl *p) {
   _ak_pool_heap *mine = heap_get(p, false);
   if (mine) {
     heap_in(p, mine, NULL);
@@ -660,7 +646,8 @@ void _ak_threads_trim(_ak_pool_impl *p) {
   pthread_mutex_unlock(&p->mu);
 }
 
-int _ak_threads_reserve(_ak_pool_impl *p, size_t n) {
+/* ak_pool_reserve: room for `n` objects in the caller's heap. 0 or errno. */
+static int threads_reserve(_ak_pool_impl *p, size_t n) {
   _ak_pool_heap *h = heap_get(p, true);
   if (!h) {
     _ak_pool_error(p, ENOMEM, "ak_pool_reserve", "out of memory for the thread's heap");
@@ -691,3 +678,22 @@ int _ak_threads_reserve(_ak_pool_impl *p, size_t n) {
   heap_out(p, h);
   return rc;
 }
+
+/* The inline paths use the calling thread's heap unless a check, a tool or
+ * max_objects needs the library (each heap follows the defragmenter). */
+static void threads_init(_ak_pool_impl *p) {
+  _ak_pool_inline_off(p);
+  if (p->inline_ok && !ak_config_checked && !p->tracked && !p->max_objects) p->pub.tkey = p->id;
+}
+
+const _ak_pool_mode _ak_mode_threads = {
+    .name = "threads",
+    .tls = &_ak_threads_tls,
+    .init = threads_init,
+    .alloc = threads_alloc,
+    .free = threads_free,
+    .reserve = threads_reserve,
+    .trim = threads_trim,
+    .counts = threads_counts,
+    .fork_child = threads_fork_child,
+};
