@@ -13,34 +13,32 @@ status=0
 # Disassembled once, and read from a string: awk stops early, and a pipe
 # from objdump would then die of SIGPIPE (a failure under pipefail).
 dis=$(objdump -d --no-show-raw-insn -M att "$obj")
-for fn in ak_probe_alloc_8_8 ak_probe_alloc_8_1 ak_probe_alloc_48_16; do
+
+# probe FUNCTION MAX_INSTRUCTIONS MAX_BRANCHES [MIN_BRANCHES]
+probe() {
+  local fn=$1 max=$2 maxbr=$3 minbr=${4:-0} body hit n branches
   body=$(awk -v f="<$fn>:" '$2 == f {on=1; next} on && /^$/ {exit} on {print}' <<<"$dis")
-  hit=$(echo "$body" | awk '{sub(/^ *[0-9a-f]+:\t/, ""); print} /\tret|^ret/ {exit}' | sed -n '1,/ret/p')
-  n=$(echo "$hit" | grep -vcE '^\s*ret')
-  branches=$(echo "$hit" | grep -cE '^\s*j(a|ae|b|be|c|e|g|ge|l|le|na|nae|nb|nbe|nc|ne|ng|nge|nl|nle|no|np|ns|nz|o|p|pe|po|s|z)\b' || true)
-  echo "$fn: $n instructions before ret, $branches conditional branch(es)"
-  [ "${2:-}" = "--print" ] && echo "$body"
-  if [ "$n" -gt 10 ] || [ "$branches" -ne 1 ]; then
-    echo "FAIL: $fn exceeds 10 instructions / 1 conditional branch" >&2
+  hit=$(awk '{sub(/^ *[0-9a-f]+:\t/, ""); print} /\tret|^ret/ {exit}' <<<"$body" | sed -n '1,/ret/p')
+  n=$(grep -vcE '^\s*ret' <<<"$hit" || true)
+  branches=$(grep -cE '^\s*j(a|ae|b|be|c|e|g|ge|l|le|na|nae|nb|nbe|nc|ne|ng|nge|nl|nle|no|np|ns|nz|o|p|pe|po|s|z)\b' <<<"$hit" || true)
+  echo "$fn: $n instructions before ret (at most $max), $branches conditional branch(es) ($minbr to $maxbr)"
+  if [ "${PRINT:-}" = 1 ]; then echo "$body"; fi
+  if [ -z "$body" ] || [ "$n" -gt "$max" ] || [ "$branches" -gt "$maxbr" ] || [ "$branches" -lt "$minbr" ]; then
+    echo "FAIL: $fn exceeds $max instructions or has not $minbr to $maxbr conditional branches (or is missing)" >&2
     status=1
   fi
-done
-# The pool's hit paths: probe, most instructions, most conditional branches.
-while read -r fn max maxbr; do
-  body=$(awk -v f="<$fn>:" '$2 == f {on=1; next} on && /^$/ {exit} on {print}' <<<"$dis")
-  hit=$(echo "$body" | awk '{sub(/^ *[0-9a-f]+:\t/, ""); print} /\tret|^ret/ {exit}' | sed -n '1,/ret/p')
-  n=$(echo "$hit" | grep -vcE '^\s*ret')
-  branches=$(echo "$hit" | grep -cE '^\s*j(a|ae|b|be|c|e|g|ge|l|le|na|nae|nb|nbe|nc|ne|ng|nge|nl|nle|no|np|ns|nz|o|p|pe|po|s|z)\b' || true)
-  echo "$fn: $n instructions before ret (at most $max), $branches conditional branch(es) (at most $maxbr)"
-  [ "${2:-}" = "--print" ] && echo "$body"
-  if [ -z "$body" ] || [ "$n" -gt "$max" ] || [ "$branches" -gt "$maxbr" ]; then
-    echo "FAIL: $fn exceeds $max instructions / $maxbr conditional branches (or is missing)" >&2
-    status=1
-  fi
-done <<'LIMITS'
-ak_probe_pool_alloc_none 6 1
-ak_probe_pool_free_none 10 2
-ak_probe_pool_alloc_threads 17 2
-ak_probe_pool_free_threads 21 3
-LIMITS
+}
+[ "${2:-}" = "--print" ] && PRINT=1
+
+# The arena: ak_arena_alloc for constant size and alignment.
+probe ak_probe_alloc_8_8 10 1 1
+probe ak_probe_alloc_8_1 10 1 1
+probe ak_probe_alloc_48_16 10 1 1
+
+# The pool's hit paths (AK_SYNC_NONE; AK_SYNC_THREADS past the pool's own
+# empty current slab).
+probe ak_probe_pool_alloc_none 6 1
+probe ak_probe_pool_free_none 10 2
+probe ak_probe_pool_alloc_threads 17 2
+probe ak_probe_pool_free_threads 21 3
 exit $status
