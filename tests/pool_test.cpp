@@ -151,17 +151,49 @@ TEST(PoolCreate, BadOptionsAreEinval) {
   }
 }
 
+// A program compiled with pool headers of another layout version is refused
+// (NULL, EPROTO, a message naming both versions), in every mode, so its
+// inline paths never read a pool laid out differently; this build's
+// version is accepted through the same entry.
+TEST(PoolCreate, OtherLayoutVersionIsRefused) {
+  const int encode = AK_POOL_INLINE_ABI & AK_POOL_INLINE_ENCODE_BIT;
+  for (ak_sync mode : kAllModes) {
+    ak_pool_options o{};
+    o.object_size = 32;
+    o.sync = mode;
+    o.name = "layout";
+    for (int version : {0, 1, AK_POOL_LAYOUT_VERSION - 1, AK_POOL_LAYOUT_VERSION + 1, 255}) {
+      errno = 0;
+      ak_pool *p = ak_pool_create_inline(&o, (version << 8) | encode);
+      EXPECT_EQ(p, nullptr) << "version " << version;
+      EXPECT_EQ(errno, EPROTO) << "version " << version;
+      std::string msg = ak_last_error();
+      EXPECT_NE(msg.find("ak_pool_create: pool 'layout'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("layout version " + std::to_string(version) + ","), std::string::npos) << msg;
+      EXPECT_NE(msg.find("version " + std::to_string(AK_POOL_LAYOUT_VERSION) + ":"), std::string::npos)
+          << msg;
+      ak_pool_destroy(p);
+    }
+    ak_pool *p = ak_pool_create_inline(&o, AK_POOL_INLINE_ABI);
+    ASSERT_NE(p, nullptr) << mode_name(mode);
+    void *x = ak_pool_alloc(p);
+    ASSERT_NE(x, nullptr);
+    ak_pool_free(p, x);
+    ak_pool_destroy(p);
+  }
+}
+
 TEST(PoolCreate, ZeroedOptionsAreThreadSafeDefault) {
   ak_pool_options o{};
   o.object_size = 24;
   Pool t(o);
   // AK_SYNC_THREADS keeps the unsynchronised inline paths off.
-  EXPECT_EQ(t.p->hot, nullptr);
-  EXPECT_EQ(t.p->slab_mask, 0u);
+  EXPECT_EQ(t.p->cur.hot, nullptr);
+  EXPECT_EQ(t.p->cur.mask, 0u);
   void *a = ak_pool_alloc(t.p);
   ASSERT_NE(a, nullptr);
-  EXPECT_EQ(t.p->hot, nullptr) << "the default mode must not use the unsynchronised inline path";
-  EXPECT_EQ(t.p->slab_mask, 0u);
+  EXPECT_EQ(t.p->cur.hot, nullptr) << "the default mode must not use the unsynchronised inline path";
+  EXPECT_EQ(t.p->cur.mask, 0u);
   ak_pool_free(t.p, a);
   EXPECT_STREQ(ak_pool_name(t.p), "pool");
 }
@@ -476,8 +508,8 @@ TEST(PoolSlabs, UnhintedAlignedMappingMapsOnce) {
 // other one and back (two calls into the library per such free).
 TEST(PoolNoneInline, FullCurrentSlabAllocatesFromTheNext) {
   Pool t(16, AK_SYNC_NONE, 0, true);
-  if (t.p->slab_mask == 0) GTEST_SKIP() << "the inline paths are off in this build (checked or tracked)";
-  const uintptr_t mask = t.p->slab_mask;
+  if (t.p->cur.mask == 0) GTEST_SKIP() << "the inline paths are off in this build (checked or tracked)";
+  const uintptr_t mask = t.p->cur.mask;
   auto slab = [&](const void *o) { return reinterpret_cast<uintptr_t>(o) & mask; };
   std::vector<void *> v;
   while (t.stats().slabs < 2) v.push_back(ak_pool_alloc(t.p));
@@ -489,13 +521,13 @@ TEST(PoolNoneInline, FullCurrentSlabAllocatesFromTheNext) {
   // again, and the allocation fills it.
   ak_pool_free(t.p, v[0]);
   ASSERT_EQ(ak_pool_alloc(t.p), v[0]);
-  ASSERT_EQ(t.p->hot_slab, a);
+  ASSERT_EQ(t.p->cur.hot_slab, a);
   // A slot freed in the second slab is the next allocation; the full first
   // slab stays current.
   void *y = v[v.size() - 3];
   ak_pool_free(t.p, y);
   EXPECT_EQ(ak_pool_alloc(t.p), y);
-  EXPECT_EQ(t.p->hot_slab, a) << "the current slab switched for one allocation";
+  EXPECT_EQ(t.p->cur.hot_slab, a) << "the current slab switched for one allocation";
   EXPECT_EQ(t.stats().live, v.size()) << "the second slab did not count its inline allocation";
   // Frees into the current slab come back first, as before.
   ak_pool_free(t.p, v[5]);
@@ -1400,7 +1432,7 @@ TEST(PoolThreadExit, TableGrowsPastTheCaches) {
   }
 }
 
-// ---- AK_SYNC_THREADS inline paths (the thread cache, ak_pool_tcache) -------------
+// ---- AK_SYNC_THREADS inline paths (the thread cache, _ak_pool_tcache) -------------
 
 // Whether this build turns the AK_SYNC_THREADS inline paths on (not in the
 // checked build or under a tool, which must see every call).

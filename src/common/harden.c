@@ -5,6 +5,7 @@
 #include "common/harden.h"
 
 #include "arenakit/common.h"
+#include "arenakit/detail/link.h"
 #include "os/os_mem.h"
 
 #include <time.h>
@@ -48,7 +49,7 @@ void *_ak_chain_blocks(uintptr_t base, size_t stride, size_t n, void *tail, uint
     /* Address order: the chain pops from low to high addresses. */
     for (size_t i = n; i-- > 0;) {
       void *b = (void *)(base + i * stride);
-      *(uintptr_t *)b = (uintptr_t)head ^ key;
+      _ak_link_set(b, head, key);
       head = b;
     }
     return head;
@@ -89,13 +90,13 @@ void *_ak_chain_blocks(uintptr_t base, size_t stride, size_t n, void *tail, uint
       end[i] = end[live];
     }
     if (prev)
-      *(uintptr_t *)prev = b ^ key;
+      _ak_link_set((void *)prev, (void *)b, key);
     else
       first = b;
     prev = b;
   }
   rng_state = x;
-  *(uintptr_t *)prev = (uintptr_t)head ^ key;
+  _ak_link_set((void *)prev, head, key);
   return (void *)first;
 }
 

@@ -3,7 +3,7 @@
  *
  * AK_HARDENED is a mask set by the build (CMake AK_HARDENED / AK_HARDEN):
  *   links        free-list links are stored encoded with a per-slab secret
- *                (link ^ key) and every pop checks that the decoded link
+ *                (arenakit/detail/link.h) and every pop checks that the decoded link
  *                stays inside its slab: a forged or corrupted link aborts
  *                with a message instead of being followed
  *   guards       the last OS page of every pool slab and malloc span is
@@ -46,7 +46,8 @@ static inline uintptr_t _ak_random_key(void) { return (uintptr_t)(_ak_random() |
 
 /** Links `n` blocks at base, base + stride, ... into a chain in random
  *  order (shuffle) or address order, the last one pointing to `tail`;
- *  links stored as next ^ key. Returns the first block of the chain. */
+ *  links encoded with `key` (arenakit/detail/link.h). Returns the first
+ *  block of the chain. */
 void *_ak_chain_blocks(uintptr_t base, size_t stride, size_t n, void *tail, uintptr_t key, bool shuffle);
 
 #endif /* AK_HARDEN_H */

@@ -1,12 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /* pool_internal.h - the pool's private state, shared by the files of the
- * pool component (internal): pool.c (options, the serial core used by
- * AK_SYNC_NONE and AK_SYNC_SPINLOCK, slab lists and policies, stats),
- * pool_table.c (the slab table by address, its counters, the word lock),
- * pool_tls.c (the per-thread, per-pool state of the concurrent modes: the
- * registry of pools, each thread's table, thread exit), pool_threads.c
- * (AK_SYNC_THREADS), pool_magazine.c (the per-thread front of SPINLOCK and
- * LOCKFREE) and pool_lockfree.c (AK_SYNC_LOCKFREE). */
+ * pool component (internal). Top down:
+ *   pool_api.c       the API: options and their validation, create,
+ *                    destroy, and dispatch through the mode table
+ *   the sync modes   (_ak_pool_mode, one instance each) pool_serial.c
+ *                    (AK_SYNC_NONE, and the serial core that SPINLOCK
+ *                    locks), pool_spinlock.c, pool_lockfree.c,
+ *                    pool_threads.c; pool_magazine.c is the per-thread
+ *                    front of SPINLOCK and LOCKFREE, pool_tls.c the
+ *                    per-thread, per-pool state of the concurrent modes
+ *   pool_core.c      the registry of pools and fork, slab lists
+ *                    (fullest first), slab get/put under the reclaim policy
+ *   pool_check.c     errors and checks (the slab of a pointer, bitmaps)
+ *   pool_backing.c   where slabs come from (mmap, C heap, file)
+ *   pool_table.c     the slab table by address, its counters, the word lock
+ *   slab.c           one slab: header, slots, free and remote lists
+ * No file calls up into a file above it. */
 #ifndef AK_POOL_INTERNAL_H
 #define AK_POOL_INTERNAL_H
 
@@ -15,7 +24,9 @@
 #include <stdbool.h>
 
 #include "arenakit/pool.h"
-#include "slab/slab.h"
+#include "common/assert.h"
+#include "common/list.h"
+#include "pool/slab.h"
 
 #ifndef AK_CHECKED
 #define AK_CHECKED 0
@@ -31,11 +42,37 @@ static const bool ak_config_validate = AK_CHECKED || AK_HARDENED != 0;
  *  paths (the rest of a slab stays untouched until needed). */
 #define AK_POOL_CARVE_BYTES ((size_t)4096)
 
-/** A doubly linked list of slabs with its length. */
-typedef struct _ak_slab_list {
-  _ak_slab *head, *tail;
-  size_t n;
-} _ak_slab_list;
+/** A list of slabs (common/list.h, through each slab's `node`) with its
+ *  length; each slab's `list` names the kind of list it is on. */
+typedef _ak_dlist _ak_slab_list;
+
+/** The first slab of `l` (NULL: empty). */
+static inline _ak_slab *_ak_slab_first(const _ak_slab_list *l) { return _ak_slab_of_node(l->head); }
+
+/** Puts `s` (on no list) first on `l`, a list of kind `which` (AK_SLAB_*). */
+static inline void _ak_slab_list_push_front(_ak_slab_list *l, _ak_slab *s, uint32_t which) {
+  _ak_dlist_push_front(l, &s->node);
+  s->list = which;
+}
+
+/** Puts `s` (on no list) last on `l`, a list of kind `which`. */
+static inline void _ak_slab_list_push_back(_ak_slab_list *l, _ak_slab *s, uint32_t which) {
+  _ak_dlist_push_back(l, &s->node);
+  s->list = which;
+}
+
+/** Puts `s` (on no list) before `at` on `l` (last if `at` is NULL). */
+static inline void _ak_slab_list_insert_before(_ak_slab_list *l, _ak_slab *at, _ak_slab *s, uint32_t which) {
+  _ak_dlist_insert_before(l, at ? &at->node : NULL, &s->node);
+  s->list = which;
+}
+
+/** Takes `s` off `l`, the list it is on. */
+static inline void _ak_slab_list_remove(_ak_slab_list *l, _ak_slab *s) {
+  AK_ASSERT(s->list != 0);
+  _ak_dlist_remove(l, &s->node);
+  s->list = 0;
+}
 
 /* ---- pool_table.c: the word lock and the slab table ----------------------- */
 
@@ -103,9 +140,47 @@ typedef struct _ak_pool_heap _ak_pool_heap;
 typedef struct _ak_pool_mag _ak_pool_mag;
 typedef struct _ak_tls_mode _ak_tls_mode;
 
+typedef struct _ak_pool_impl _ak_pool_impl;
+
+/** What a sync mode does behind the API: one instance per mode, in the
+ *  mode's file (_ak_mode_none in pool_serial.c, _ak_mode_spinlock in
+ *  pool_spinlock.c, _ak_mode_lockfree in pool_lockfree.c, _ak_mode_threads
+ *  in pool_threads.c). The API reaches a mode only through p->mode; NULL
+ *  members are steps a mode does not have. */
+typedef struct _ak_pool_mode {
+  const char *name;        /**< "none", "spinlock", "lockfree", "threads" (stats) */
+  const _ak_tls_mode *tls; /**< its per-thread state (pool_tls.c), or NULL */
+  /** The inline paths' initial state in the pool's head (ak_pool_create). */
+  void (*init)(_ak_pool_impl *p);
+  void *(*alloc)(_ak_pool_impl *p);        /**< ak_pool_alloc_slow */
+  void (*free)(_ak_pool_impl *p, void *o); /**< ak_pool_free_slow */
+  /** ak_pool_reserve, once the request is validated: 0 or an errno. */
+  int (*reserve)(_ak_pool_impl *p, size_t n);
+  void (*trim)(_ak_pool_impl *p);                    /**< ak_pool_trim */
+  void (*set_defragment)(_ak_pool_impl *p, bool on); /**< ak_pool_set_defragment */
+  /** Live objects and their high-water mark (stats, destroy). */
+  void (*counts)(_ak_pool_impl *p, size_t *live, size_t *peak);
+  /** ak_pool_destroy, first: brings the mode's state back into the slabs. */
+  void (*settle)(_ak_pool_impl *p);
+  /** ak_pool_stats_get, last: the mode's own slabs in the byte counts. */
+  void (*stats)(_ak_pool_impl *p, ak_pool_stats *out);
+  /** fork() child, no lock held (pool_core.c's handlers). */
+  void (*fork_child)(_ak_pool_impl *p);
+  /* The shared structure behind the magazines (SPINLOCK, LOCKFREE):
+   * take: one batch as a chain, its length (0: out of memory, errno set);
+   * give: a chain back (`n`: its length if a full batch is known, else 0);
+   * on_lists: hardened, whether free slot `o` of `s` is in the structure. */
+  uint32_t (*take)(_ak_pool_impl *p, void **chain);
+  void (*give)(_ak_pool_impl *p, void *chain, uint32_t n);
+  bool (*on_lists)(_ak_pool_impl *p, _ak_slab *s, void *o);
+} _ak_pool_mode;
+
+extern const _ak_pool_mode _ak_mode_none, _ak_mode_spinlock, _ak_mode_lockfree, _ak_mode_threads;
+
 /** The pool. `pub` comes first: ak_pool * and _ak_pool_impl * convert. */
-typedef struct _ak_pool_impl {
+struct _ak_pool_impl {
   ak_pool pub;
+  const _ak_pool_mode *mode; /* what its sync mode does (the API dispatches through it) */
   ak_sync sync;
   size_t object_size, slot, slab_size, capacity;
   size_t align;   /* of the first slot in a slab: the object's, or more (ak_pool_create) */
@@ -127,7 +202,7 @@ typedef struct _ak_pool_impl {
   char *path;
   char name[64];
   uint64_t id;                     /* unique over the process lifetime */
-  struct _ak_pool_impl *next_pool; /* registry of every live pool (pool.c, under g_pools_mu) */
+  struct _ak_pool_impl *next_pool; /* registry of every live pool (pool_core.c, under g_pools_mu) */
   bool destroyed;                  /* checked/hardened: a tombstone kept after ak_pool_destroy */
   atomic_bool defragment;
   unsigned tracked; /* AK_TRACK_MODE_* */
@@ -168,14 +243,14 @@ typedef struct _ak_pool_impl {
   atomic_size_t mag_live, mag_peak;
 
   /* Magazine bookkeeping (pool_magazine.c), off the contended line. */
-  _Alignas(64) _ak_pool_mag *mags; /* magazines of live threads (under mu) */
+  _Alignas(64) _ak_dlist mags; /* magazines of live threads (under mu) */
 
   /* THREADS, SPINLOCK, LOCKFREE: the registry of pool_tls.c. */
   const _ak_tls_mode *tls_mode;        /* the mode's hooks (NULL: not registered) */
   struct _ak_pool_impl *next_tls_pool; /* registry of live pools (under its g_mu) */
 
   /* AK_SYNC_THREADS */
-  _ak_pool_heap *heaps;                      /* live heaps of this pool (under mu) */
+  _ak_dlist heaps;                           /* live heaps of this pool (under mu) */
   _Alignas(64) atomic_size_t t_live, t_peak; /* only when max_objects != 0 */
   /* Bumped when a remote free may have given a slot to a slab on its
    * owner's full list: the owners walk their full lists only when it
@@ -191,23 +266,57 @@ typedef struct _ak_pool_impl {
    * leaf lock, taken inside `mu` and `spin`; the background thread purges
    * it too. */
   _ak_spare_set spares;
-} _ak_pool_impl;
+};
 
 static inline _ak_pool_impl *_ak_impl(const ak_pool *p) { return (_ak_pool_impl *)(uintptr_t)p; }
 
-/* ---- pool.c: shared by the modes ---------------------------------------- */
+/* ---- pool_core.c: the registry, slab lists, slabs --------------------------- */
 
-void _ak_list_push_front(_ak_slab_list *l, _ak_slab *s, uint32_t which);
-void _ak_list_push_back(_ak_slab_list *l, _ak_slab *s, uint32_t which);
-void _ak_list_remove(_ak_slab_list *l, _ak_slab *s);
+/** A new pool id (never reused over the process lifetime). */
+uint64_t _ak_pools_new_id(void);
+/** Adds `p` to the registry of live pools (and sets up the fork handlers
+ *  on first use). */
+void _ak_pools_add(_ak_pool_impl *p);
+/** Takes `p` out of the registry. */
+void _ak_pools_remove(_ak_pool_impl *p);
+/** Checked and hardened builds: keeps destroyed `p` as a tombstone and
+ *  returns the oldest tombstone it replaces (to be freed; may be NULL). */
+_ak_pool_impl *_ak_pools_bury(_ak_pool_impl *p);
+/** The name of the live pool one of whose slabs contains `addr`, or NULL. */
+const char *_ak_pools_owner_name(uintptr_t addr);
+/** The spare set's view of a pool's slabs (common/reclaim.h). */
+extern const _ak_spare_ops _ak_pool_spare_ops;
+/** The inline paths' state when they are off: every call goes slow. */
+void _ak_pool_inline_off(_ak_pool_impl *p);
+/** The spinlock of AK_SYNC_SPINLOCK (around the serial core). */
+static inline void _ak_spin_lock(_ak_pool_impl *p) { _ak_word_lock(&p->spin); }
+static inline void _ak_spin_unlock(_ak_pool_impl *p) { _ak_word_unlock(&p->spin); }
+
+/* ---- pool_backing.c ------------------------------------------------------------- */
+
+/** Gives slab memory `m` (file offset `off`) back to the backing. */
+void _ak_pool_backing_put(_ak_pool_impl *p, void *m, size_t off);
+/** Reports a failed file operation `what` at offset `off` (errno = err). */
+void _ak_pool_file_error(_ak_pool_impl *p, int err, const char *what, size_t off);
+
+/* ---- pool_serial.c: the serial core (NONE; SPINLOCK under its lock) ---------------- */
+
+/** ak_pool_reserve and ak_pool_trim of the serial core (the caller holds
+ *  the spinlock in AK_SYNC_SPINLOCK). */
+int _ak_serial_reserve(_ak_pool_impl *p, size_t n);
+void _ak_serial_trim(_ak_pool_impl *p);
+/** Live objects of the serial core and their sampled high-water mark. */
+void _ak_serial_counts(_ak_pool_impl *p, size_t *live, size_t *peak);
+
+/* ---- shared by the modes ---------------------------------------- */
 
 /** A fresh or spare slab for `p` (under `mu` in concurrent modes). NULL +
  *  errno + message on failure. */
 _ak_slab *_ak_pool_slab_get(_ak_pool_impl *p);
 /** A fresh slab from the backing; needs no pool lock (the slab table, the
  *  counters and the file backing have their own leaf locks). NULL + errno +
- *  message on failure. */
-_ak_slab *_ak_pool_slab_new(_ak_pool_impl *p);
+ *  message naming `call` on failure. */
+_ak_slab *_ak_pool_slab_new(_ak_pool_impl *p, const char *call);
 /** Makes an empty slab ready for reuse (lazy carving from its start). */
 void _ak_pool_slab_reset(_ak_slab *s);
 /** A spare slab of `p` (its spare set, or LOCKFREE's taken-down list under
@@ -232,7 +341,7 @@ _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call);
 
 /** _ak_pool_slab_of's common case inline: mask and one header check; the
  *  checked and hardened builds first test the slot grid (one
- *  multiplication, as ak_pool_on_grid_) and the slab map (two loads, so no
+ *  multiplication, as _ak_pool_on_grid) and the slab map (two loads, so no
  *  header is read that the map does not know). Anything else (a destroyed
  *  pool, an address beyond the map, slots spanning 4 GiB or more) and the
  *  error report go out of line. */
@@ -240,8 +349,8 @@ static inline _ak_slab *_ak_pool_slab_fast(_ak_pool_impl *p, const void *o, cons
   _ak_slab *s = (_ak_slab *)((uintptr_t)o & ~(uintptr_t)(p->slab_size - 1));
   if (!ak_config_validate) {
     if (AK_LIKELY(s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) return s;
-  } else if (AK_LIKELY(!p->destroyed && ak_pool_on_grid_(&p->pub, o, (uintptr_t)s) &&
-                       ak_pool_known_slab_((uintptr_t)s) && s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) {
+  } else if (AK_LIKELY(!p->destroyed && _ak_pool_on_grid(&p->pub, o, (uintptr_t)s) &&
+                       _ak_pool_known_slab((uintptr_t)s) && s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) {
     return s;
   }
   return _ak_pool_slab_of(p, o, call);
@@ -299,7 +408,7 @@ void _ak_tls_register(_ak_pool_impl *p, const _ak_tls_mode *mode);
  *  registry and calls its mode's `destroy`. Afterwards no thread exit
  *  touches `p`. */
 void _ak_tls_unregister(_ak_pool_impl *p);
-/** fork(): takes (releases) the registry's g_mu (pool.c's fork handlers,
+/** fork(): takes (releases) the registry's g_mu (pool_core.c's fork handlers,
  *  after g_pools_mu and before any pool's own locks). */
 void _ak_tls_fork_lock(void);
 void _ak_tls_fork_unlock(void);
@@ -317,21 +426,6 @@ void *_ak_tls_state_alloc(size_t size);
 /* ---- pool_threads.c ------------------------------------------------------------ */
 /** The hooks of AK_SYNC_THREADS heaps (pool_tls.c). */
 extern const _ak_tls_mode _ak_threads_tls;
-/** ak_pool_alloc / ak_pool_free of THREADS pools (the calls the inline
- *  paths do not complete). */
-void *_ak_threads_alloc(_ak_pool_impl *p);
-void _ak_threads_free(_ak_pool_impl *p, void *o);
-/** ak_pool_trim: the caller's heap and the abandoned and spare slabs now;
- *  other threads' heaps at their next slow path. */
-void _ak_threads_trim(_ak_pool_impl *p);
-/** ak_pool_reserve: room for `n` objects in the caller's heap. 0 or errno. */
-int _ak_threads_reserve(_ak_pool_impl *p, size_t n);
-/** Live objects: the heaps' counts plus the abandoned slabs'. */
-size_t _ak_threads_live(_ak_pool_impl *p);
-/** fork() child, no lock held: the heaps of the threads that do not exist
- *  in the child are given up and their slabs abandoned (found through the
- *  slab table, as their owners may have been changing their lists). */
-void _ak_threads_fork_child(_ak_pool_impl *p);
 
 /* ---- pool_magazine.c: the per-thread front of SPINLOCK and LOCKFREE ------------ */
 
@@ -353,6 +447,8 @@ void _ak_mag_flush_all(_ak_pool_impl *p);
 size_t _ak_mag_live(_ak_pool_impl *p);
 /** Its high-water mark (exact with max_objects, else sampled). */
 size_t _ak_mag_peak(_ak_pool_impl *p);
+/** Both, as _ak_pool_mode.counts. */
+void _ak_mag_counts(_ak_pool_impl *p, size_t *live, size_t *peak);
 
 /** Links of slots held by magazines and LOCKFREE batches: chains cross
  *  slabs, so each link is encoded with the key of the slab of the slot
@@ -370,7 +466,7 @@ static inline void _ak_chain_set(const _ak_pool_impl *p, void *o, const void *ne
 /** Hardened: could `next` be a slot of `p`? NULL, or within the address
  *  range of its slabs and on the slot grid of a slab; no memory is read (a
  *  wild value must not fault here). Inline: every magazine pop and free
- *  asks. The grid test is one multiplication (ak_pool_on_grid_'s) where
+ *  asks. The grid test is one multiplication (_ak_pool_on_grid's) where
  *  the slots span less than 4 GiB, a division otherwise. */
 static inline bool _ak_pool_plausible(const _ak_pool_impl *p, uintptr_t next) {
   if (next == 0) return true;
@@ -383,7 +479,7 @@ static inline bool _ak_pool_plausible(const _ak_pool_impl *p, uintptr_t next) {
 /** Widens the hardened address range to cover slab `s`. */
 void _ak_pool_note_slab(_ak_pool_impl *p, const _ak_slab *s);
 
-/* ---- pool.c: the shared structure behind SPINLOCK magazines --------------------- */
+/* ---- pool_serial.c: the shared structure behind SPINLOCK magazines ------------- */
 /** Takes up to `n` objects from the serial core under the spinlock, as a
  *  chain; returns how many (0: out of memory, errno set). */
 uint32_t _ak_spin_take(_ak_pool_impl *p, void **chain, uint32_t n);

@@ -49,12 +49,17 @@ static inline _ak_slab *slab_of(const _ak_pool_impl *p, const void *o) {
   return (_ak_slab *)((uintptr_t)o & ~(uintptr_t)(p->slab_size - 1));
 }
 
+/* A link word `w` read from slot `o` (atomically, or the batch word's
+ * part), decoded with the codec of arenakit/detail/link.h. */
 static inline void *decode(const _ak_pool_impl *p, const void *o, uintptr_t w) {
-  return (void *)(ak_harden_encode ? w ^ slab_of(p, o)->key : w);
+  return _ak_link_get(&w, _ak_slab_key(slab_of(p, o)));
 }
 
+/* The word slot `o` stores for link `next`. */
 static inline uintptr_t encode(const _ak_pool_impl *p, const void *o, const void *next) {
-  return ak_harden_encode ? (uintptr_t)next ^ slab_of(p, o)->key : (uintptr_t)next;
+  uintptr_t w;
+  _ak_link_set(&w, next, _ak_slab_key(slab_of(p, o)));
+  return w;
 }
 
 static _Noreturn AK_COLD void corrupt(_ak_pool_impl *p, void *o, void *next) {
@@ -147,7 +152,7 @@ static int push_slab(_ak_pool_impl *p) {
     _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "slab address does not fit 48 bits");
     return ENOMEM;
   }
-  _ak_list_push_back(&p->full, s, AK_SLAB_FULL); /* listed for trim/destroy */
+  _ak_slab_list_push_back(&p->full, s, AK_SLAB_FULL); /* listed for trim/destroy */
   _ak_pool_note_slab(p, s);
   s->free = NULL;
   s->bump = s->start;
@@ -286,13 +291,13 @@ static bool takedown(_ak_pool_impl *p) {
     }
     return false;
   }
-  while (p->full.head) {
-    _ak_slab *s = p->full.head;
-    _ak_list_remove(&p->full, s);
+  while (_ak_slab_first(&p->full)) {
+    _ak_slab *s = _ak_slab_first(&p->full);
+    _ak_slab_list_remove(&p->full, s);
     s->free = NULL;
     s->bump = s->start;
     s->used = 0;
-    _ak_list_push_back(&p->spare, s, AK_SLAB_SPARE);
+    _ak_slab_list_push_back(&p->spare, s, AK_SLAB_SPARE);
   }
   return true;
 }
@@ -305,7 +310,7 @@ void _ak_lockfree_trim(_ak_pool_impl *p) {
   _ak_mag_flush_all(p);
   pthread_mutex_lock(&p->mu);
   (void)takedown(p);
-  for (_ak_slab *s = p->spare.head; s; s = s->next) _ak_pool_slab_decommit(p, s);
+  for (_ak_slab *s = _ak_slab_first(&p->spare); s; s = _ak_slab_next(s)) _ak_pool_slab_decommit(p, s);
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -341,3 +346,34 @@ int _ak_lockfree_reserve(_ak_pool_impl *p, size_t n) {
   }
   return 0;
 }
+
+static void lf_give(_ak_pool_impl *p, void *chain, uint32_t n) { (void)_ak_lockfree_give(p, chain, n); }
+
+static bool lf_on_lists(_ak_pool_impl *p, _ak_slab *s, void *o) {
+  (void)s;
+  return _ak_lockfree_on_stack(p, o);
+}
+
+/* Slabs taken down by a trim count as decommitted spares. */
+static void lf_stats(_ak_pool_impl *p, ak_pool_stats *out) {
+  pthread_mutex_lock(&p->mu);
+  size_t down = p->spare.n * p->slab_size;
+  pthread_mutex_unlock(&p->mu);
+  out->bytes_spare += down;
+  out->bytes_committed = out->bytes_committed > down ? out->bytes_committed - down : 0;
+}
+
+const _ak_pool_mode _ak_mode_lockfree = {
+    .name = "lockfree",
+    .tls = &_ak_mag_tls,
+    .init = _ak_pool_inline_off,
+    .alloc = _ak_mag_alloc,
+    .free = _ak_mag_free,
+    .reserve = _ak_lockfree_reserve,
+    .trim = _ak_lockfree_trim,
+    .counts = _ak_mag_counts,
+    .stats = lf_stats,
+    .take = _ak_lockfree_take,
+    .give = lf_give,
+    .on_lists = lf_on_lists,
+};

@@ -60,8 +60,15 @@ struct _ak_pool_mag {
   size_t live_seen;     /* owner: mag_live as of its last flush */
   _Atomic intptr_t net; /* owner stores, stats read: allocs - frees not yet in mag_live */
   _ak_pool_impl *pool;
-  _ak_pool_mag *prev, *next; /* the pool's magazine list (under mu) */
+  _ak_dnode node; /* on the pool's magazine list (under mu) */
 };
+
+/* The pool's magazines in list order (under mu). */
+static inline _ak_pool_mag *mag_of(const _ak_dnode *n) {
+  return _AK_DLIST_ENTRY((_ak_dnode *)(uintptr_t)n, _ak_pool_mag, node);
+}
+static inline _ak_pool_mag *mag_first(const _ak_pool_impl *p) { return mag_of(p->mags.head); }
+static inline _ak_pool_mag *mag_next(const _ak_pool_mag *m) { return mag_of(m->node.next); }
 
 /* Thread-local: a direct-mapped cache of the thread's magazines, in front
  * of its table in pool_tls.c, as (pool, id): ids are unique, so a
@@ -76,17 +83,12 @@ static __attribute__((tls_model("initial-exec"))) _Thread_local tl_entry tl_cach
 
 /* ---- the shared structure of each mode ------------------------------------------- */
 
-static uint32_t shared_take(_ak_pool_impl *p, void **chain) {
-  return p->sync == AK_SYNC_LOCKFREE ? _ak_lockfree_take(p, chain) : _ak_spin_take(p, chain, AK_MAG_BATCH);
-}
+static uint32_t shared_take(_ak_pool_impl *p, void **chain) { return p->mode->take(p, chain); }
 
 /* `n`: the chain's length if known (a full batch), else 0. */
 static void shared_give(_ak_pool_impl *p, void *chain, uint32_t n) {
   if (!chain) return;
-  if (p->sync == AK_SYNC_LOCKFREE)
-    (void)_ak_lockfree_give(p, chain, n);
-  else
-    (void)_ak_spin_give(p, chain);
+  p->mode->give(p, chain, n);
 }
 
 /* ---- counting ----------------------------------------------------------------------- */
@@ -118,7 +120,7 @@ static void net_flush(_ak_pool_impl *p, _ak_pool_mag *m) {
 size_t _ak_mag_live(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
   size_t live = atomic_load(&p->mag_live);
-  for (_ak_pool_mag *m = p->mags; m; m = m->next) live += (size_t)net_get(m);
+  for (_ak_pool_mag *m = mag_first(p); m; m = mag_next(m)) live += (size_t)net_get(m);
   pthread_mutex_unlock(&p->mu);
   return (intptr_t)live < 0 ? 0 : live;
 }
@@ -153,21 +155,13 @@ static void *mag_create(_ak_pool_impl *p) {
   if (!m) return NULL;
   m->pool = p;
   pthread_mutex_lock(&p->mu);
-  m->next = p->mags;
-  if (p->mags) p->mags->prev = m;
-  p->mags = m;
+  _ak_dlist_push_front(&p->mags, &m->node);
   pthread_mutex_unlock(&p->mu);
   return m;
 }
 
 /* Under p->mu: takes `m` off the pool's magazine list. */
-static void mag_unlink(_ak_pool_impl *p, _ak_pool_mag *m) {
-  if (m->prev)
-    m->prev->next = m->next;
-  else
-    p->mags = m->next;
-  if (m->next) m->next->prev = m->prev;
-}
+static void mag_unlink(_ak_pool_impl *p, _ak_pool_mag *m) { _ak_dlist_remove(&p->mags, &m->node); }
 
 /* Takes everything `m` holds (any thread) and gives it back. */
 static void mag_empty(_ak_pool_impl *p, _ak_pool_mag *m) {
@@ -196,8 +190,7 @@ static void mag_forget(void) { memset(tl_cache, 0, sizeof tl_cache); }
  * calling thread's cache. */
 static void mags_destroy(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
-  while (p->mags) {
-    _ak_pool_mag *m = p->mags;
+  for (_ak_pool_mag *m; (m = mag_first(p)) != NULL;) {
     mag_unlink(p, m);
     free(m);
   }
@@ -211,7 +204,7 @@ const _ak_tls_mode _ak_mag_tls = {
 
 void _ak_mag_flush_all(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
-  for (_ak_pool_mag *m = p->mags; m; m = m->next) mag_empty(p, m);
+  for (_ak_pool_mag *m = mag_first(p); m; m = mag_next(m)) mag_empty(p, m);
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -276,7 +269,7 @@ void *_ak_mag_alloc(_ak_pool_impl *p) {
   if (!p->max_objects) net_set(m, net_get(m) + 1);
   /* No stale link in a handed-out slot: freeing it untouched must not look
    * like a double free. */
-  if (ak_harden_double_free && !p->tracked) *(uintptr_t *)o = 0;
+  if (ak_harden_double_free && !p->tracked) _ak_link_set(o, NULL, 0);
   if (AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_live(p, _ak_pool_slab_base(p, o), o);
     _ak_pool_track_alloc(p, o);
@@ -306,7 +299,7 @@ static AK_COLD bool hardened_is_free(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab
   void *f = atomic_exchange_explicit(&m->full, NULL, memory_order_acquire);
   bool found = chain_has(p, f, o);
   if (f) atomic_store_explicit(&m->full, f, memory_order_release);
-  return found || (p->sync == AK_SYNC_LOCKFREE ? _ak_lockfree_on_stack(p, o) : _ak_spin_on_lists(p, s, o));
+  return found || p->mode->on_lists(p, s, o);
 }
 
 /* `list` (`n` objects) is done: it becomes the full batch and the
@@ -371,4 +364,10 @@ void _ak_mag_free(_ak_pool_impl *p, void *o) {
   if (AK_UNLIKELY(net <= 0 && (intptr_t)m->live_seen + net <= 0) && m->takes >= 2 &&
       (intptr_t)atomic_load_explicit(&p->mag_live, memory_order_relaxed) + net <= 0)
     drain_self(p, m);
+}
+
+void _ak_mag_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {
+  /* Counted by the magazines (objects they cache are not live). */
+  *live = _ak_mag_live(p);
+  *peak = _ak_mag_peak(p);
 }

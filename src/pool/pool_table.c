@@ -62,7 +62,7 @@ void _ak_word_lock_slow(atomic_int *l) {
 
 /* Public (arenakit/pool.h): the hardened inline frees read it too. Leaves
  * and words are accessed with __atomic builtins, as there. */
-uint64_t *ak_pool_slab_map_[MAP_ROOT];
+uint64_t *_ak_pool_slab_map[MAP_ROOT];
 
 static bool map_covers(uintptr_t x) { return (x >> MAP_GRAN_BITS >> MAP_LEAF_BITS) < MAP_ROOT; }
 
@@ -71,7 +71,7 @@ static bool map_covers(uintptr_t x) { return (x >> MAP_GRAN_BITS >> MAP_LEAF_BIT
 static int map_set(uintptr_t x, bool on) {
   if (!map_covers(x)) return 0;
   size_t g = x >> MAP_GRAN_BITS;
-  uint64_t **root = &ak_pool_slab_map_[g >> MAP_LEAF_BITS];
+  uint64_t **root = &_ak_pool_slab_map[g >> MAP_LEAF_BITS];
   uint64_t *leaf = __atomic_load_n(root, __ATOMIC_ACQUIRE);
   if (!leaf) {
     if (!on) return 0;
@@ -93,7 +93,7 @@ static int map_set(uintptr_t x, bool on) {
 
 bool _ak_table_known(_ak_slab_table *t, uintptr_t x) {
   if (!map_covers(x)) return _ak_table_has(t, x);
-  return ak_pool_known_slab_(x);
+  return _ak_pool_known_slab(x);
 }
 
 static _ak_table_shard *shard_of(_ak_slab_table *t, uintptr_t x) {

@@ -13,10 +13,10 @@
  *
  * The heap's current slab is "checked out" to the inline paths of
  * arenakit/pool.h: its free list and count live in the heap's public part
- * (ak_pool_theap: `hot`, `hot_used`) while the thread allocates and frees
+ * (_ak_pool_theap: `hot`, `hot_used`) while the thread allocates and frees
  * inline; heap_in/heap_out move them back and forth around every slow
  * operation of the owner. The thread finds its heap through the public
- * thread cache ak_pool_tcache, keyed by the pool's id; behind it, the
+ * thread cache _ak_pool_tcache, keyed by the pool's id; behind it, the
  * thread's table of states, the registry of live pools and thread exit are
  * the shared component pool_tls.c, to which this file gives its hooks
  * (_ak_threads_tls: heap creation, abandon at thread exit, freeing at
@@ -25,17 +25,16 @@
  * Call tree:
  *   ak_pool_alloc / ak_pool_free (inline): the heap's current slab, and
  *     frees into other slabs the heap owns that keep an object
- *   _ak_threads_alloc: heap_get (thread-local cache) -> pop current slab
+ *   threads_alloc: heap_get (thread-local cache) -> pop current slab
  *     -> refill: collect remote lists, then full slabs with remote frees,
  *        then adopt an abandoned slab (mutex), then one of the heap's own
  *        spares (no lock), then a spare of the pool (mutex) or a new slab
- *   _ak_threads_free: slab by mask -> owner? push local : remote_free
+ *   threads_free: slab by mask -> owner? push local : remote_free
  *
  * Locks: pool_tls.c's g_mu (the registry of pools, thread exit, destroy)
  * is taken before a pool's `mu` (slab get/put, abandoned list, heap list). */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,35 +43,23 @@
 #include "pool/pool_internal.h"
 
 struct _ak_pool_heap {
-  ak_pool_theap pub; /* first: what the inline paths use (owner writes) */
+  _ak_pool_theap pub; /* first: what the inline paths use (owner writes) */
   _ak_pool_impl *pool;
-  _ak_slab_list avail;        /* owner only: slabs with free slots, fullest first;
-                                 the head is the current slab */
-  _ak_slab_list full;         /* owner only: slabs without local free slots */
-  _ak_slab_list stash;        /* owner only: empty slabs this heap keeps (at most spare_limit) */
-  atomic_int trim_req;        /* another thread asked for a trim */
-  size_t full_seen;           /* owner only: p->full_epoch at the last walk of `full` */
-  unsigned takes;             /* owner only: slabs taken (take_slab) */
-  size_t hot_base;            /* pub.hot_used when the current slab was checked out */
-  _ak_pool_heap *prev, *next; /* the pool's heap list (under mu) */
+  _ak_slab_list avail; /* owner only: slabs with free slots, fullest first;
+                          the head is the current slab */
+  _ak_slab_list full;  /* owner only: slabs without local free slots */
+  _ak_slab_list stash; /* owner only: empty slabs this heap keeps (at most spare_limit) */
+  atomic_int trim_req; /* another thread asked for a trim */
+  size_t full_seen;    /* owner only: p->full_epoch at the last walk of `full` */
+  unsigned takes;      /* owner only: slabs taken (take_slab) */
+  size_t hot_base;     /* pub.cur.hot_used when the current slab was checked out */
+  _ak_dnode node;      /* on the pool's heap list (under mu) */
 };
 
-/* The inline paths read a slab's `owner` and `list` through
- * ak_pool_slab_head: the layouts must agree. */
-_Static_assert(offsetof(_ak_slab, free) == offsetof(ak_pool_slab_head, free) &&
-                   offsetof(_ak_slab, used) == offsetof(ak_pool_slab_head, used) &&
-                   offsetof(_ak_slab, list) == offsetof(ak_pool_slab_head, state) &&
-                   offsetof(_ak_slab, owner) == offsetof(ak_pool_slab_head, owner) &&
-                   offsetof(_ak_slab, key) == offsetof(ak_pool_slab_head, key),
-               "_ak_slab must begin with ak_pool_slab_head");
-
-/* Thread-local: the public direct-mapped cache of heaps (key = pool id:
- * ids are unique, so a destroyed pool whose address is reused never
- * matches), in front of the thread's table of pool_tls.c. Initial-exec
- * TLS: the fast paths reach it with one %fs-relative access, no
- * __tls_get_addr call (the library is loaded at start-up, or dlopen'ed
- * into glibc's static TLS reserve). */
-AK_API __thread ak_pool_tentry ak_pool_tcache[AK_POOL_TCACHE] __attribute__((tls_model("initial-exec")));
+/* The pool's heaps in list order (under mu). */
+static inline _ak_pool_heap *heap_of(_ak_dnode *n) { return _AK_DLIST_ENTRY(n, _ak_pool_heap, node); }
+static inline _ak_pool_heap *heap_first(const _ak_pool_impl *p) { return heap_of(p->heaps.head); }
+static inline _ak_pool_heap *heap_next(const _ak_pool_heap *h) { return heap_of(h->node.next); }
 
 /* The heap's live count: written by the owner only (a relaxed load and
  * store, as the inline paths do), read by stats from any thread. The
@@ -83,31 +70,27 @@ AK_API __thread ak_pool_tentry ak_pool_tcache[AK_POOL_TCACHE] __attribute__((tls
  * three words, exact when the owner is outside a call. */
 static inline size_t live_get(_ak_pool_heap *h) {
   return __atomic_load_n(&h->pub.live, __ATOMIC_RELAXED) +
-         __atomic_load_n(&h->pub.hot_used, __ATOMIC_RELAXED) -
+         __atomic_load_n(&h->pub.cur.hot_used, __ATOMIC_RELAXED) -
          __atomic_load_n(&h->hot_base, __ATOMIC_RELAXED);
 }
-static inline void live_add(_ak_pool_heap *h, size_t n) {
-  __atomic_store_n(&h->pub.live, h->pub.live + n, __ATOMIC_RELAXED);
-}
-static inline void live_sub(_ak_pool_heap *h, size_t n) {
-  __atomic_store_n(&h->pub.live, h->pub.live - n, __ATOMIC_RELAXED);
-}
+static inline void live_add(_ak_pool_heap *h, size_t n) { _AK_POOL_STORE(h->pub.live, h->pub.live + n); }
+static inline void live_sub(_ak_pool_heap *h, size_t n) { _AK_POOL_STORE(h->pub.live, h->pub.live - n); }
 
 /* Checks the current slab back in: its free list and count return from the
  * inline state to the slab, so the slab layer sees it whole (owner only).
  * Returns the slab (NULL if none was checked out). */
 static _ak_slab *heap_checkin(_ak_pool_heap *h) {
-  if (h->pub.hot_slab <= 1) return NULL;
-  _ak_slab *s = (_ak_slab *)h->pub.hot_slab;
-  s->free = h->pub.hot;
-  s->used = (uint32_t)h->pub.hot_used;
-  s->bump = h->pub.bump;
-  live_add(h, h->pub.hot_used - h->hot_base); /* see live_get */
+  if (h->pub.cur.hot_slab <= 1) return NULL;
+  _ak_slab *s = (_ak_slab *)h->pub.cur.hot_slab;
+  s->free = h->pub.cur.hot;
+  s->used = (uint32_t)h->pub.cur.hot_used;
+  s->bump = h->pub.cur.bump;
+  live_add(h, h->pub.cur.hot_used - h->hot_base); /* see live_get */
   __atomic_store_n(&h->hot_base, 0, __ATOMIC_RELAXED);
-  h->pub.hot = NULL;
-  __atomic_store_n(&h->pub.hot_used, 0, __ATOMIC_RELAXED);
-  h->pub.hot_slab = 1;
-  h->pub.bump = h->pub.bump_end = 0;
+  h->pub.cur.hot = NULL;
+  __atomic_store_n(&h->pub.cur.hot_used, 0, __ATOMIC_RELAXED);
+  h->pub.cur.hot_slab = 1;
+  h->pub.cur.bump = h->pub.cur.bump_end = 0;
   return s;
 }
 
@@ -121,7 +104,7 @@ static _ak_slab *heap_checkin(_ak_pool_heap *h) {
 static void give_slab(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
   if (h->stash.n < p->spare_limit) {
     _ak_pool_slab_reset(s);
-    _ak_list_push_front(&h->stash, s, AK_SLAB_SPARE);
+    _ak_slab_list_push_front(&h->stash, s, AK_SLAB_SPARE);
     return;
   }
   s->heap = NULL;
@@ -141,7 +124,7 @@ static void give_slab(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
  * slab goes unnoticed, and the freer never touches the slab after its
  * push (the owner may release it at once). */
 static void full_push(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
-  _ak_list_push_back(&h->full, s, AK_SLAB_FULL);
+  _ak_slab_list_push_back(&h->full, s, AK_SLAB_FULL);
   void *r = atomic_load_explicit(&s->remote, memory_order_relaxed);
   while (!atomic_compare_exchange_weak_explicit(&s->remote, &r, (void *)((uintptr_t)r | AK_SLAB_REMOTE_FULL),
                                                 memory_order_relaxed, memory_order_relaxed)) {
@@ -151,7 +134,7 @@ static void full_push(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
 
 /* Takes `s` off the heap's full list (owner) and its remote list's tag off. */
 static void full_remove(_ak_pool_heap *h, _ak_slab *s) {
-  _ak_list_remove(&h->full, s);
+  _ak_slab_list_remove(&h->full, s);
   void *r = atomic_load_explicit(&s->remote, memory_order_relaxed);
   while (((uintptr_t)r & AK_SLAB_REMOTE_FULL) &&
          !atomic_compare_exchange_weak_explicit(&s->remote, &r, _ak_slab_remote_list(r), memory_order_relaxed,
@@ -171,7 +154,7 @@ static inline bool has_remote(_ak_slab *s) {
 static void heap_in(_ak_pool_impl *p, _ak_pool_heap *h, const _ak_slab *keep) {
   _ak_slab *s = heap_checkin(h);
   if (s && s != keep && s->used == 0 && h->avail.n > 1) {
-    _ak_list_remove(&h->avail, s);
+    _ak_slab_list_remove(&h->avail, s);
     atomic_store(&s->owner, 0);
     give_slab(p, h, s);
   }
@@ -182,22 +165,22 @@ static void heap_in(_ak_pool_impl *p, _ak_pool_heap *h, const _ak_slab *keep) {
  * is checked out and `mask` stays 0. */
 static void heap_out(_ak_pool_impl *p, _ak_pool_heap *h) {
   if (!p->pub.tkey) return;
-  _ak_slab *s = h->avail.head;
+  _ak_slab *s = _ak_slab_first(&h->avail);
   if (s) {
     /* Never-used slots go out by address inline, unless they must be
      * shuffled: then the library carves them into `hot` in random order. */
     bool shuffled = _ak_slab_shuffled(s);
     if (shuffled && !s->free && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
-    h->pub.hot = s->free;
+    h->pub.cur.hot = s->free;
     __atomic_store_n(&h->hot_base, s->used, __ATOMIC_RELAXED);
-    __atomic_store_n(&h->pub.hot_used, s->used, __ATOMIC_RELAXED);
-    h->pub.hot_slab = (uintptr_t)s;
-    h->pub.hot_key = s->key; /* the links of `hot` are encoded with it */
-    h->pub.bump = s->bump;
-    h->pub.bump_end = shuffled ? s->bump : s->end;
+    __atomic_store_n(&h->pub.cur.hot_used, s->used, __ATOMIC_RELAXED);
+    h->pub.cur.hot_slab = (uintptr_t)s;
+    h->pub.cur.hot_key = s->key; /* the links of `hot` are encoded with it */
+    h->pub.cur.bump = s->bump;
+    h->pub.cur.bump_end = shuffled ? s->bump : s->end;
   }
   /* The defragmenter must see every free: frees go to the library. */
-  h->pub.mask =
+  h->pub.cur.mask =
       atomic_load_explicit(&p->defragment, memory_order_relaxed) ? 0 : ~(uintptr_t)(p->slab_size - 1);
 }
 
@@ -207,14 +190,14 @@ static __attribute__((noinline)) _ak_pool_heap *heap_find(_ak_pool_impl *p, bool
 /* The calling thread's heap for `p`: one direct-mapped cache probe inline,
  * the search and creation out of line. */
 static inline _ak_pool_heap *heap_get(_ak_pool_impl *p, bool create) {
-  ak_pool_tentry *e = &ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)];
+  _ak_pool_tentry *e = &_ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)];
   if (AK_LIKELY(e->key == p->id)) return (_ak_pool_heap *)e->heap;
   return heap_find(p, create);
 }
 
 static _ak_pool_heap *heap_find(_ak_pool_impl *p, bool create) {
   _ak_pool_heap *h = _ak_tls_get(p, create);
-  if (h) ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)] = (ak_pool_tentry){p->id, &h->pub};
+  if (h) _ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)] = (_ak_pool_tentry){p->id, &h->pub};
   return h;
 }
 
@@ -224,45 +207,37 @@ static void *heap_create(_ak_pool_impl *p) {
   _ak_pool_heap *h = _ak_tls_state_alloc(sizeof *h); /* the inline paths write `pub` */
   if (!h) return NULL;
   h->pool = p;
-  h->pub.hot_slab = 1; /* no current slab; mask 0 until heap_out */
+  h->pub.cur.hot_slab = 1; /* no current slab; mask 0 until heap_out */
   pthread_mutex_lock(&p->mu);
-  h->next = p->heaps;
-  if (p->heaps) p->heaps->prev = h;
-  p->heaps = h;
+  _ak_dlist_push_front(&p->heaps, &h->node);
   pthread_mutex_unlock(&p->mu);
   return h;
 }
 
 /* Under p->mu: takes `h` off the pool's heap list. */
-static void heap_unlink(_ak_pool_impl *p, _ak_pool_heap *h) {
-  if (h->prev)
-    h->prev->next = h->next;
-  else
-    p->heaps = h->next;
-  if (h->next) h->next->prev = h->prev;
-}
+static void heap_unlink(_ak_pool_impl *p, _ak_pool_heap *h) { _ak_dlist_remove(&p->heaps, &h->node); }
 
 /* Under p->mu, on the owner's thread: hands the slabs of `h` to the pool. */
 static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
   (void)heap_checkin(h);
-  while (h->stash.head) {
-    _ak_slab *s = h->stash.head;
-    _ak_list_remove(&h->stash, s);
+  while (_ak_slab_first(&h->stash)) {
+    _ak_slab *s = _ak_slab_first(&h->stash);
+    _ak_slab_list_remove(&h->stash, s);
     s->heap = NULL;
     _ak_pool_slab_put(p, s);
   }
   _ak_slab_list *lists[2] = {&h->avail, &h->full};
   for (int i = 0; i < 2; i++) {
-    while (lists[i]->head) {
-      _ak_slab *s = lists[i]->head;
-      _ak_list_remove(lists[i], s);
+    while (_ak_slab_first(lists[i])) {
+      _ak_slab *s = _ak_slab_first(lists[i]);
+      _ak_slab_list_remove(lists[i], s);
       atomic_store(&s->owner, 0);
       s->heap = NULL;
       live_sub(h, _ak_slab_collect(s));
       if (s->used == 0) {
         _ak_pool_slab_put(p, s);
       } else {
-        _ak_list_push_back(&p->abandoned, s, AK_SLAB_ABANDONED);
+        _ak_slab_list_push_back(&p->abandoned, s, AK_SLAB_ABANDONED);
         atomic_store_explicit(&p->t_adoptable, true, memory_order_relaxed);
       }
     }
@@ -273,7 +248,7 @@ static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
 /* Live objects of the abandoned slabs: their `used` (under p->mu). */
 static size_t abandoned_live(_ak_pool_impl *p) {
   size_t n = 0;
-  for (_ak_slab *s = p->abandoned.head; s; s = s->next) n += s->used;
+  for (_ak_slab *s = _ak_slab_first(&p->abandoned); s; s = _ak_slab_next(s)) n += s->used;
   return n;
 }
 
@@ -282,7 +257,7 @@ static size_t abandoned_live(_ak_pool_impl *p) {
  * is read as 0) plus the abandoned slabs'. */
 static size_t heaps_live(_ak_pool_impl *p) {
   size_t live = 0;
-  for (_ak_pool_heap *h = p->heaps; h; h = h->next) live += live_get(h);
+  for (_ak_pool_heap *h = heap_first(p); h; h = heap_next(h)) live += live_get(h);
   return ((ptrdiff_t)live < 0 ? 0 : live) + abandoned_live(p);
 }
 
@@ -297,20 +272,19 @@ static void heap_exit(_ak_pool_impl *p, void *state) {
 }
 
 /* _ak_tls_mode.forget: the exiting thread's cache of heaps is emptied. */
-static void tcache_forget(void) { memset(ak_pool_tcache, 0, sizeof ak_pool_tcache); }
+static void tcache_forget(void) { memset(_ak_pool_tcache, 0, sizeof _ak_pool_tcache); }
 
 /* _ak_tls_mode.destroy (under g_mu, `p` unregistered): every heap of `p`
  * is freed with its slabs, and `p` leaves the calling thread's cache. */
 static void heaps_destroy(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
-  while (p->heaps) {
-    _ak_pool_heap *h = p->heaps;
+  for (_ak_pool_heap *h; (h = heap_first(p)) != NULL;) {
     heap_unlink(p, h);
     _ak_slab_list *lists[3] = {&h->avail, &h->full, &h->stash};
     for (int i = 0; i < 3; i++) {
-      while (lists[i]->head) {
-        _ak_slab *s = lists[i]->head;
-        _ak_list_remove(lists[i], s);
+      while (_ak_slab_first(lists[i])) {
+        _ak_slab *s = _ak_slab_first(lists[i]);
+        _ak_slab_list_remove(lists[i], s);
         _ak_pool_slab_release(p, s);
       }
     }
@@ -318,7 +292,7 @@ static void heaps_destroy(_ak_pool_impl *p) {
   }
   pthread_mutex_unlock(&p->mu);
   for (size_t i = 0; i < AK_POOL_TCACHE; i++)
-    if (ak_pool_tcache[i].key == p->id) memset(&ak_pool_tcache[i], 0, sizeof ak_pool_tcache[i]);
+    if (_ak_pool_tcache[i].key == p->id) memset(&_ak_pool_tcache[i], 0, sizeof _ak_pool_tcache[i]);
 }
 
 /* fork(): a heap's lists are its owner's, changed without a lock (the
@@ -341,22 +315,26 @@ static void fork_adopt(uintptr_t x, void *ctx) {
   atomic_store(&s->owner, 0);
   s->heap = NULL;
   (void)_ak_slab_collect(s);
-  _ak_list_push_back(&f->p->abandoned, s, AK_SLAB_ABANDONED); /* empty ones go back at the next collect */
+  /* Its heap's list is given up unread (it may be torn): the slab leaves it
+   * without an unlink. Empty ones go back at the next collect. */
+  s->node = (_ak_dnode){NULL, NULL};
+  _ak_slab_list_push_back(&f->p->abandoned, s, AK_SLAB_ABANDONED);
 }
 
-void _ak_threads_fork_child(_ak_pool_impl *p) {
+/* fork() child, no lock held (the mode's fork_child). */
+static void threads_fork_child(_ak_pool_impl *p) {
   fork_scan f = {p, heap_get(p, false)};
   pthread_mutex_lock(&p->mu);
-  for (_ak_pool_heap *h = p->heaps; h; h = h->next)
+  for (_ak_pool_heap *h = heap_first(p); h; h = heap_next(h))
     if (h != f.mine) (void)heap_checkin(h); /* its current slab's free list back in the slab */
   _ak_table_each(&p->table, fork_adopt, &f);
-  for (_ak_pool_heap *h = p->heaps, *next; h; h = next) {
-    next = h->next;
+  for (_ak_pool_heap *h = heap_first(p), *next; h; h = next) {
+    next = heap_next(h);
     if (h == f.mine) continue;
     heap_unlink(p, h);
     free(h);
   }
-  if (p->abandoned.head) atomic_store_explicit(&p->t_adoptable, true, memory_order_relaxed);
+  if (_ak_slab_first(&p->abandoned)) atomic_store_explicit(&p->t_adoptable, true, memory_order_relaxed);
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -369,11 +347,11 @@ const _ak_tls_mode _ak_threads_tls = {
  * it; nobody owns the slab to collect it then, so the pool does here (the
  * stats, trim; adoption and the next free into the slab collect too). */
 static void collect_abandoned(_ak_pool_impl *p, bool release) {
-  for (_ak_slab *s = p->abandoned.head, *next; s; s = next) {
-    next = s->next;
+  for (_ak_slab *s = _ak_slab_first(&p->abandoned), *next; s; s = next) {
+    next = _ak_slab_next(s);
     (void)_ak_slab_collect(s);
     if (s->used == 0) {
-      _ak_list_remove(&p->abandoned, s);
+      _ak_slab_list_remove(&p->abandoned, s);
       if (release)
         _ak_pool_slab_release(p, s);
       else
@@ -382,18 +360,21 @@ static void collect_abandoned(_ak_pool_impl *p, bool release) {
   }
 }
 
-size_t _ak_threads_live(_ak_pool_impl *p) {
+/* Live objects: the heaps' counts plus the abandoned slabs'; the sampled
+ * high-water mark. */
+static void threads_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {
   pthread_mutex_lock(&p->mu);
   collect_abandoned(p, false);
-  size_t live = heaps_live(p);
+  *live = heaps_live(p);
   pthread_mutex_unlock(&p->mu);
-  return live;
+  *peak = atomic_load(&p->t_peak);
+  if (*live > *peak) *peak = *live;
 }
 
 /* A new slab from the backing for `h`: nobody else knows it yet, so it
  * needs no lock. */
 static _ak_slab *new_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
-  _ak_slab *s = _ak_pool_slab_new(p);
+  _ak_slab *s = _ak_pool_slab_new(p, "ak_pool_alloc");
   if (s) {
     s->heap = h;
     atomic_store_explicit(&s->owner, (uintptr_t)h, memory_order_release);
@@ -413,8 +394,8 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
    * be in this thread's caches than those of a slab another thread
    * emptied: taking them keeps threads that churn slabs off the pool's
    * mutex and lists, whose cache lines would travel between cores. */
-  _ak_slab *s = adopt ? NULL : h->stash.head;
-  if (s) _ak_list_remove(&h->stash, s);
+  _ak_slab *s = adopt ? NULL : _ak_slab_first(&h->stash);
+  if (s) _ak_slab_list_remove(&h->stash, s);
   /* With nothing to adopt, the pool's spare set (its own lock) or a new
    * slab, no pool mutex: it is taken only for every 8th slab of a heap, to
    * sample the high-water mark. */
@@ -429,14 +410,14 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   }
   pthread_mutex_lock(&p->mu);
   if (!s) {
-    s = p->abandoned.head;
+    s = _ak_slab_first(&p->abandoned);
     if (!s) atomic_store_explicit(&p->t_adoptable, false, memory_order_relaxed);
     if (s) {
-      _ak_list_remove(&p->abandoned, s);
+      _ak_slab_list_remove(&p->abandoned, s);
       /* Its live objects now count for this heap. */
       live_add(h, s->used);
-    } else if ((s = h->stash.head) != NULL) { /* `adopt` was stale */
-      _ak_list_remove(&h->stash, s);
+    } else if ((s = _ak_slab_first(&h->stash)) != NULL) { /* `adopt` was stale */
+      _ak_slab_list_remove(&h->stash, s);
     } else {
       s = _ak_pool_slab_spare(p);
     }
@@ -459,24 +440,24 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
 }
 
 static void heap_trim(_ak_pool_impl *p, _ak_pool_heap *h) {
-  while (h->stash.head) {
-    _ak_slab *s = h->stash.head;
-    _ak_list_remove(&h->stash, s);
+  while (_ak_slab_first(&h->stash)) {
+    _ak_slab *s = _ak_slab_first(&h->stash);
+    _ak_slab_list_remove(&h->stash, s);
     _ak_pool_slab_release(p, s);
   }
-  for (_ak_slab *s = h->full.head, *next; s; s = next) {
-    next = s->next;
+  for (_ak_slab *s = _ak_slab_first(&h->full), *next; s; s = next) {
+    next = _ak_slab_next(s);
     if (has_remote(s)) {
       live_sub(h, _ak_slab_collect(s));
       full_remove(h, s);
-      _ak_list_push_back(&h->avail, s, AK_SLAB_AVAIL);
+      _ak_slab_list_push_back(&h->avail, s, AK_SLAB_AVAIL);
     }
   }
-  for (_ak_slab *s = h->avail.head, *next; s; s = next) {
-    next = s->next;
+  for (_ak_slab *s = _ak_slab_first(&h->avail), *next; s; s = next) {
+    next = _ak_slab_next(s);
     live_sub(h, _ak_slab_collect(s));
     if (s->used == 0) {
-      _ak_list_remove(&h->avail, s);
+      _ak_slab_list_remove(&h->avail, s);
       atomic_store(&s->owner, 0);
       _ak_pool_slab_release(p, s);
     }
@@ -488,12 +469,12 @@ static void heap_trim(_ak_pool_impl *p, _ak_pool_heap *h) {
 static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
   if (atomic_load_explicit(&h->trim_req, memory_order_relaxed)) heap_trim(p, h);
   /* 1. The avail slabs' remote lists. */
-  while (h->avail.head) {
-    _ak_slab *s = h->avail.head;
+  while (_ak_slab_first(&h->avail)) {
+    _ak_slab *s = _ak_slab_first(&h->avail);
     live_sub(h, _ak_slab_collect(s));
     void *o = _ak_slab_pop(s);
     if (o) return o;
-    _ak_list_remove(&h->avail, s);
+    _ak_slab_list_remove(&h->avail, s);
     full_push(p, h, s);
   }
   /* 2. Full slabs that other threads freed into: walked only if a remote
@@ -501,18 +482,18 @@ static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
   size_t epoch = atomic_load_explicit(&p->full_epoch, memory_order_acquire);
   if (epoch != h->full_seen) {
     h->full_seen = epoch;
-    for (_ak_slab *s = h->full.head, *next; s; s = next) {
-      next = s->next;
+    for (_ak_slab *s = _ak_slab_first(&h->full), *next; s; s = next) {
+      next = _ak_slab_next(s);
       if (!has_remote(s)) continue;
       uint32_t n = _ak_slab_collect(s);
       live_sub(h, n);
       if (n) {
         full_remove(h, s);
-        _ak_list_push_front(&h->avail, s, AK_SLAB_AVAIL);
+        _ak_slab_list_push_front(&h->avail, s, AK_SLAB_AVAIL);
       }
     }
   }
-  if (h->avail.head) return _ak_slab_pop(h->avail.head);
+  if (_ak_slab_first(&h->avail)) return _ak_slab_pop(_ak_slab_first(&h->avail));
   /* 3. An abandoned, spare or new slab (an adopted one may be full: keep
    * it and take the next). */
   for (;;) {
@@ -520,7 +501,7 @@ static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
     if (!s) return NULL;
     void *o = _ak_slab_pop(s);
     if (o) {
-      _ak_list_push_front(&h->avail, s, AK_SLAB_AVAIL);
+      _ak_slab_list_push_front(&h->avail, s, AK_SLAB_AVAIL);
       return o;
     }
     full_push(p, h, s);
@@ -529,16 +510,16 @@ static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
 
 /* The allocation proper, on a heap whose current slab is checked in. */
 static void *heap_alloc(_ak_pool_impl *p, _ak_pool_heap *h) {
-  _ak_slab *s = h->avail.head;
+  _ak_slab *s = _ak_slab_first(&h->avail);
   void *o = s ? _ak_slab_pop(s) : NULL;
   if (AK_UNLIKELY(!o)) {
     o = refill(p, h);
     if (!o) return NULL;
-    s = h->avail.head;
+    s = _ak_slab_first(&h->avail);
   }
   live_add(h, 1);
   if (!s->free && s->bump == s->end) {
-    _ak_list_remove(&h->avail, s);
+    _ak_slab_list_remove(&h->avail, s);
     full_push(p, h, s);
   }
   if (AK_UNLIKELY(p->debug)) {
@@ -548,7 +529,9 @@ static void *heap_alloc(_ak_pool_impl *p, _ak_pool_heap *h) {
   return o;
 }
 
-void *_ak_threads_alloc(_ak_pool_impl *p) {
+/* ak_pool_alloc_slow. */
+static void *threads_alloc(_ak_pool_impl *p) {
+  _ak_spare_tick(&p->spares); /* spares due for the policy (one clock read) */
   _ak_pool_heap *h = heap_get(p, true);
   if (AK_UNLIKELY(!h)) {
     _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "out of memory for the thread's heap");
@@ -586,7 +569,7 @@ static void remote_free(_ak_pool_impl *p, _ak_slab *s, void *o) {
       _ak_slab_push(s, o);
       (void)_ak_slab_collect(s);
       if (s->used == 0) {
-        _ak_list_remove(&p->abandoned, s);
+        _ak_slab_list_remove(&p->abandoned, s);
         _ak_pool_slab_put(p, s);
       }
       pthread_mutex_unlock(&p->mu);
@@ -609,7 +592,9 @@ static void remote_free(_ak_pool_impl *p, _ak_slab *s, void *o) {
     atomic_fetch_add_explicit(&p->full_epoch, 1, memory_order_release);
 }
 
-void _ak_threads_free(_ak_pool_impl *p, void *o) {
+/* ak_pool_free_slow. */
+static void threads_free(_ak_pool_impl *p, void *o) {
+  _ak_spare_tick(&p->spares);
   _ak_slab *s = _ak_pool_slab_fast(p, o, "ak_pool_free");
   if (AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_free(p, s, o, "ak_pool_free");
@@ -635,14 +620,16 @@ void _ak_threads_free(_ak_pool_impl *p, void *o) {
       _ak_pool_list_settle(p, &h->avail, s);
   }
   if (s->used == 0 && h->avail.n > 1) {
-    _ak_list_remove(&h->avail, s);
+    _ak_slab_list_remove(&h->avail, s);
     atomic_store(&s->owner, 0);
     give_slab(p, h, s);
   }
   heap_out(p, h);
 }
 
-void _ak_threads_trim(_ak_pool_impl *p) {
+/* ak_pool_trim: the caller's heap and the abandoned and spare slabs now;
+ * other threads' heaps at their next slow path. */
+static void threads_trim(_ak_pool_impl *p) {
   _ak_pool_heap *mine = heap_get(p, false);
   if (mine) {
     heap_in(p, mine, NULL);
@@ -654,12 +641,13 @@ void _ak_threads_trim(_ak_pool_impl *p) {
   _ak_spare_drain(&p->spares);
   /* Other threads' heaps: their lists are theirs alone; ask them to trim
    * at their next slow path. */
-  for (_ak_pool_heap *h = p->heaps; h; h = h->next)
+  for (_ak_pool_heap *h = heap_first(p); h; h = heap_next(h))
     if (h != mine) atomic_store_explicit(&h->trim_req, 1, memory_order_relaxed);
   pthread_mutex_unlock(&p->mu);
 }
 
-int _ak_threads_reserve(_ak_pool_impl *p, size_t n) {
+/* ak_pool_reserve: room for `n` objects in the caller's heap. 0 or errno. */
+static int threads_reserve(_ak_pool_impl *p, size_t n) {
   _ak_pool_heap *h = heap_get(p, true);
   if (!h) {
     _ak_pool_error(p, ENOMEM, "ak_pool_reserve", "out of memory for the thread's heap");
@@ -667,12 +655,12 @@ int _ak_threads_reserve(_ak_pool_impl *p, size_t n) {
   }
   heap_in(p, h, NULL);
   size_t room = 0;
-  for (_ak_slab *s = h->avail.head; s; s = s->next) room += s->capacity - s->used;
+  for (_ak_slab *s = _ak_slab_first(&h->avail); s; s = _ak_slab_next(s)) room += s->capacity - s->used;
   int rc = 0;
   while (room < n) {
-    _ak_slab *s = h->stash.head;
+    _ak_slab *s = _ak_slab_first(&h->stash);
     if (s) {
-      _ak_list_remove(&h->stash, s);
+      _ak_slab_list_remove(&h->stash, s);
     } else {
       pthread_mutex_lock(&p->mu);
       s = _ak_pool_slab_get(p);
@@ -684,9 +672,28 @@ int _ak_threads_reserve(_ak_pool_impl *p, size_t n) {
     }
     s->heap = h;
     atomic_store(&s->owner, (uintptr_t)h);
-    _ak_list_push_back(&h->avail, s, AK_SLAB_AVAIL);
+    _ak_slab_list_push_back(&h->avail, s, AK_SLAB_AVAIL);
     room += s->capacity;
   }
   heap_out(p, h);
   return rc;
 }
+
+/* The inline paths use the calling thread's heap unless a check, a tool or
+ * max_objects needs the library (each heap follows the defragmenter). */
+static void threads_init(_ak_pool_impl *p) {
+  _ak_pool_inline_off(p);
+  if (p->inline_ok && !ak_config_checked && !p->tracked && !p->max_objects) p->pub.tkey = p->id;
+}
+
+const _ak_pool_mode _ak_mode_threads = {
+    .name = "threads",
+    .tls = &_ak_threads_tls,
+    .init = threads_init,
+    .alloc = threads_alloc,
+    .free = threads_free,
+    .reserve = threads_reserve,
+    .trim = threads_trim,
+    .counts = threads_counts,
+    .fork_child = threads_fork_child,
+};

@@ -15,7 +15,7 @@
  * What a state is and how it is made, handed back and freed is the mode's
  * (its _ak_tls_mode hooks). The fast lookup is the mode's too: each mode
  * keeps a direct-mapped cache of its own in front of _ak_tls_get (THREADS:
- * the public ak_pool_tcache that the inline paths read; magazines:
+ * the public _ak_pool_tcache that the inline paths read; magazines:
  * tl_cache), filled from what _ak_tls_get returns.
  *
  * Thread exit racing pool destroy: a pool's states are freed by destroy
@@ -32,6 +32,14 @@
 #include <string.h>
 
 #include "pool/pool_internal.h"
+
+/* Thread-local: the public direct-mapped cache of heaps (key = pool id:
+ * ids are unique, so a destroyed pool whose address is reused never
+ * matches), in front of the thread's table of pool_tls.c. Initial-exec
+ * TLS: the fast paths reach it with one %fs-relative access, no
+ * __tls_get_addr call (the library is loaded at start-up, or dlopen'ed
+ * into glibc's static TLS reserve). */
+AK_API __thread _ak_pool_tentry _ak_pool_tcache[AK_POOL_TCACHE] __attribute__((tls_model("initial-exec")));
 
 /* One entry of a thread's table: the state of `pool` (whose id was `id`
  * when the state was made) and the mode that made it (kept for thread

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* slab.c - slab headers, slot carving, remote collection and the hardened
  * checks of free lists (slab layer). */
-#include "slab/slab.h"
+#include "pool/slab.h"
 
 #include <string.h>
 

@@ -20,7 +20,9 @@
 #include <stdint.h>
 
 #include "arenakit/common.h"
+#include "arenakit/detail/link.h"
 #include "common/harden.h"
+#include "common/list.h"
 #include "common/reclaim.h"
 
 #define AK_SLAB_MAGIC UINT64_C(0x616b2d736c616221) /* "ak-slab!" */
@@ -40,24 +42,23 @@ enum { AK_SLAB_F_TRACKED = 1u, AK_SLAB_F_REUSED = 2u };
 enum { AK_SLAB_AVAIL = 1, AK_SLAB_FULL = 2, AK_SLAB_SPARE = 3, AK_SLAB_ABANDONED = 4 };
 
 struct _ak_slab {
-  /* The first seven fields are ak_pool_slab_head (arenakit/pool.h): the
+  /* The first seven fields are _ak_pool_slab_head (arenakit/pool.h): the
    * inline frees read them. */
   void *free;               /* local free list (owner only) */
   uint32_t used;            /* live objects counted by the owner */
   uint32_t list;            /* AK_SLAB_* */
   _Atomic(uintptr_t) owner; /* owning thread heap, 0 = abandoned (THREADS) */
-  uintptr_t key;            /* hardened: links are stored as next ^ key (0 otherwise) */
+  uintptr_t key;            /* hardened: the key its links are encoded with (detail/link.h) */
   uint64_t magic;           /* AK_SLAB_MAGIC ^ (uintptr_t)owner pool */
   void *pool;               /* the owning pool (struct _ak_pool_impl *) */
-  _ak_slab *prev;           /* neighbours on the list named by `list` */
-  _ak_slab *next;
-  uintptr_t bump;     /* first never-carved slot; == end when all carved */
-  uintptr_t start;    /* first slot */
-  uintptr_t end;      /* start + capacity * slot */
-  size_t slot;        /* slot size in bytes */
-  uint32_t capacity;  /* slots in this slab */
-  uint32_t flags;     /* AK_SLAB_F_* */
-  size_t file_offset; /* file backing: where this slab lives in the file */
+  _ak_dnode node;           /* on the list named by `list` (common/list.h) */
+  uintptr_t bump;           /* first never-carved slot; == end when all carved */
+  uintptr_t start;          /* first slot */
+  uintptr_t end;            /* start + capacity * slot */
+  size_t slot;              /* slot size in bytes */
+  uint32_t capacity;        /* slots in this slab */
+  uint32_t flags;           /* AK_SLAB_F_* */
+  size_t file_offset;       /* file backing: where this slab lives in the file */
   /* Frees by other threads (AK_SYNC_THREADS): a list, tagged with
    * AK_SLAB_REMOTE_FULL while the slab is on its owner's full list
    * (pool_threads.c, full_push). */
@@ -67,6 +68,14 @@ struct _ak_slab {
   _ak_spare spare;   /* while the slab is in its pool's spare set (common/reclaim.h) */
   uint64_t bitmap[]; /* checked build: 1 bit per live slot */
 };
+
+/** The slab whose list node is `n` (NULL stays NULL). */
+static inline _ak_slab *_ak_slab_of_node(const _ak_dnode *n) {
+  return _AK_DLIST_ENTRY((_ak_dnode *)(uintptr_t)n, _ak_slab, node);
+}
+
+/** The slab after `s` on its list (NULL: the last). */
+static inline _ak_slab *_ak_slab_next(const _ak_slab *s) { return _ak_slab_of_node(s->node.next); }
 
 /** The tag bit of `remote` (slots are at least 8-aligned). */
 #define AK_SLAB_REMOTE_FULL ((uintptr_t)1)
@@ -95,18 +104,23 @@ _ak_slab *_ak_slab_init(void *mem, void *pool, const char *name, size_t slab_siz
 
 /* ---- free-list links ---------------------------------------------------------
  * Every link stored in a free slot (local and remote lists) goes through
- * these two. In the hardened build a link is stored as next ^ key, with a
- * random key per slab (NULL becomes the key itself); otherwise key is 0. */
+ * these two, which use the library's one link codec (arenakit/detail/
+ * link.h) with the slab's key in the hardened build, 0 otherwise. */
+
+/** The key the links in slots of `s` are encoded with (0: not encoded). */
+static inline uintptr_t _ak_slab_key(const _ak_slab *s) {
+  if (!ak_harden_encode) return 0; /* a constant: the codec is a plain load or store */
+  return s->key;
+}
 
 /** The link stored in free slot `o` of `s`, decoded. */
 static inline void *_ak_slab_link(const _ak_slab *s, const void *o) {
-  uintptr_t w = *(const uintptr_t *)o;
-  return (void *)(ak_harden_encode ? w ^ s->key : w);
+  return _ak_link_get(o, _ak_slab_key(s));
 }
 
 /** Stores `next` as the link of free slot `o` of `s`. */
 static inline void _ak_slab_set_link(const _ak_slab *s, void *o, const void *next) {
-  *(uintptr_t *)o = ak_harden_encode ? (uintptr_t)next ^ s->key : (uintptr_t)next;
+  _ak_link_set(o, next, _ak_slab_key(s));
 }
 
 /** True if `p` lies in the slot area of `s` (no grid test). */
@@ -163,7 +177,7 @@ static inline void *_ak_slab_pop(_ak_slab *s) {
   }
   /* Hardened: a handed-out slot holds no stale link, so that freeing it
    * untouched does not look like a double free (and search the lists). */
-  if (ak_harden_double_free && !(s->flags & AK_SLAB_F_TRACKED)) *(uintptr_t *)o = 0;
+  if (ak_harden_double_free && !(s->flags & AK_SLAB_F_TRACKED)) _ak_link_set(o, NULL, 0);
   s->used++;
   return o;
 }

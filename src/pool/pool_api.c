@@ -1,0 +1,388 @@
+/* SPDX-License-Identifier: MIT */
+/* pool_api.c - the pool's API: options and their validation, create and
+ * destroy, and the calls that dispatch to the pool's sync mode through its
+ * mode table (_ak_pool_mode): the slow paths, reserve, trim, the
+ * defragmenter switch and stats. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/track.h"
+#include "os/os_mem.h"
+#include "pool/pool_internal.h"
+
+#define DEFAULT_SLAB ((size_t)64 * 1024)
+#define MIN_SLOTS 8
+
+/* ---- public API --------------------------------------------------------------------- */
+
+void *ak_pool_alloc_slow(ak_pool *pub) {
+  if (!pub) {
+    _ak_error(EINVAL, "ak_pool_alloc: pool is NULL");
+    return NULL;
+  }
+  _ak_pool_impl *p = _ak_impl(pub);
+  if (ak_config_validate && AK_UNLIKELY(p->destroyed))
+    _ak_fatal("ak_pool_alloc(%p): pool '%s' was destroyed (ak_pool_destroy)", (void *)pub, p->name);
+  return p->mode->alloc(p);
+}
+
+void ak_pool_free_slow(ak_pool *pub, void *o) {
+  if (!pub || !o) return;
+  _ak_pool_impl *p = _ak_impl(pub);
+  if (ak_config_validate && AK_UNLIKELY(p->destroyed))
+    _ak_fatal("ak_pool_free(%p): pool '%s' was destroyed (ak_pool_destroy)", o, p->name);
+  p->mode->free(p, o);
+}
+
+/* Hardened (guards): the last page of a slab of at least four pages is a
+ * guard page; smaller slabs have none (it would take a quarter or more). */
+static size_t guard_size(size_t slab) {
+  size_t ps = _ak_os_page_size();
+  return ak_harden_guards && slab >= 4 * ps ? ps : 0;
+}
+
+static size_t natural_align(size_t size) {
+  size_t a = size & (~size + 1); /* lowest set bit */
+  return a > 16 ? 16 : a;
+}
+
+/* The headers define ak_pool_create as a macro (ak_pool_create_inline with
+ * their layout version); the parentheses keep it from expanding here. A
+ * call of the symbol itself (a function pointer) is taken to come from
+ * this build's headers, with links not encoded. */
+ak_pool *(ak_pool_create)(const ak_pool_options *opts) {
+  return ak_pool_create_inline(opts, AK_POOL_LAYOUT_VERSION << 8);
+}
+
+ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
+  static const char *const call = "ak_pool_create";
+  if (!opts) {
+    _ak_error(EINVAL, "%s: options are NULL (object_size is required)", call);
+    return NULL;
+  }
+  /* Programs read the pool's head and the thread heaps inline with the
+   * layout of the headers they were compiled with: another layout is
+   * refused, never misread. */
+  if ((inline_abi >> 8) != AK_POOL_LAYOUT_VERSION) {
+    _ak_error(EPROTO,
+              "%s: pool '%s': the program was compiled with arenakit pool headers of layout version %d, "
+              "this library has version %d: rebuild it against this library's headers",
+              call, opts->name ? opts->name : "pool", inline_abi >> 8, AK_POOL_LAYOUT_VERSION);
+    return NULL;
+  }
+  bool inline_encode = (inline_abi & AK_POOL_INLINE_ENCODE_BIT) != 0;
+  ak_pool_options o = *opts;
+  size_t ps = _ak_os_page_size();
+  const char *bad = NULL;
+  if (o.object_size == 0)
+    bad = "object_size is 0";
+  else if (o.object_size > SIZE_MAX / 4)
+    bad = "object_size is too large";
+  else if (o.align & (o.align - 1))
+    bad = "align is not a power of two";
+  else if (o.slab_size && ((o.slab_size & (o.slab_size - 1)) || o.slab_size < ps))
+    bad = "slab_size is not a power of two >= the page size";
+  else if ((unsigned)o.sync > AK_SYNC_LOCKFREE)
+    bad = "unknown sync mode";
+  else if ((unsigned)o.backing > AK_BACKING_FILE)
+    bad = "unknown backing";
+  else if ((o.backing == AK_BACKING_FILE) != (o.path != NULL))
+    bad = "a path is needed with, and only with, AK_BACKING_FILE";
+  if (bad) {
+    _ak_error(EINVAL, "%s: pool '%s': %s", call, o.name ? o.name : "pool", bad);
+    return NULL;
+  }
+  size_t align = o.align ? o.align : natural_align(o.object_size);
+  size_t ialign = align < sizeof(void *) ? sizeof(void *) : align;
+  size_t slot = (o.object_size < sizeof(void *) ? sizeof(void *) : o.object_size);
+  /* AK_SYNC_LOCKFREE: the first slot of a batch holds two words (its
+   * link and the batch word, pool_lockfree.c). */
+  if (o.sync == AK_SYNC_LOCKFREE && slot < 2 * sizeof(void *)) slot = 2 * sizeof(void *);
+  slot = (slot + ialign - 1) & ~(ialign - 1);
+  /* Where the slots start in a slab: aligned to the largest power of two
+   * dividing the slot size, up to a cache line, so that no slot straddles
+   * a line it could sit inside (16-byte slots after a header rounded only
+   * to 8 would have every fourth cross a line: two lines per store). At
+   * most 56 bytes of a slab go to it. */
+  size_t lalign = slot & (~slot + 1);
+  if (lalign > 64) lalign = 64;
+  if (lalign < ialign) lalign = ialign;
+  size_t slab = o.slab_size;
+  if (!slab) {
+    slab = DEFAULT_SLAB < ps ? ps : DEFAULT_SLAB;
+    while (slab < (SIZE_MAX >> 2) &&
+           _ak_slab_capacity(slab - guard_size(slab), slot, lalign, ak_config_checked) < MIN_SLOTS)
+      slab *= 2;
+  }
+  size_t guard = guard_size(slab);
+  if (ialign > slab / 2 || _ak_slab_capacity(slab - guard, slot, lalign, ak_config_checked) == 0) {
+    _ak_error(EINVAL, "%s: pool '%s': an object of %zu bytes aligned to %zu does not fit a %zu-byte slab",
+              call, o.name ? o.name : "pool", o.object_size, align, slab);
+    return NULL;
+  }
+
+  /* A slab that no request could commit (1 TiB objects: 16 TiB slabs)
+   * would fail at the first allocation anyway, or under a permissive
+   * overcommit policy hand out memory that cannot exist: refused now.
+   * Only larger slabs than the default ask (the check reads /proc). */
+  if (slab > DEFAULT_SLAB && o.backing != AK_BACKING_FILE && slab > _ak_os_commit_limit()) {
+    _ak_error(
+        ENOMEM,
+        "%s: pool '%s': an object of %zu bytes needs slabs of %zu bytes, more than the system can commit",
+        call, o.name ? o.name : "pool", o.object_size, slab);
+    return NULL;
+  }
+
+  size_t bsize = (sizeof(_ak_pool_impl) + 63) & ~(size_t)63;
+  _ak_pool_impl *p = aligned_alloc(64, bsize); /* the contended fields are cache-line aligned */
+  if (!p) {
+    _ak_error(ENOMEM, "%s: out of memory", call);
+    return NULL;
+  }
+  memset(p, 0, bsize);
+  static const _ak_pool_mode *const modes[] = {[AK_SYNC_THREADS] = &_ak_mode_threads,
+                                               [AK_SYNC_NONE] = &_ak_mode_none,
+                                               [AK_SYNC_SPINLOCK] = &_ak_mode_spinlock,
+                                               [AK_SYNC_LOCKFREE] = &_ak_mode_lockfree};
+  p->mode = modes[o.sync];
+  p->sync = o.sync;
+  p->object_size = o.object_size;
+  p->align = lalign;
+  p->slot = slot;
+  p->slab_size = slab;
+  p->guard = guard;
+  p->inline_ok = inline_encode == ak_harden_encode;
+  p->capacity = _ak_slab_capacity(slab - guard, slot, lalign, ak_config_checked);
+  /* The hardened inline frees test the slot grid (_ak_pool_on_grid); slots
+   * spanning 4 GiB or more leave slot_span 0: every free reaches the library. */
+  p->pub.slot_first = _ak_slab_header_size(p->capacity, lalign, ak_config_checked);
+  if (p->capacity * slot < ((uint64_t)1 << 32)) {
+    p->pub.slot_span = p->capacity * slot;
+    p->pub.slot_div = UINT64_MAX / slot + 1;
+  }
+  p->max_objects = o.max_objects;
+  p->spare_limit = o.spare_slabs;
+  p->release_empty = o.release_empty;
+  p->backing = o.backing;
+  p->fd = -1;
+  snprintf(p->name, sizeof p->name, "%s", o.name ? o.name : "pool");
+  p->id = _ak_pools_new_id();
+  atomic_init(&p->defragment, o.defragment);
+  p->tracked = _ak_track_mode();
+  p->debug = ak_config_checked || p->tracked;
+  pthread_mutex_init(&p->mu, NULL);
+  atomic_init(&p->file_mu, 0);
+  p->pub.slot = p->slot; /* the inline paths' step through never-used slots */
+  p->mode->init(p);      /* the inline paths' initial state */
+  if (p->tracked & AK_TRACK_MODE_VALGRIND) {
+    p->vg_pool = _ak_track_new_pool_id();
+    AK_VG_CREATE_POOL(p->vg_pool);
+  }
+  if (o.backing == AK_BACKING_FILE) {
+    p->path = strdup(o.path);
+    p->fd = p->path ? _ak_os_file_open(o.path) : -1;
+    if (p->fd < 0) {
+      int e = p->path ? errno : ENOMEM;
+      if (e == EBUSY)
+        _ak_error(e, "%s: pool '%s': file '%s' is in use by another pool (locked)", call, p->name, o.path);
+      else
+        _ak_error(e, "%s: pool '%s': cannot create file '%s': %s", call, p->name, o.path, strerror(e));
+      free(p->path);
+      pthread_mutex_destroy(&p->mu);
+      free(p);
+      errno = e;
+      return NULL;
+    }
+  }
+  /* The concurrent modes keep per-thread state (pool_tls.c). */
+  if (p->mode->tls) _ak_tls_register(p, p->mode->tls);
+  /* The reclaim policy by default: spares kept for reuse and given back by
+   * time (spare_slabs, if set, caps them); with release_empty, ARAL's:
+   * spare_slabs kept, any other empty slab released at once. */
+  if (p->release_empty)
+    _ak_spare_set_init(&p->spares, &_ak_pool_spare_ops, p, o.spare_slabs, 0);
+  else
+    _ak_spare_set_init(&p->spares, &_ak_pool_spare_ops, p, o.spare_slabs ? o.spare_slabs : SIZE_MAX,
+                       AK_SPARE_TIMED | AK_SPARE_REGISTERED);
+  _ak_pools_add(p);
+  return &p->pub;
+}
+
+static void release_list(_ak_pool_impl *p, _ak_slab_list *l, size_t *live) {
+  while (l->head) {
+    _ak_slab *s = _ak_slab_first(l);
+    _ak_slab_list_remove(l, s);
+    if (live) *live += s->used;
+    _ak_pool_slab_release(p, s);
+  }
+}
+
+void ak_pool_destroy(ak_pool *pub) {
+  if (!pub) return;
+  _ak_pool_impl *p = _ak_impl(pub);
+  if (ak_config_validate && p->destroyed)
+    _ak_fatal("ak_pool_destroy(%p): pool '%s' was destroyed already", (void *)pub, p->name);
+  _ak_pools_remove(p);
+  size_t live = 0, peak = 0;
+  if (p->mode->settle) p->mode->settle(p);
+  p->mode->counts(p, &live, &peak);
+  /* Frees every thread's heap or magazine; no thread exit touches p after. */
+  if (p->tls_mode) _ak_tls_unregister(p);
+  release_list(p, &p->avail, NULL);
+  release_list(p, &p->full, NULL);
+  release_list(p, &p->spare, NULL);
+  release_list(p, &p->abandoned, NULL);
+  _ak_spare_drain(&p->spares);
+  _ak_spare_set_fini(&p->spares); /* waits for a pass of the background thread */
+  if (ak_config_checked && live) _ak_warn("ak_pool_destroy: pool '%s' had %zu live objects", p->name, live);
+  if (p->tracked & AK_TRACK_MODE_VALGRIND) AK_VG_DESTROY_POOL(p->vg_pool);
+  if (p->fd >= 0) _ak_os_file_close(p->fd);
+  free(p->path);
+  free(p->file_free);
+  free(p->file_pos);
+  _ak_table_free(&p->table);
+  pthread_mutex_destroy(&p->mu);
+  if (ak_config_validate) {
+    /* A tombstone: every inline path now reaches the library, which names
+     * the destroyed pool; the oldest tombstone is freed. */
+    _ak_pool_inline_off(p);
+    p->pub.tkey = 0;
+    p->destroyed = true;
+    p = _ak_pools_bury(p);
+  }
+  free(p);
+}
+
+/* A failed reserve reports itself as ak_pool_reserve, keeping the reason
+ * the slab or backing code gave (which names ak_pool_alloc). */
+static int reserve_result(_ak_pool_impl *p, int rc) {
+  if (rc == 0) return 0;
+  const char *m = ak_last_error();
+  if (strncmp(m, "ak_pool_reserve:", 16) != 0) {
+    const char *why = strstr(m, "': ");
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", why ? why + 3 : strerror(rc));
+    _ak_pool_error(p, rc, "ak_pool_reserve", buf);
+  }
+  errno = rc;
+  return rc;
+}
+
+int ak_pool_reserve(ak_pool *pub, size_t n) {
+  if (!pub) {
+    _ak_error(EINVAL, "ak_pool_reserve: pool is NULL");
+    return EINVAL;
+  }
+  _ak_pool_impl *p = _ak_impl(pub);
+  /* Room that can never be used, or whose slabs would not fit the address
+   * space: refused up front, instead of mapping slabs until the OS says no. */
+  if ((p->max_objects && n > p->max_objects) || n / p->capacity >= SIZE_MAX / p->slab_size) {
+    _ak_pool_error(p, ENOMEM, "ak_pool_reserve",
+                   p->max_objects && n > p->max_objects ? "more objects than max_objects"
+                                                        : "that many objects do not fit the address space");
+    return ENOMEM;
+  }
+  /* What the new slabs could need at most (the room there is already is
+   * not counted): more than the system can commit, or than the file
+   * system has free, fails now, with nothing mapped, instead of after
+   * mapping slab after slab. */
+  size_t bytes = (n / p->capacity + (n % p->capacity != 0)) * p->slab_size;
+  if (p->backing == AK_BACKING_FILE ? bytes > _ak_os_file_room(p->fd) : bytes > _ak_os_commit_limit()) {
+    char msg[600];
+    if (p->backing == AK_BACKING_FILE)
+      snprintf(msg, sizeof msg,
+               "%zu objects need up to %zu bytes, more than the file system of '%s' has free", n, bytes,
+               p->path);
+    else
+      snprintf(msg, sizeof msg, "%zu objects need up to %zu bytes, more than the system can commit", n,
+               bytes);
+    int e = p->backing == AK_BACKING_FILE ? ENOSPC : ENOMEM;
+    _ak_pool_error(p, e, "ak_pool_reserve", msg);
+    return e;
+  }
+  return reserve_result(p, p->mode->reserve(p, n));
+}
+
+bool ak_pool_owns(const ak_pool *pub, const void *ptr) {
+  if (!pub || !ptr) return false;
+  _ak_pool_impl *p = _ak_impl(pub);
+  uintptr_t base = (uintptr_t)ptr & ~(uintptr_t)(p->slab_size - 1);
+  return _ak_table_has(&p->table, base) && _ak_slab_is_slot((const _ak_slab *)base, (uintptr_t)ptr);
+}
+
+void ak_pool_trim(ak_pool *pub) {
+  if (!pub) return;
+  _ak_pool_impl *p = _ak_impl(pub);
+  p->mode->trim(p);
+}
+
+void ak_pool_set_defragment(ak_pool *pub, bool on) {
+  if (!pub) return;
+  _ak_pool_impl *p = _ak_impl(pub);
+  if (p->mode->set_defragment)
+    p->mode->set_defragment(p, on);
+  else
+    atomic_store(&p->defragment, on);
+}
+
+const char *ak_pool_name(const ak_pool *pub) { return pub ? _ak_impl(pub)->name : "(null)"; }
+
+void ak_pool_stats_get(const ak_pool *pub, ak_pool_stats *out) {
+  if (!out) return;
+  memset(out, 0, sizeof *out);
+  out->version = AK_POOL_STATS_VERSION;
+  if (!pub) return;
+  _ak_pool_impl *p = _ak_impl(pub);
+  out->object_size = p->object_size;
+  out->slot_size = p->slot;
+  p->mode->counts(p, &out->live, &out->peak_live);
+  _ak_spare_tick(&p->spares); /* the counts show the policy's due steps done */
+  _ak_table_stats(&p->table, p->slab_size, out);
+  _ak_spare_counts sc;
+  _ak_spare_stats(&p->spares, &sc);
+  size_t cold = sc.spare_bytes - sc.committed;
+  out->bytes_committed = out->bytes_reserved > cold ? out->bytes_reserved - cold : 0;
+  out->bytes_spare = sc.spare_bytes;
+  out->bytes_purged = sc.purged_bytes;
+  if (p->mode->stats) p->mode->stats(p, out); /* LOCKFREE: its taken-down slabs */
+}
+
+int ak_pool_stats_print(const ak_pool *pub, FILE *f) {
+  if (!f) {
+    _ak_error(EINVAL, "ak_pool_stats_print: the stream is NULL");
+    return -1;
+  }
+  ak_pool_stats s;
+  ak_pool_stats_get(pub, &s);
+  const _ak_pool_impl *p = pub ? _ak_impl(pub) : NULL;
+  char obj[AK_BYTES_TEXT], slot[AK_BYTES_TEXT], reserved[AK_BYTES_TEXT], resident[AK_BYTES_TEXT];
+  char committed[AK_BYTES_TEXT], spare[AK_BYTES_TEXT], purged[AK_BYTES_TEXT];
+  int rc = fprintf(f,
+                   "pool '%s' (sync %s): objects of %s in slots of %s\n"
+                   "  live objects  %zu (peak %zu)\n"
+                   "  slabs         %zu (peak %zu): reserved %s, resident %s\n"
+                   "  slabs obtained %zu, released %zu\n"
+                   "  committed %s, spare %s, purged %s so far\n",
+                   ak_pool_name(pub), p ? p->mode->name : "-", _ak_format_bytes(obj, s.object_size),
+                   _ak_format_bytes(slot, s.slot_size), s.live, s.peak_live, s.slabs, s.peak_slabs,
+                   _ak_format_bytes(reserved, s.bytes_reserved), _ak_format_bytes(resident, s.bytes_resident),
+                   s.slab_allocs, s.slab_releases, _ak_format_bytes(committed, s.bytes_committed),
+                   _ak_format_bytes(spare, s.bytes_spare), _ak_format_bytes(purged, s.bytes_purged));
+  /* The text may sit in the stream's buffer: only a flush says whether
+   * it was written (/dev/full takes the fprintf and fails the flush). */
+  int saved = errno, e = rc < 0 ? (errno ? errno : EIO) : 0;
+  errno = 0;
+  if (!e && (fflush(f) != 0 || ferror(f))) e = errno ? errno : EIO;
+  errno = saved;
+  if (e) {
+    _ak_error(e, "ak_pool_stats_print: pool '%s': cannot write the stats: %s", ak_pool_name(pub),
+              strerror(e));
+    return -1;
+  }
+  return 0;
+}
