@@ -337,20 +337,23 @@ void rounds_report(const akb::RunData &d, const akb::Params &params, akb::Report
         {d.median("glibc", "idle.base." + mk) * mib, d.median("glibc", "idle.now." + mk) * mib,
          d.median("glibc", "idle.call." + mk) * mib, d.median("glibc", "idle.bg." + mk) * mib});
     double vs_spare = d.median_ratio("glibc", "rounds_ns." + mk + ".default", "rounds_ns." + mk + ".spare");
-    rep.checks.push_back({std::string("repeated churn, ") + m.name +
-                              ", default options: time vs the spare_slabs pool (at most 1.1x): 1.1 / that",
-                          kMaxVsSpare / vs_spare, 1, "x"});
+    rep.checks.push_back(
+        akb::at_most(std::string("repeated churn, ") + m.name +
+                         ", default options: time vs the spare_slabs pool (at most 1.1x): 1.1 / that",
+                     vs_spare, kMaxVsSpare));
     double vs_glibc = d.median("glibc", "rounds_ns." + mk + ".default") / glibc;
-    rep.checks.push_back({std::string("repeated churn, ") + m.name +
-                              ", default options: time vs glibc malloc (at most 0.8x): 0.8 / that",
-                          kMaxVsGlibc / vs_glibc, 1, "x"});
+    rep.checks.push_back(
+        akb::at_most(std::string("repeated churn, ") + m.name +
+                         ", default options: time vs glibc malloc (at most 0.8x): 0.8 / that",
+                     vs_glibc, kMaxVsGlibc));
     for (const char *when : {"call", "bg"}) {
       double pct = 100 * d.median("glibc", std::string("idle.") + when + "." + mk) /
                    d.median("glibc", "idle.base." + mk);
-      rep.checks.push_back({std::string("repeated churn, ") + m.name + ": RSS 2 s after the last free (" +
-                                (when[0] == 'c' ? "then one call" : "background thread") + ") = " +
-                                fmt("%.1f", pct) + "% of before the fill (at most 110%): 110% / that",
-                            kMaxAfterPercent / pct, 1, "x"});
+      rep.checks.push_back(
+          akb::at_most(std::string("repeated churn, ") + m.name + ": RSS 2 s after the last free (" +
+                           (when[0] == 'c' ? "then one call" : "background thread") +
+                           ") = " + fmt("%.1f", pct) + "% of before the fill (at most 110%): 110% / that",
+                       pct, kMaxAfterPercent));
     }
   }
   rep.tables.push_back(t);
@@ -424,10 +427,11 @@ akb::Report report(const akb::RunData &d, const akb::Params &params) {
     rep.tables.push_back(pr);
     double before = d.median("glibc", "rss.ak.before"), after = d.median("glibc", "rss.ak.idle");
     double pct = 100 * after / before;
-    rep.checks.push_back({"arenakit RSS 2 s after freeing everything, then one call = " +
-                              fmt("%.1f", after * mib) + " MiB, " + fmt("%.1f", pct) + "% of the " +
-                              fmt("%.1f", before * mib) + " MiB before the fill (at most 110%): 110% / that",
-                          kMaxAfterPercent / pct, 1, "x"});
+    rep.checks.push_back(akb::at_most(
+        "arenakit RSS 2 s after freeing everything, then one call = " + fmt("%.1f", after * mib) + " MiB, " +
+            fmt("%.1f", pct) + "% of the " + fmt("%.1f", before * mib) +
+            " MiB before the fill (at most 110%): 110% / that",
+        pct, kMaxAfterPercent));
   }
   rounds_report(d, params, rep);
   return rep;
@@ -435,20 +439,13 @@ akb::Report report(const akb::RunData &d, const akb::Params &params) {
 
 }  // namespace
 
-extern const akb::Scenario akb_scenario_churn;
-const akb::Scenario akb_scenario_churn = {
-    "pool-churn",
+AKB_SCENARIO(
+    churn, "pool-churn",
     "churn after ARAL's motivation: 2 million 128-byte buffers allocated at once, freed in random order, "
     "process RSS before, at the peak, during the frees and after, arenakit against malloc",
-    prepare,
-    child,
-    report,
-    3,
-    1,
     {
         {"alloc_ns.ak", akb::Better::lower, "ns"},
         {"free_ns.ak", akb::Better::lower, "ns"},
         {"rounds_ns.threads.default", akb::Better::lower, "ns"},
         {"rounds_ns.none.default", akb::Better::lower, "ns"},
-    },
-};
+    });

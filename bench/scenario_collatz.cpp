@@ -81,7 +81,7 @@ int sub(const akb::Params &p) {
 
 int child(const akb::Params &p) {
   if (p.count("sub")) return sub(p);
-  akmw::widen_affinity();
+  akb::widen_affinity(false);
   std::vector<std::string> tops = split(p.at("tops"));
   std::vector<akmw::Column> cols = akmw::child_columns(akb::arenakit_only(p));
   akmw::OverMemo memo(kName);
@@ -263,36 +263,29 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
     for (const char *prog : kProgs) {
       double a = cell("arenakit", prog, ct).v, g = cell("glibc", prog, ct).v,
              m = cell("mimalloc", prog, ct).v;
-      rep.checks.push_back({std::string("Collatz ") + prog + " TOP=" + ct + ": glibc " +
-                                akmw::fmt("%.3f", g) + " s / arenakit " + akmw::fmt("%.3f", a) +
-                                " s (arenakit at most 0.5x glibc)",
-                            g / a, kMinVsGlibc, "x"});
-      rep.checks.push_back({std::string("Collatz ") + prog + " TOP=" + ct + ": mimalloc " +
-                                akmw::fmt("%.3f", m) + " s / arenakit " + akmw::fmt("%.3f", a) +
-                                " s (arenakit at most mimalloc's time)",
-                            m / a, kMinVsMimalloc, "x"});
+      rep.checks.push_back(akb::speedup(std::string("Collatz ") + prog + " TOP=" + ct + ": glibc " +
+                                            akmw::fmt("%.3f", g) + " s / arenakit " + akmw::fmt("%.3f", a) +
+                                            " s (arenakit at most 0.5x glibc)",
+                                        a, g, kMinVsGlibc));
+      rep.checks.push_back(akb::speedup(std::string("Collatz ") + prog + " TOP=" + ct + ": mimalloc " +
+                                            akmw::fmt("%.3f", m) + " s / arenakit " + akmw::fmt("%.3f", a) +
+                                            " s (arenakit at most mimalloc's time)",
+                                        a, m, kMinVsMimalloc));
     }
   }
-  rep.checks.push_back({"runs with the right result (" + std::to_string(wrong.size()) + " wrong, " +
-                            std::to_string(crashed.size()) + " crashed): all",
-                        wrong.empty() && crashed.empty() ? 1.0 : 0.0, 1, ""});
+  rep.checks.push_back(akb::all_ok("runs with the right result (" + std::to_string(wrong.size()) +
+                                       " wrong, " + std::to_string(crashed.size()) + " crashed): all",
+                                   wrong.empty() && crashed.empty()));
   return rep;
 }
 
 }  // namespace
 
-extern const akb::Scenario akb_scenario_collatz;
-const akb::Scenario akb_scenario_collatz = {
-    kName,
+AKB_SCENARIO(
+    collatz, kName,
     "seed 003: Collatz simulation with a growable array (ivec) and a linked list (list), 4 threads, the "
     "sequence copied and extended 50 steps at a time, TOP = 1000 ... 1,000,000; arenakit, glibc, the seed's "
     "single-mutex 'simple' malloc, jemalloc, tcmalloc, mimalloc",
-    prepare,
-    child,
-    report,
-    3,
-    1,
     {
         {"arenakit.*.time", akb::Better::lower, "s"},
-    },
-};
+    });

@@ -473,10 +473,10 @@ akb::Report report(const akb::RunData &d, const akb::Params &params) {
           wt = t;
         }
       }
-      rep.checks.push_back({std::string(c->label) + ": worst wall time over " + trange + " is " +
-                                fmt("%.2f", w) + "x its T=" + std::to_string(ts.front()) +
-                                " time (T=" + std::to_string(wt) + "; at most 3x): 3 / that",
-                            kMaxCollapse / w, 1, "x"});
+      rep.checks.push_back(akb::at_most(std::string(c->label) + ": worst wall time over " + trange + " is " +
+                                            fmt("%.2f", w) + "x its T=" + std::to_string(ts.front()) +
+                                            " time (T=" + std::to_string(wt) + "; at most 3x): 3 / that",
+                                        w, kMaxCollapse));
     }
   }
   return rep;
@@ -484,20 +484,13 @@ akb::Report report(const akb::RunData &d, const akb::Params &params) {
 
 }  // namespace
 
-extern const akb::Scenario akb_scenario_seed000_mt;
-const akb::Scenario akb_scenario_seed000_mt = {
-    "seed000-pool-mt",
+AKB_SCENARIO(
+    seed000_mt, "seed000-pool-mt",
     "seed 000 multi-thread: 50M allocations + 50M frees split over T = 1..16 threads, per-thread "
     "durations and AVG, new/delete under each malloc, std::mutex free list, ak_pool spinlock, lock-free "
     "and threads modes",
-    prepare,
-    child,
-    report,
-    3,  // medians of 3: one run's per-T figures move by up to 2x (docs/benchmarks.md, "Noise")
-    1,
     {
         {"wall.spinlock.T*", akb::Better::lower, "s"},
         {"wall.lockfree.T*", akb::Better::lower, "s"},
         {"wall.threads.T*", akb::Better::lower, "s"},
-    },
-};
+    });

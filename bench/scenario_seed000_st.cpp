@@ -212,10 +212,10 @@ akb::Report report(const akb::RunData &d, const akb::Params &params) {
   if (d.has("glibc", "ns.newdelete")) {
     double none_g = d.median("glibc", "ns.pool_none");
     double nd_g = d.median("glibc", "ns.newdelete");
-    rep.checks.push_back({"AK_SYNC_NONE vs glibc new/delete: " + fmt("%.2f", none_g) + " vs " +
-                              fmt("%.2f", nd_g) + " ns (time ratio " + fmt("%.3f", none_g / nd_g) +
-                              "x, at most 0.25x): speedup",
-                          nd_g / none_g, kMinVsGlibc, "x"});
+    rep.checks.push_back(akb::speedup("AK_SYNC_NONE vs glibc new/delete: " + fmt("%.2f", none_g) + " vs " +
+                                          fmt("%.2f", nd_g) + " ns (time ratio " +
+                                          fmt("%.3f", none_g / nd_g) + "x, at most 0.25x): speedup",
+                                      none_g, nd_g, kMinVsGlibc));
     std::string fastest;
     double best = INFINITY;
     for (const auto &c : cols) {
@@ -226,30 +226,23 @@ akb::Report report(const akb::RunData &d, const akb::Params &params) {
       }
     }
     double none_f = d.median(fastest, "ns.pool_none");
-    rep.checks.push_back({"AK_SYNC_NONE vs the fastest new/delete (" + fastest +
-                              ", same process): " + fmt("%.2f", none_f) + " vs " + fmt("%.2f", best) +
-                              " ns (time ratio " + fmt("%.3f", none_f / best) + "x, at most 0.5x): speedup",
-                          best / none_f, kMinVsFastest, "x"});
+    rep.checks.push_back(akb::speedup("AK_SYNC_NONE vs the fastest new/delete (" + fastest +
+                                          ", same process): " + fmt("%.2f", none_f) + " vs " +
+                                          fmt("%.2f", best) + " ns (time ratio " +
+                                          fmt("%.3f", none_f / best) + "x, at most 0.5x): speedup",
+                                      none_f, best, kMinVsFastest));
   }
   return rep;
 }
 
 }  // namespace
 
-extern const akb::Scenario akb_scenario_seed000_st;
-const akb::Scenario akb_scenario_seed000_st = {
-    "seed000-pool-st",
-    "seed 000 single thread: ns per allocate + deallocate of a 48-byte object with constructor and "
-    "destructor, new/delete under each malloc against ak_pool in every sync mode",
-    prepare,
-    child,
-    report,
-    3,
-    1,
-    {
-        {"ns.pool_*", akb::Better::lower, "ns"},
-        {"ns.capi_none", akb::Better::lower, "ns"},
-        {"batch_ns.pool_*", akb::Better::lower, "ns"},
-        {"batch_ns.capi_none", akb::Better::lower, "ns"},
-    },
-};
+AKB_SCENARIO(seed000_st, "seed000-pool-st",
+             "seed 000 single thread: ns per allocate + deallocate of a 48-byte object with constructor and "
+             "destructor, new/delete under each malloc against ak_pool in every sync mode",
+             {
+                 {"ns.pool_*", akb::Better::lower, "ns"},
+                 {"ns.capi_none", akb::Better::lower, "ns"},
+                 {"batch_ns.pool_*", akb::Better::lower, "ns"},
+                 {"batch_ns.capi_none", akb::Better::lower, "ns"},
+             });

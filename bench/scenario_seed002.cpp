@@ -300,27 +300,20 @@ akb::Report report(const akb::RunData &d, const akb::Params &params) {
   rep.tables = {t, sp};
   if (d.has("glibc", "s.ak_pool")) {
     double s1 = d.median("glibc", "s.string_new"), s5 = d.median("glibc", "s.ak_pool");
-    rep.checks.push_back({"ak_pool stage vs std::string + new/delete stage (glibc child; " + fmt("%.4f", s5) +
-                              " s vs " + fmt("%.4f", s1) + " s): speedup",
-                          s1 / s5, kMinSpeedup, "x"});
+    rep.checks.push_back(akb::speedup("ak_pool stage vs std::string + new/delete stage (glibc child; " +
+                                          fmt("%.4f", s5) + " s vs " + fmt("%.4f", s1) + " s): speedup",
+                                      s5, s1, kMinSpeedup));
   }
   return rep;
 }
 
 }  // namespace
 
-extern const akb::Scenario akb_scenario_seed002;
-const akb::Scenario akb_scenario_seed002 = {
-    "seed002-memnode",
+AKB_SCENARIO(
+    seed002, "seed002-memnode",
     "seed 002: the CS61 memnode benchmark, std::string + new/delete, const char * + new/delete, vector and "
     "intrusive free lists, ak_pool and ak::object_pool",
-    prepare,
-    child,
-    report,
-    3,
-    1,
     {
         {"s.ak_pool", akb::Better::lower, "s"},
         {"s.object_pool", akb::Better::lower, "s"},
-    },
-};
+    });

@@ -375,19 +375,12 @@ akb::Report report(const akb::RunData &d, const akb::Params &params) {
 
 }  // namespace
 
-extern const akb::Scenario akb_scenario_seed004;
-const akb::Scenario akb_scenario_seed004 = {
-    "seed004-aral",
+AKB_SCENARIO(
+    seed004, "seed004-aral",
     "seed 004: ARAL's stress test, T threads x 10,000 elements allocated and freed in a loop, M ops/s and "
     "resident memory after the run, arenakit (AK_SYNC_THREADS) against malloc",
-    prepare,
-    child,
-    report,
-    3,
-    1,
     {
         {"mops.akaral.T*", akb::Better::higher, "M op/s"},
         {"mops.ak.T*", akb::Better::higher, "M op/s"},
         {"mops.akonce.T*", akb::Better::higher, "M op/s"},
-    },
-};
+    });

@@ -442,7 +442,7 @@ int sub(const akb::Params &p) {
 
 int child(const akb::Params &p) {
   if (p.count("sub")) return sub(p);
-  akmw::widen_affinity();
+  akb::widen_affinity(false);
   std::vector<akmw::Column> cols = akmw::child_columns(akb::arenakit_only(p));
   akmw::OverMemo memo(kName);
   for (const char *wl : kWorkloads) {
@@ -575,53 +575,47 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
   }
 
   double ga = geomean("arenakit"), gm = geomean("mimalloc");
-  rep.checks.push_back({"geometric mean time over the " + std::to_string(std::size(kWorkloads)) +
-                            " workloads: mimalloc " + akmw::fmt("%.3f", gm) + " s / arenakit " +
-                            akmw::fmt("%.3f", ga) + " s (arenakit at most 1.0x mimalloc)",
-                        gm / ga, kMinSpeedVsMimalloc, "x"});
+  rep.checks.push_back(akb::speedup("geometric mean time over the " + std::to_string(std::size(kWorkloads)) +
+                                        " workloads: mimalloc " + akmw::fmt("%.3f", gm) + " s / arenakit " +
+                                        akmw::fmt("%.3f", ga) + " s (arenakit at most 1.0x mimalloc)",
+                                    ga, gm, kMinSpeedVsMimalloc));
   for (const char *wl : kWorkloads) {
     double a = akmw::median(d, "arenakit", std::string(wl) + ".peak_rss") / 1048576.0;
     double m = akmw::median(d, "mimalloc", std::string(wl) + ".peak_rss") / 1048576.0;
-    rep.checks.push_back({std::string("peak RSS, ") + wl + ": arenakit " + akmw::fmt("%.1f", a) +
-                              " MiB = " + akmw::fmt("%.2f", a / m) + "x mimalloc's " + akmw::fmt("%.1f", m) +
-                              " MiB; 1.2 x mimalloc / arenakit",
-                          kMaxRssVsMimalloc * m / a, 1.0, "x"});
+    rep.checks.push_back(akb::at_most(std::string("peak RSS, ") + wl + ": arenakit " + akmw::fmt("%.1f", a) +
+                                          " MiB = " + akmw::fmt("%.2f", a / m) + "x mimalloc's " +
+                                          akmw::fmt("%.1f", m) + " MiB; 1.2 x mimalloc / arenakit",
+                                      a / m, kMaxRssVsMimalloc));
   }
   for (const char *wl : kWorkloads) {
     double a = akmw::median(d, "arenakit", std::string(wl) + ".minflt");
     double m = akmw::median(d, "mimalloc", std::string(wl) + ".minflt");
-    rep.checks.push_back({std::string("minor faults, ") + wl + ": arenakit " + akmw::fmt("%.0f", a) +
-                              ", mimalloc " + akmw::fmt("%.0f", m) +
-                              "; mimalloc / arenakit (at most mimalloc's)",
-                          m / std::max(a, 1.0), 1.0, "x"});
+    rep.checks.push_back(akb::speedup(std::string("minor faults, ") + wl + ": arenakit " +
+                                          akmw::fmt("%.0f", a) + ", mimalloc " + akmw::fmt("%.0f", m) +
+                                          "; mimalloc / arenakit (at most mimalloc's)",
+                                      std::max(a, 1.0), m, 1.0));
   }
   for (const char *wl : {"churn", "churn8"}) {
     double a = time_of("arenakit", wl), gl = time_of("glibc", wl);
-    rep.checks.push_back({std::string("thread churn ") + wl + ": glibc " + akmw::fmt("%.3f", gl) +
-                              " s / arenakit " + akmw::fmt("%.3f", a) + " s (arenakit at most glibc's time)",
-                          gl / a, 1.0, "x"});
+    rep.checks.push_back(akb::speedup(std::string("thread churn ") + wl + ": glibc " + akmw::fmt("%.3f", gl) +
+                                          " s / arenakit " + akmw::fmt("%.3f", a) +
+                                          " s (arenakit at most glibc's time)",
+                                      a, gl, 1.0));
   }
-  rep.checks.push_back(
-      {"workloads with intact blocks and no crash (" + std::to_string(problems.size()) + " problems): all",
-       problems.empty() ? 1.0 : 0.0, 1, ""});
+  rep.checks.push_back(akb::all_ok(
+      "workloads with intact blocks and no crash (" + std::to_string(problems.size()) + " problems): all",
+      problems.empty()));
   return rep;
 }
 
 }  // namespace
 
-extern const akb::Scenario akb_scenario_workloads;
-const akb::Scenario akb_scenario_workloads = {
-    kName,
+AKB_SCENARIO(
+    workloads, kName,
     "allocator workloads: larson server simulation, producer/consumer, false-sharing probe (cache-scratch), "
     "random sizes and lifetimes, realloc growth, short-lived threads, thread churn, fragmentation probe; "
     "time, "
     "peak resident memory and minor page faults under arenakit, glibc, simple, jemalloc, tcmalloc, mimalloc",
-    prepare,
-    child,
-    report,
-    3,
-    1,
     {
         {"arenakit.*.time", akb::Better::lower, "s"},
-    },
-};
+    });
