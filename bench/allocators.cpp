@@ -30,7 +30,7 @@ struct KnownMalloc {
 };
 
 const std::vector<KnownMalloc> &known_mallocs() {
-  // Column order of the seed's table.
+  // Column order of the source benchmark's table.
   static const std::vector<KnownMalloc> k = {
       {"glibc", {}, "libc6"},
       {"tcmalloc", {"libtcmalloc_minimal.so.4", "libtcmalloc.so.4"}, "libtcmalloc-minimal4"},

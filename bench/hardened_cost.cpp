@@ -244,7 +244,7 @@ int hardened_cost(const std::vector<const Scenario *> &todo, const std::map<std:
   double elapsed = now_s() - t_start;
 
   // A run of some of the scenarios keeps the others' rows from the earlier
-  // report (same file, same mitigations), as README-table.md keeps their
+  // report (same file, same mitigations), as headline-tables.md keeps their
   // tables; they are marked "earlier run". Registry order.
   fs::path dir = opts.out_dir;
   int n_earlier = 0;
@@ -375,7 +375,7 @@ int hardened_cost(const std::vector<const Scenario *> &todo, const std::map<std:
                   fmt_g(k.second[i], "%.9g") + "\n";
   write_file(dir / "raw" / (stem + ".csv"), rawcsv);
 
-  // The tables snippet (README-table.md) takes the default (all mitigations) report only.
+  // The tables snippet (headline-tables.md) takes the default (all mitigations) report only.
   if (h.tag.empty()) {
     std::string snip = "#### hardened-cost: slowdown of the hardened build (" + mitigations +
                        "), arenakit's metrics\n\n" + summary_md + "\n" + cpu_model() + ", " +
@@ -385,7 +385,7 @@ int hardened_cost(const std::vector<const Scenario *> &todo, const std::map<std:
     write_readme_snippet(dir);
   }
   std::printf("Wrote %s/%s.{md,csv%s}%s\n\n", dir.c_str(), stem.c_str(), h.tag.empty() ? ",table.md" : "",
-              h.tag.empty() ? (" and " + dir.string() + "/README-table.md").c_str() : "");
+              h.tag.empty() ? (" and " + dir.string() + "/headline-tables.md").c_str() : "");
   return ok ? rc : 1;
 }
 

@@ -15,7 +15,7 @@
 // with LD_PRELOAD set to the allocator's library (glibc: no preload). It
 // takes the median of every measurement over the repetitions, prints the
 // scenario's tables and acceptance checks, and writes <out>/<scenario>.md,
-// .csv, .table.md (headline table), .svg (bench/plot.py) and README-table.md
+// .csv, .table.md (headline table), .svg (bench/plot.py) and headline-tables.md
 // (the headline tables of every scenario whose results are in <out>;
 // scripts/bench.sh copies them into docs/benchmarks.md, "Current figures").
 // With --hardened-exe PATH it then measures the hardened build's cost
@@ -148,7 +148,7 @@ int main(int argc, char **argv) {
   }
   std::string cmd = argv[1];
   if (cmd == "list") {
-    for (const akb::Scenario *s : akb::scenarios()) std::printf("%-16s %s\n", s->name, s->description);
+    for (const akb::Scenario *s : akb::scenarios()) std::printf("%-18s %s\n", s->name, s->description);
     return 0;
   }
   if (cmd == "run") return akb::run_main(argc, argv);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-// mw_common.h - what the malloc-comparison scenarios (seed003-collatz,
+// mw_common.h - what the malloc-comparison scenarios (malloc-collatz,
 // malloc-workloads) share: extra allocator columns, one process per
 // measurement, time limits and peak resident memory.
 //

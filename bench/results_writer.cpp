@@ -3,7 +3,7 @@
 // Markdown (<out>/<scenario>.md, the headline table in <scenario>.table.md)
 // and CSV (<scenario>.csv: table,row,allocator,value,unit), every sample
 // (raw/<scenario>.csv), the plot (<scenario>.svg, bench/plot.py) and
-// README-table.md, the headline tables of every scenario with results in
+// headline-tables.md, the headline tables of every scenario with results in
 // <out> (scripts/bench.sh copies it into docs/benchmarks.md).
 #include <gnu/libc-version.h>
 #include <unistd.h>
@@ -103,7 +103,7 @@ void write_readme_snippet(const fs::path &dir) {
   // included), after the scenarios.
   fs::path h = dir / "hardened-cost.table.md";
   if (fs::exists(h)) s += "\n" + read_file(h);
-  write_file(dir / "README-table.md", s);
+  write_file(dir / "headline-tables.md", s);
 }
 
 bool write_scenario_results(const Scenario &sc, const Report &rep, const RunData &data, const Options &opts,
@@ -168,7 +168,7 @@ bool write_scenario_results(const Scenario &sc, const Report &rep, const RunData
     int prc = std::system(cmd.c_str());
     if (prc != 0) std::printf("Plot: skipped (%s exited with %d; see above)\n", script.c_str(), prc);
   }
-  std::printf("Wrote %s/%s.{md,csv,table.md%s} and %s/README-table.md\n\n", dir.c_str(), stem.c_str(),
+  std::printf("Wrote %s/%s.{md,csv,table.md%s} and %s/headline-tables.md\n\n", dir.c_str(), stem.c_str(),
               plot ? ",svg" : "", dir.c_str());
   return ok;
 }

@@ -9,7 +9,7 @@
 //   child_process.cpp   one child process: start, read its key=value lines,
 //                       check that its LD_PRELOAD took; the child's side
 //   results_writer.cpp  tables as Markdown and CSV, the checks' lines, and
-//                       <out>/<scenario>.{md,csv,table.md,svg}, README-table.md
+//                       <out>/<scenario>.{md,csv,table.md,svg}, headline-tables.md
 //   hardened_cost.cpp   the hardened build's cost (--hardened-exe)
 //   measurements.cpp    emit() on the child's side, RunData's medians on the parent's
 //   runner_util.cpp     shell commands, quoting, files, number formatting
@@ -82,11 +82,11 @@ std::string table_md(const Table &t);
 std::string csv_field(const std::string &s);
 // One acceptance check as printed: PASS/FAIL, or "not judged" at --quick sizes.
 std::string check_line(const Check &c, bool quick);
-// <dir>/README-table.md: the headline tables of every scenario with results
+// <dir>/headline-tables.md: the headline tables of every scenario with results
 // in `dir`, registry order, then the hardened build's cost.
 void write_readme_snippet(const fs::path &dir);
 // Writes <out>/<scenario>.{md,csv,table.md}, raw/<scenario>.csv, the plot
-// (`plot`: <scenario>.svg through bench/plot.py) and README-table.md.
+// (`plot`: <scenario>.svg through bench/plot.py) and headline-tables.md.
 // `method` says how the figures were taken. False if a file was not written.
 bool write_scenario_results(const Scenario &sc, const Report &rep, const RunData &data, const Options &opts,
                             const std::vector<std::string> &missing, const std::string &method, bool plot);

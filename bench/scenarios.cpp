@@ -10,7 +10,9 @@
 
 // Every scenario, in `run all` order.
 #define AKB_SCENARIO_IDS(X) \
-  X(seed001) X(seed000_st) X(seed000_mt) X(seed002) X(seed004) X(churn) X(collatz) X(workloads)
+  X(arena_bump)             \
+  X(pool_newdelete_st)      \
+  X(pool_newdelete_mt) X(pool_linkedlist) X(pool_stress) X(pool_churn) X(malloc_collatz) X(malloc_workloads)
 
 #define AKB_DECLARE(id) extern const akb::Scenario akb_scenario_##id;
 AKB_SCENARIO_IDS(AKB_DECLARE)
