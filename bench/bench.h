@@ -10,9 +10,9 @@
 // report function, which builds the tables and acceptance checks. The runner
 // prints them and writes results/<scenario>.{md,csv,svg}.
 //
-// Adding a scenario: write bench/scenario_<name>.cpp defining a
-// `const akb::Scenario akb_scenario_<name>` and add one line to the registry
-// in bench/scenarios.cpp.
+// Adding a scenario: write bench/scenario_<name>.cpp with its prepare,
+// child and report functions and an AKB_SCENARIO(<id>, ...) line, and add
+// the id to the list in bench/scenarios.cpp.
 //
 // Hardened-build cost (`ak_bench run ... --hardened-exe PATH`): the runner
 // runs each scenario's glibc child (the unpreloaded process) with this
@@ -23,6 +23,8 @@
 // measure arenakit.
 #ifndef AK_BENCH_BENCH_H
 #define AK_BENCH_BENCH_H
+
+#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -49,6 +51,20 @@ void emit_str(const std::string &key, const std::string &value);
 inline void sink(const void *p) { asm volatile("" : : "r"(p)); }
 // Compiler barrier: memory may have been read or written here.
 inline void clobber() { asm volatile("" : : : "memory"); }
+
+// Starts `args[0]` with the arguments `args`, its stdout on a pipe whose
+// reading end goes to *out_fd (the caller reads and closes it, and waits for
+// the child), its stderr ours. LD_PRELOAD: `preload` if not empty; else
+// removed (`drop_preload`) or inherited. Returns the child's pid, or -1
+// after a message on stderr (bench/child_process.cpp).
+pid_t spawn_piped(std::vector<std::string> args, const std::string &preload, bool drop_preload, int *out_fd);
+
+// Reads the child's stdout from `fd` into `out` until it closes it, kills
+// the child at now_s() == `kill_at` (INFINITY: never; *killed says whether
+// it did), closes `fd` and waits for the child. Returns its wait status.
+int wait_piped(pid_t pid, int fd, double kill_at, std::string &out, bool *killed);
+// The "key=value" lines of `text`, in order (other lines are skipped).
+std::vector<std::pair<std::string, std::string>> key_values(const std::string &text);
 
 // Scenario parameters, "key=value" strings passed from parent to children.
 using Params = std::map<std::string, std::string>;
@@ -136,6 +152,18 @@ struct Check {
   bool pass() const { return value >= threshold; }
 };
 
+// The three shapes of check the scenarios use. `speedup`: `theirs / ours`,
+// at least `min_ratio` (times: ours must be that many times faster).
+inline Check speedup(std::string name, double ours, double theirs, double min_ratio) {
+  return {std::move(name), theirs / ours, min_ratio, "x"};
+}
+// `measured` at most `bound`: the value is bound / measured, at least 1.
+inline Check at_most(std::string name, double measured, double bound) {
+  return {std::move(name), bound / measured, 1, "x"};
+}
+// Every run went right (1) or not (0).
+inline Check all_ok(std::string name, bool ok) { return {std::move(name), ok ? 1.0 : 0.0, 1, ""}; }
+
 struct Report {
   std::vector<Table> tables;  // tables[0] is the headline (README) table
   std::vector<Check> checks;
@@ -162,15 +190,25 @@ struct Scenario {
   int (*child)(const Params &params);
   // Parent, after all children: the tables and checks.
   Report (*report)(const RunData &data, const Params &params);
-  int default_reps;
-  int quick_reps;
   // arenakit's metrics (optional: a scenario without any is left out of the
   // hardened-build cost). Keys the glibc child does not emit are skipped.
   std::vector<Metric> metrics = {};
+  int default_reps = 3;  // repetitions of each child
+  int quick_reps = 1;    // ... with --quick
 };
 
-// The registry (bench/scenarios.cpp).
+// Defines the scenario `akb_scenario_<id>` from the functions `prepare`,
+// `child` and `report` of the file it stands in: the name, the description,
+// then Scenario's other fields in order (metrics, default_reps, quick_reps),
+// as many as differ from the defaults. Listed in bench/scenarios.cpp.
+#define AKB_SCENARIO(id, name, description, ...) \
+  extern const akb::Scenario akb_scenario_##id;  \
+  const akb::Scenario akb_scenario_##id = {name, description, prepare, child, report, __VA_ARGS__}
+
+// The registry (bench/scenarios.cpp), in `run all` order.
 const std::vector<const Scenario *> &scenarios();
+// The scenario called `name`; nullptr if there is none.
+const Scenario *find_scenario(const std::string &name);
 
 }  // namespace akb
 

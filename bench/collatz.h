@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* collatz.h - the seed 003 Collatz programs (bench/collatz.c). */
+/* collatz.h - the Collatz programs (bench/collatz.c). */
 #ifndef AK_BENCH_COLLATZ_H
 #define AK_BENCH_COLLATZ_H
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-// mw_common.h - what the malloc-comparison scenarios (seed003-collatz,
+// mw_common.h - what the malloc-comparison scenarios (malloc-collatz,
 // malloc-workloads) share: extra allocator columns, one process per
 // measurement, time limits and peak resident memory.
 //
@@ -18,11 +18,9 @@
 #ifndef AK_BENCH_MW_COMMON_H
 #define AK_BENCH_MW_COMMON_H
 
-#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,8 +39,7 @@
 #include <vector>
 
 #include "bench.h"
-
-extern char **environ;
+#include "bench_util.h"
 
 #ifndef AKB_ARENAKIT_MALLOC
 #define AKB_ARENAKIT_MALLOC ""
@@ -52,6 +49,8 @@ extern char **environ;
 #endif
 
 namespace akmw {
+
+using akb::fmt;
 
 // Column order of the tables (those that ran).
 inline const std::vector<std::string> &column_order() {
@@ -109,15 +108,6 @@ inline std::vector<Column> child_columns(bool arenakit_only = false) {
   return cols;
 }
 
-// Lets the child's threads use every online CPU (the runner pins it to one).
-inline void widen_affinity() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  for (long i = 0; i < n && i < CPU_SETSIZE; i++) CPU_SET(static_cast<int>(i), &set);
-  if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("ak_bench: sched_setaffinity");
-}
-
 // A field of /proc/self/status in bytes ("VmHWM", "VmRSS"); NaN if absent.
 inline double proc_status_bytes(const char *field) {
   std::ifstream f("/proc/self/status");
@@ -164,66 +154,18 @@ inline SubResult run_sub(const Column &col, const std::string &scenario, const s
   std::vector<std::string> av = {exe, "child", scenario, col.label};
   av.insert(av.end(), args.begin(), args.end());
   av.push_back("sub=1");
-  std::vector<char *> argv;
-  for (auto &a : av) argv.push_back(&a[0]);
-  argv.push_back(nullptr);
-  std::vector<std::string> env;
-  for (char **e = environ; *e; e++)
-    if (col.preload.empty() || std::strncmp(*e, "LD_PRELOAD=", 11) != 0) env.push_back(*e);
-  if (!col.preload.empty()) env.push_back("LD_PRELOAD=" + col.preload);
-  std::vector<char *> envp;
-  for (auto &e : env) envp.push_back(&e[0]);
-  envp.push_back(nullptr);
-
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    r.kind = SubResult::kCrash;
-    return r;
-  }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-  pid_t pid;
   double t0 = akb::now_s();
-  int rc = posix_spawn(&pid, exe, &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  close(fds[1]);
-  if (rc != 0) {
-    std::fprintf(stderr, "ak_bench: cannot start %s: %s\n", exe, std::strerror(rc));
-    close(fds[0]);
+  int fd;
+  pid_t pid = akb::spawn_piped(av, col.preload, false, &fd);
+  if (pid < 0) {
     r.kind = SubResult::kCrash;
     return r;
   }
   std::string out;
   bool killed = false;
-  for (;;) {
-    double left = limit_s - (akb::now_s() - t0);
-    if (left <= 0) {
-      kill(pid, SIGKILL);
-      killed = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    int k = poll(&p, 1, static_cast<int>(left * 1000) + 1);
-    if (k < 0 && errno == EINTR) continue;
-    if (k == 0) continue;
-    char buf[4096];
-    ssize_t got = read(fds[0], buf, sizeof buf);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    out.append(buf, static_cast<std::size_t>(got));
-  }
-  close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  int status = akb::wait_piped(pid, fd, t0 + limit_s, out, &killed);
   r.wall = akb::now_s() - t0;
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::size_t eq = line.find('=');
-    if (eq != std::string::npos && eq > 0) r.kv[line.substr(0, eq)] = line.substr(eq + 1);
-  }
+  for (const auto &[k, v] : akb::key_values(out)) r.kv[k] = v;
   if (killed) {
     r.kind = SubResult::kOver;
     return r;
@@ -307,12 +249,6 @@ inline std::vector<std::string> columns(const akb::RunData &d, const std::string
   for (const auto &c : column_order())
     if (has(d, c, probe_key)) out.push_back(c);
   return out;
-}
-
-inline std::string fmt(const char *f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
 }
 
 }  // namespace akmw

@@ -1,28 +1,36 @@
 /* SPDX-License-Identifier: MIT */
 // scenarios.cpp - the registry of benchmark scenarios.
 //
-// To add a scenario: write bench/scenario_<name>.cpp defining
-// `const akb::Scenario akb_scenario_<name>` (see bench.h), declare it below
-// and add it to the list. `ak_bench run all` runs them in this order.
+// To add a scenario: write bench/scenario_<name>.cpp ending in
+// AKB_SCENARIO(<id>, ...) (bench.h) and add the id to the list below.
+// `ak_bench run all` runs them in this order.
+#include <string>
+
 #include "bench.h"
 
-extern const akb::Scenario akb_scenario_seed001;
-extern const akb::Scenario akb_scenario_seed000_st;
-extern const akb::Scenario akb_scenario_seed000_mt;
-extern const akb::Scenario akb_scenario_seed002;
-extern const akb::Scenario akb_scenario_seed004;
-extern const akb::Scenario akb_scenario_churn;
-extern const akb::Scenario akb_scenario_collatz;
-extern const akb::Scenario akb_scenario_workloads;
+// Every scenario, in `run all` order.
+#define AKB_SCENARIO_IDS(X) \
+  X(arena_bump)             \
+  X(pool_newdelete_st)      \
+  X(pool_newdelete_mt) X(pool_linkedlist) X(pool_stress) X(pool_churn) X(malloc_collatz) X(malloc_workloads)
+
+#define AKB_DECLARE(id) extern const akb::Scenario akb_scenario_##id;
+AKB_SCENARIO_IDS(AKB_DECLARE)
+#undef AKB_DECLARE
 
 namespace akb {
 
 const std::vector<const Scenario *> &scenarios() {
-  static const std::vector<const Scenario *> list = {
-      &akb_scenario_seed001, &akb_scenario_seed000_st, &akb_scenario_seed000_mt, &akb_scenario_seed002,
-      &akb_scenario_seed004, &akb_scenario_churn,      &akb_scenario_collatz,    &akb_scenario_workloads,
-  };
+#define AKB_ADDRESS(id) &akb_scenario_##id,
+  static const std::vector<const Scenario *> list = {AKB_SCENARIO_IDS(AKB_ADDRESS)};
+#undef AKB_ADDRESS
   return list;
+}
+
+const Scenario *find_scenario(const std::string &name) {
+  for (const Scenario *s : scenarios())
+    if (name == s->name) return s;
+  return nullptr;
 }
 
 }  // namespace akb

@@ -6,7 +6,7 @@
 #                                    on 2 quiet cores): rewrites results/ (tables,
 #                                    CSVs, plots; commit them) and the generated
 #                                    tables of docs/benchmarks.md
-#   scripts/bench.sh seed001-arena   only the named scenario(s), same places
+#   scripts/bench.sh arena-bump      only the named scenario(s), same places
 #   scripts/bench.sh --quick         short CI run (about 2.5 minutes): small
 #                                    sizes, figures not for judging, written to
 #                                    build-bench/bench/results-quick/ only
@@ -130,17 +130,17 @@ status=0
 
 # A full run into results/ redraws the README's summary chart from the
 # malloc workload set, and refreshes the generated tables of
-# docs/benchmarks.md from results/README-table.md (between the bench-table
+# docs/benchmarks.md from results/headline-tables.md (between the bench-table
 # markers).
 doc=$root/docs/benchmarks.md
-if [ ${#quick[@]} -eq 0 ] && [ "$out_dir" = "$root/results" ] && [ -f "$root/results/README-table.md" ] &&
+if [ ${#quick[@]} -eq 0 ] && [ "$out_dir" = "$root/results" ] && [ -f "$root/results/headline-tables.md" ] &&
   grep -q 'bench-table:start' "$doc"; then
-  awk -v table="$root/results/README-table.md" '
+  awk -v table="$root/results/headline-tables.md" '
     /<!-- bench-table:start -->/ { print; while ((getline line < table) > 0) print line; skip = 1; next }
     /<!-- bench-table:end -->/ { skip = 0 }
     !skip { print }
   ' "$doc" >"$doc.tmp" && mv "$doc.tmp" "$doc"
-  echo "bench.sh: docs/benchmarks.md tables updated from results/README-table.md"
+  echo "bench.sh: docs/benchmarks.md tables updated from results/headline-tables.md"
 fi
 if [ ${#quick[@]} -eq 0 ] && [ "$out_dir" = "$root/results" ] && [ -f "$root/results/malloc-workloads.csv" ]; then
   py=python3

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-// pool_pair.cpp - the seed 000 single-thread loop (allocate one 48-byte
+// pool_pair.cpp - the pool-newdelete-st loop (allocate one 48-byte
 // object, construct it, use it, destroy it, free it) compiled as a user
 // compiles it: a separate program built against the INSTALLED library with
 // `g++ -O2`, default link (shared, lazy binding), flags from pkg-config
 // (run.sh). It checks that the inline fast paths of arenakit/pool.h stay
 // fast outside the project's own build: compare its figures with the rows
-// of the same name in the seed000-pool-st table.
+// of the same name in the pool-newdelete-st table.
 //
 // Usage: pool_pair [N [ROUNDS]]   (default 10,000,000 pairs, 3 rounds)
 // Prints one line per row: "<key> <ns per pair>", the best round.
@@ -17,7 +17,7 @@
 #include <cstdlib>
 #include <ctime>
 
-#include "seed000_pair.h"
+#include "object48_loops.h"
 
 namespace {
 
@@ -29,7 +29,7 @@ double now_s() {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
-using akb::pair_capi;  // the loops of the seed000-pool-st scenario
+using akb::pair_capi;  // the loops of the pool-newdelete-st scenario
 using akb::pair_new;
 using akb::pair_pool;
 
