@@ -16,7 +16,8 @@
  *     -> _ak_free_slow: huge-aligned and large blocks (large.c); the
  *          block checked and its page found (_ak_block_check); a free into
  *          an abandoned segment adopts it (abandoned_take); then
- *          _ak_page_free: remote CAS push, or local push and
+ *          the checked and hardened builds' double-free search
+ *          (_ak_block_free_check); then a remote CAS push, or a local push and
  *          _ak_page_retire -> _ak_span_free -> the segment's release
  *   thread exit (heap_exit): empty pages back, segments abandoned with
  *          their pages committed; sweep_abandoned (slow path, ak_collect)
@@ -209,7 +210,9 @@ static bool adopt_for(_ak_mheap *h, unsigned k) {
  * class or a free page to carve one from (a thread that starts adopts
  * one, not all of its predecessors'). */
 static _ak_page *page_refill(_ak_mheap *h, unsigned cls) {
-  _ak_page *pg = _ak_page_find(h, cls);
+  _ak_page *pg = h->pages[cls];
+  if (pg->free) return pg; /* blocks above 1 KiB come here with one on the list: no call */
+  pg = _ak_page_find(h, cls);
   if (pg) return pg;
   while (adopt(h)) {
     if (h->pages[cls] != &_ak_empty_page) return page_refill(h, cls);
@@ -347,8 +350,19 @@ void _ak_free_slow(void *p, _ak_segment *seg) {
     segment_adopt(h, seg);
     mine = true;
   }
-  if (mine && !(pg->flags & AK_PG_SOLO)) maybe_purge(h); /* a local free: the purge tick */
-  _ak_page_free(h, pg, p, mine);
+  if (_ak_malloc_checked || ak_harden_double_free) _ak_block_free_check(pg, p, mine);
+  if (!mine) {
+    _ak_blk_push_remote(pg, p);
+    return;
+  }
+  if (pg->flags & AK_PG_SOLO) { /* its own span: give the pages back to the segment */
+    _ak_used_set(pg, 0);
+    _ak_span_free(h, seg, pg);
+    return;
+  }
+  maybe_purge(h); /* a local free: the purge tick */
+  _ak_blk_push(pg, p);
+  _ak_page_retire(h, pg);
 }
 
 /* Collects remote frees, releases empty pages, purges (owner only; `h`

@@ -283,12 +283,11 @@ _ak_page *_ak_block_check(const char *call, const void *p, _ak_segment *seg);
 /** The usable size of block `p` (not NULL), checked as _ak_block_check
  *  does (huge-aligned blocks included). */
 size_t _ak_block_checked_size(const char *call, const void *p);
-/** Frees block `p` (checked, a block start) of `pg`: pushed on the free
- *  list when this thread owns the page (`mine`, `h` its heap; the page is
- *  retired if that emptied it; a solo span goes back to its segment),
- *  otherwise on its remote list (one CAS). Checked and hardened builds
- *  search the lists for a double free first. */
-void _ak_page_free(_ak_mheap *h, _ak_page *pg, void *p, bool mine);
+/** Checked and hardened builds, before block `p` (a block start) of `pg`
+ *  is freed: a double free (`p` on the owner's list when `mine`, or on the
+ *  remote list) ends the program with a message; the checked build fills
+ *  the block with 0xdf after its link (malloc verifies the fill). */
+void _ak_block_free_check(_ak_page *pg, void *p, bool mine);
 /** A local free emptied `pg` or moved it off its full list: it goes back
  *  to its queue, or, empty and not the class's last one-page span, to its
  *  segment. */
@@ -420,6 +419,27 @@ static inline uint32_t _ak_used(const _ak_page *pg) {
 }
 static inline void _ak_used_set(_ak_page *pg, uint32_t v) {
   atomic_store_explicit(&pg->used, v, memory_order_relaxed);
+}
+
+/** Pushes block `p` (live, not on any list) on the free list of `pg`, whose
+ *  owner this thread is: one fewer live block. */
+static inline void _ak_blk_push(_ak_page *pg, void *p) {
+  AK_ASSERT(_ak_used(pg) > 0 && _ak_used(pg) <= pg->capacity);
+  _ak_blk_set_next(pg, p, pg->free);
+  pg->free = p;
+  _ak_used_set(pg, _ak_used(pg) - 1);
+}
+
+/** Pushes block `p` on the remote list of `pg`, a page this thread does
+ *  not own: one CAS, no lock. The owner collects it; for an abandoned
+ *  segment (owner AK_OWNER_NONE) the thread that adopts it, or the sweep
+ *  of abandoned segments. */
+static inline void _ak_blk_push_remote(_ak_page *pg, void *p) {
+  void *head = atomic_load_explicit(&pg->remote, memory_order_relaxed);
+  do {
+    _ak_blk_set_next(pg, p, head);
+  } while (!atomic_compare_exchange_weak_explicit(&pg->remote, &head, p, memory_order_release,
+                                                  memory_order_relaxed));
 }
 
 #endif /* AK_MALLOC_INTERNAL_H */

@@ -188,17 +188,6 @@ _ak_page *_ak_page_fresh(_ak_mheap *h, unsigned cls) {
   return pg;
 }
 
-/* Pushes `b` on the remote list of a page this thread does not own: one
- * CAS, no lock. The owner collects it; for an abandoned segment (owner
- * AK_OWNER_NONE) the thread that adopts it, or sweep_abandoned. */
-static void remote_free(_ak_page *pg, void *b) {
-  void *head = atomic_load_explicit(&pg->remote, memory_order_relaxed);
-  do {
-    _ak_blk_set_next(pg, b, head);
-  } while (!atomic_compare_exchange_weak_explicit(&pg->remote, &head, b, memory_order_release,
-                                                  memory_order_relaxed));
-}
-
 /* Walks a free list from `head` for at most the page's capacity; ends at
  * a link that leaves the page (a remote list may change under a walker
  * that does not own it: that only ends the search). */
@@ -256,7 +245,7 @@ size_t _ak_block_checked_size(const char *call, const void *p) {
   return bs - ((uintptr_t)p - pg->start) % bs;
 }
 
-void _ak_page_free(_ak_mheap *h, _ak_page *pg, void *p, bool mine) {
+void _ak_block_free_check(_ak_page *pg, void *p, bool mine) {
   if (_ak_malloc_checked) {
     /* A block already on the owner's free list is a double free (only the
      * owner may walk that list); freed blocks are filled with 0xdf after
@@ -269,20 +258,6 @@ void _ak_page_free(_ak_mheap *h, _ak_page *pg, void *p, bool mine) {
   }
   if (ak_harden_double_free && _ak_blk_looks_free(pg, p) && on_free_list(pg, p, mine))
     _ak_malloc_fatal("free", p, "double free", pg->cls);
-  if (!mine) {
-    remote_free(pg, p);
-    return;
-  }
-  if (pg->flags & AK_PG_SOLO) { /* its own span: give the pages back to the segment */
-    _ak_used_set(pg, 0);
-    _ak_span_free(h, _ak_seg_of(p), pg);
-    return;
-  }
-  _ak_blk_set_next(pg, p, pg->free);
-  pg->free = p;
-  AK_ASSERT(_ak_used(pg) > 0 && _ak_used(pg) <= pg->capacity);
-  _ak_used_set(pg, _ak_used(pg) - 1);
-  _ak_page_retire(h, pg);
 }
 
 void _ak_pages_collect(_ak_mheap *h, bool force) {
