@@ -57,9 +57,12 @@ void ak_free(void *p) {
   }
   _ak_page *pg = seg->pages[((uintptr_t)p & AK_SEG_MASK) >> AK_PAGE_SHIFT].head;
   uint32_t used = _ak_used(pg);
-  /* Hardened: a block whose first word decodes like a free link may be a
-   * double free; the slow path searches the lists. */
-  if (AK_UNLIKELY(pg->flags != 0 || used == 0 || !_ak_blk_is_start(pg, p) ||
+  /* A full page (flags == AK_PG_FULL) takes the free here too and stays on
+   * its full list until the allocation slow path takes it back; aligned and
+   * solo pages take the slow path. Hardened: a block whose first word
+   * decodes like a free link may be a double free; the slow path searches
+   * the lists. */
+  if (AK_UNLIKELY(pg->flags > AK_PG_FULL || used == 0 || !_ak_blk_is_start(pg, p) ||
                   (ak_harden_double_free && _ak_blk_looks_free(pg, p)))) {
     _ak_free_slow(p, seg);
     return;

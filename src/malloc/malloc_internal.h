@@ -58,7 +58,11 @@ enum { AK_SEG_SMALL = 1, AK_SEG_LARGE = 2 };
 enum { AK_SEG_RELEASE_EMPTY = 1u /* adopted by a free: released, not kept, once all free */ };
 #define AK_OWNER_NONE ((uintptr_t)1)
 /* Page flags seen by the free fast path (any flag sends frees slow). */
+/* AK_PG_FULL is the lowest bit: the free fast path takes pages whose flags
+ * are at most AK_PG_FULL (a full page takes local frees inline). */
 enum { AK_PG_FULL = 1u, AK_PG_ALIGNED = 2u, AK_PG_SOLO = 4u };
+/* Full pages _ak_page_find looks at before a fresh span is taken. */
+enum { AK_FULL_SCAN = 4 };
 /* Class of a solo span (one block of whole pages, AK_SOLO_MIN < size <= AK_SOLO_MAX):
  * on no queue; freed, grown and shrunk as a span (span.c). */
 #define AK_CLS_SOLO AK_NCLS

@@ -47,10 +47,13 @@ static void queue_remove(_ak_mheap *h, _ak_page *pg) {
   pg->in_queue = 0;
 }
 
+/* Appends `pg` to its class's full list, which runs oldest first: the
+ * pages at its head have had longest for frees to refill them. */
 static void full_push(_ak_mheap *h, _ak_page *pg) {
-  /* Full: nothing on the free list, nothing left to carve. */
-  AK_ASSERT(pg->in_queue == 0 && pg->free == NULL && pg->bump >= pg->end);
-  _ak_dlist_push_front(&h->full[pg->cls], &pg->node);
+  /* Full: nothing left to carve (frees may have refilled the free list
+   * of a page that page_take_full puts back). */
+  AK_ASSERT(pg->in_queue == 0 && pg->bump >= pg->end);
+  _ak_dlist_push_back(&h->full[pg->cls], &pg->node);
   pg->in_queue = 2;
   __atomic_fetch_or(&pg->flags, AK_PG_FULL, __ATOMIC_RELAXED); /* atomic: remote frees read flags */
 }
@@ -120,7 +123,10 @@ static void page_release(_ak_mheap *h, _ak_page *pg) {
 }
 
 void _ak_page_retire(_ak_mheap *h, _ak_page *pg) {
-  if (pg->flags & AK_PG_FULL) {
+  /* A full page that frees refill stays on the full list until
+   * _ak_page_find takes it back with a run of free blocks; only an empty
+   * one comes back to the queue here. */
+  if ((pg->flags & AK_PG_FULL) && _ak_used(pg) == 0) {
     full_remove(h, pg);
     queue_push_front(h, pg);
   }
@@ -164,17 +170,25 @@ _ak_page *_ak_page_find(_ak_mheap *h, unsigned cls) {
     queue_remove(h, pg);
     full_push(h, pg);
   }
-  /* Full pages that other threads freed into. */
-  for (_ak_dnode *n = h->full[cls].head, *next; n; n = next) {
-    next = n->next;
-    _ak_page *pg = _ak_page_at(n);
-    if (_ak_page_collect(pg)) {
-      full_remove(h, pg);
-      if (_ak_used(pg) == 0 && h->pages[cls] != &_ak_empty_page) {
-        _ak_span_free(h, _ak_seg_of((void *)pg->start), pg);
-      } else {
-        queue_push_front(h, pg);
-      }
+  /* Full pages that frees (this thread's, inline, or others', remote) have
+   * refilled: the oldest few, so the search is bounded however many pages
+   * are full. A page comes back with at least an eighth of its blocks
+   * free, so that it serves a run of allocations (a page going back and
+   * forth between the lists for each block would take the slow paths on
+   * every allocation and free); one with fewer goes to the end of the
+   * list. */
+  for (unsigned k = 0; k < AK_FULL_SCAN && h->full[cls].head; k++) {
+    _ak_page *pg = _ak_page_at(h->full[cls].head);
+    _ak_page_collect(pg);
+    full_remove(h, pg);
+    uint32_t used = _ak_used(pg);
+    if (used == 0 && h->pages[cls] != &_ak_empty_page) {
+      _ak_span_free(h, _ak_seg_of((void *)pg->start), pg);
+    } else if (pg->capacity - used >= (pg->capacity + 7) / 8) {
+      queue_push_front(h, pg);
+      return pg;
+    } else {
+      full_push(h, pg);
     }
   }
   return h->pages[cls] != &_ak_empty_page ? h->pages[cls] : NULL;
@@ -265,7 +279,8 @@ void _ak_pages_collect(_ak_mheap *h, bool force) {
     for (_ak_dnode *n = h->full[c].head, *next; n; n = next) {
       next = n->next;
       _ak_page *pg = _ak_page_at(n);
-      if (_ak_page_collect(pg)) {
+      _ak_page_collect(pg);
+      if (_ak_used(pg) < pg->capacity) { /* refilled by frees */
         full_remove(h, pg);
         queue_push_front(h, pg);
       }
