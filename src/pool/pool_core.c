@@ -145,6 +145,7 @@ void _ak_pool_inline_off(_ak_pool_impl *p) {
   if (p->pub.cur.bump != 0) p->pub.cur.bump = 0;
   if (p->pub.cur.bump_end != 0) p->pub.cur.bump_end = 0;
   if (p->pub.alt != NULL) p->pub.alt = NULL;
+  AK_ASSERT(p->pub.cur.hot_slab == 1 && p->pub.cur.mask == 0); /* nothing inline matches */
 }
 
 /* ---- slab lists ------------------------------------------------------------ */
@@ -156,6 +157,8 @@ void _ak_pool_list_place(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
    * to the first three positions; the defragmenter sorts exactly. */
   for (int depth = 0; at && at->used > s->used && (strict || depth < 2); depth++) at = _ak_slab_next(at);
   _ak_slab_list_insert_before(list, at, s, s->list ? s->list : AK_SLAB_AVAIL);
+  /* Fullest first: strictly, every slab before `s` holds more objects. */
+  AK_ASSERT(!strict || !_ak_slab_next(s) || _ak_slab_next(s)->used <= s->used);
 }
 
 void _ak_pool_list_settle(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
@@ -166,6 +169,7 @@ void _ak_pool_list_settle(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
   _ak_slab_list_remove(list, s);
   while (at && at->used > s->used) at = _ak_slab_next(at);
   _ak_slab_list_insert_before(list, at, s, which);
+  AK_ASSERT(!at || at->used <= s->used); /* sorted again around `s` */
 }
 
 /* The slab whose header holds spare-set node `n`. */
@@ -194,6 +198,7 @@ static _ak_slab *spare_take(_ak_pool_impl *p, bool *failed) {
     return NULL;
   }
   if (listed) _ak_slab_list_remove(&p->spare, s);
+  AK_ASSERT(!_ak_dnode_linked(&s->node) && s->used == 0); /* an empty slab on no list */
   return s;
 }
 
@@ -220,6 +225,7 @@ void _ak_pool_slab_decommit(_ak_pool_impl *p, _ak_slab *s) {
 }
 
 void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s) {
+  AK_ASSERT(!_ak_dnode_linked(&s->node)); /* taken off its list first */
   _ak_table_del(&p->table, (uintptr_t)s);
   if (p->tracked) AK_TRACK_INTERNAL((void *)s, p->slab_size);
   s->magic = 0;
@@ -236,6 +242,7 @@ void _ak_pool_slab_reset(_ak_slab *s) {
 }
 
 void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s) {
+  AK_ASSERT(!_ak_dnode_linked(&s->node)); /* on no list: the spare set holds it by `spare` */
   _ak_pool_slab_reset(s);
   s->list = AK_SLAB_SPARE;
   _ak_spare_put(&p->spares, &s->spare, p->slab_size);

@@ -32,11 +32,11 @@
 #define AK_CHECKED 0
 #endif
 /* Build flags as constants, so every mode's code is compiled and checked. */
-static const bool ak_config_checked = AK_CHECKED;
+static const bool _ak_config_checked = AK_CHECKED;
 /* The checked and hardened builds validate every pointer that reaches a
  * free path before reading its slab header (the slab map, the slot grid, a
  * destroyed pool). */
-static const bool ak_config_validate = AK_CHECKED || AK_HARDENED != 0;
+static const bool _ak_config_validate = AK_CHECKED || AK_HARDENED != 0;
 
 /** Bytes of fresh slots carved onto a free list at a time for the inline
  *  paths (the rest of a slab stays untouched until needed). */
@@ -347,7 +347,7 @@ _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call);
  *  error report go out of line. */
 static inline _ak_slab *_ak_pool_slab_fast(_ak_pool_impl *p, const void *o, const char *call) {
   _ak_slab *s = (_ak_slab *)((uintptr_t)o & ~(uintptr_t)(p->slab_size - 1));
-  if (!ak_config_validate) {
+  if (!_ak_config_validate) {
     if (AK_LIKELY(s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) return s;
   } else if (AK_LIKELY(!p->destroyed && _ak_pool_on_grid(&p->pub, o, (uintptr_t)s) &&
                        _ak_pool_known_slab((uintptr_t)s) && s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) {

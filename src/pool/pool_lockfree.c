@@ -78,6 +78,7 @@ static AK_NO_TSAN uintptr_t read_link(void *slot) { return *(uintptr_t volatile 
 static inline uintptr_t *batch_word(void *o) { return (uintptr_t *)o + 1; }
 
 static inline uintptr_t batch_pack(const _ak_pool_impl *p, void *o, void *next, uint32_t n) {
+  AK_ASSERT(n > 0 && n <= AK_MAG_BATCH); /* a batch: its length fits above the pointer */
   return ((uintptr_t)n << BATCH_SHIFT) | (encode(p, o, next) & PTR_MASK);
 }
 
