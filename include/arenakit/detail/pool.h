@@ -205,11 +205,11 @@ AK_FAST_PATH bool _ak_pool_on_grid(const struct ak_pool *p, const void *obj, uin
 AK_FAST_PATH void *_ak_pool_list_pop(void **head, uintptr_t key, uintptr_t mask, uintptr_t slab) {
   void *o = *head;
   uintptr_t next = _ak_link_word(o, _AK_POOL_KEY(key));
-  if (AK_POOL_INLINE_ENCODE) {
-    if (AK_UNLIKELY(next != 0 && (next & mask) != slab)) return NULL;
-    _ak_link_set(o, NULL, 0);
-  }
+  if (AK_POOL_INLINE_ENCODE && AK_UNLIKELY(next != 0 && (next & mask) != slab)) return NULL;
+  /* The list first, then the slot's link: a heap torn between the two (a
+   * fork child finds its owner's state as it was) holds no cleared link. */
   *head = (void *)next;
+  if (AK_POOL_INLINE_ENCODE) _ak_link_set(o, NULL, 0);
   return o;
 }
 
