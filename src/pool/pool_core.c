@@ -96,8 +96,9 @@ static void fork_register(void) { (void)pthread_atfork(fork_prepare, fork_releas
 
 uint64_t _ak_pools_new_id(void) { return atomic_fetch_add(&g_next_id, 1); }
 
+void _ak_pools_atfork(void) { pthread_once(&g_fork_once, fork_register); }
+
 void _ak_pools_add(_ak_pool_impl *p) {
-  pthread_once(&g_fork_once, fork_register); /* after the malloc's own (see fork_prepare) */
   pthread_mutex_lock(&g_pools_mu);
   p->next_pool = g_pools;
   g_pools = p;
