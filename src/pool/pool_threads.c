@@ -90,6 +90,7 @@ static _ak_slab *heap_checkin(_ak_pool_heap *h) {
   h->pub.cur.hot = NULL;
   __atomic_store_n(&h->pub.cur.hot_used, 0, __ATOMIC_RELAXED);
   h->pub.cur.hot_slab = 1;
+  __atomic_thread_fence(__ATOMIC_RELEASE); /* unpublished before cleared (heap_out) */
   h->pub.cur.bump = h->pub.cur.bump_end = 0;
   return s;
 }
@@ -167,18 +168,18 @@ static void heap_out(_ak_pool_impl *p, _ak_pool_heap *h) {
   if (!p->pub.tkey) return;
   _ak_slab *s = _ak_slab_first(&h->avail);
   if (s) {
-    /* Never-used slots go out by address inline, unless they must be
-     * shuffled: then the library carves them into `hot` in random order. */
+    /* Never-used slots go inline by address, unless shuffled (carved into `hot`). */
     AK_ASSERT(s->list == AK_SLAB_AVAIL && s->heap == h); /* the head of the heap's `avail` */
     bool shuffled = _ak_slab_shuffled(s);
     if (shuffled && !s->free && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
     h->pub.cur.hot = s->free;
     __atomic_store_n(&h->hot_base, s->used, __ATOMIC_RELAXED);
     __atomic_store_n(&h->pub.cur.hot_used, s->used, __ATOMIC_RELAXED);
-    h->pub.cur.hot_slab = (uintptr_t)s;
     h->pub.cur.hot_key = s->key; /* the links of `hot` are encoded with it */
     h->pub.cur.bump = s->bump;
     h->pub.cur.bump_end = shuffled ? s->bump : s->end;
+    /* Last: a fork child must read a dead thread's torn check-out as none. */
+    __atomic_store_n(&h->pub.cur.hot_slab, (uintptr_t)s, __ATOMIC_RELEASE);
   }
   /* The defragmenter must see every free: frees go to the library. */
   h->pub.cur.mask =
@@ -680,8 +681,7 @@ static int threads_reserve(_ak_pool_impl *p, size_t n) {
   return rc;
 }
 
-/* The inline paths use the calling thread's heap unless a check, a tool or
- * max_objects needs the library (each heap follows the defragmenter). */
+/* Inline paths on unless a check, a tool or max_objects needs the library. */
 static void threads_init(_ak_pool_impl *p) {
   _ak_pool_inline_off(p);
   if (p->inline_ok && !_ak_config_checked && !p->tracked && !p->max_objects) p->pub.tkey = p->id;
