@@ -138,7 +138,7 @@ void _ak_pool_inline_off(_ak_pool_impl *p) {
   /* In the concurrent modes other threads read these in the inline paths
    * without the lock, and they never change: store only what differs, so
    * a trim does not race with those reads. */
-  if (p->pub.cur.hot != NULL) p->pub.cur.hot = NULL;
+  if (p->pub.cur.hot.first != NULL) p->pub.cur.hot.first = NULL;
   if (p->pub.cur.hot_used != 0) p->pub.cur.hot_used = 0;
   if (p->pub.cur.hot_slab != 1) p->pub.cur.hot_slab = 1; /* no slab lives at address 1 */
   if (p->pub.cur.mask != 0) p->pub.cur.mask = 0;
@@ -150,28 +150,6 @@ void _ak_pool_inline_off(_ak_pool_impl *p) {
 }
 
 /* ---- slab lists ------------------------------------------------------------ */
-
-void _ak_pool_list_place(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
-  bool strict = atomic_load_explicit(&p->defragment, memory_order_relaxed);
-  _ak_slab *at = _ak_slab_first(list);
-  /* Fullest first: skip slabs holding more objects. ARAL limits the walk
-   * to the first three positions; the defragmenter sorts exactly. */
-  for (int depth = 0; at && at->used > s->used && (strict || depth < 2); depth++) at = _ak_slab_next(at);
-  _ak_slab_list_insert_before(list, at, s, s->list ? s->list : AK_SLAB_AVAIL);
-  /* Fullest first: strictly, every slab before `s` holds more objects. */
-  AK_ASSERT(!strict || !_ak_slab_next(s) || _ak_slab_next(s)->used <= s->used);
-}
-
-void _ak_pool_list_settle(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
-  if (!atomic_load_explicit(&p->defragment, memory_order_relaxed)) return;
-  _ak_slab *at = _ak_slab_next(s);
-  if (!at || at->used <= s->used) return;
-  uint32_t which = s->list;
-  _ak_slab_list_remove(list, s);
-  while (at && at->used > s->used) at = _ak_slab_next(at);
-  _ak_slab_list_insert_before(list, at, s, which);
-  AK_ASSERT(!at || at->used <= s->used); /* sorted again around `s` */
-}
 
 /* The slab whose header holds spare-set node `n`. */
 static _ak_slab *spare_slab(_ak_spare *n) { return (_ak_slab *)((char *)n - offsetof(_ak_slab, spare)); }

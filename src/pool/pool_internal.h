@@ -372,12 +372,33 @@ void _ak_pool_mark_free(_ak_pool_impl *p, _ak_slab *s, void *o, const char *call
 void _ak_pool_track_alloc(_ak_pool_impl *p, void *o);
 void _ak_pool_track_free(_ak_pool_impl *p, void *o);
 
+/* Inline: every slow free of the serial core and of a heap calls them (the
+ * settle is one load and a branch without the defragmenter). */
 /** Inserts `s` (just gained a free slot) into `list` by fullness: strictly
  *  sorted with the defragmenter, else within the first three positions
  *  (ARAL). */
-void _ak_pool_list_place(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s);
+static inline void _ak_pool_list_place(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
+  bool strict = atomic_load_explicit(&p->defragment, memory_order_relaxed);
+  _ak_slab *at = _ak_slab_first(list);
+  /* Fullest first: skip slabs holding more objects. ARAL limits the walk
+   * to the first three positions; the defragmenter sorts exactly. */
+  for (int depth = 0; at && at->used > s->used && (strict || depth < 2); depth++) at = _ak_slab_next(at);
+  _ak_slab_list_insert_before(list, at, s, s->list ? s->list : AK_SLAB_AVAIL);
+  /* Fullest first: strictly, every slab before `s` holds more objects. */
+  AK_ASSERT(!strict || !_ak_slab_next(s) || _ak_slab_next(s)->used <= s->used);
+}
+
 /** After `s` lost an object: keeps a defragmented list sorted. */
-void _ak_pool_list_settle(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s);
+static inline void _ak_pool_list_settle(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
+  if (!atomic_load_explicit(&p->defragment, memory_order_relaxed)) return;
+  _ak_slab *at = _ak_slab_next(s);
+  if (!at || at->used <= s->used) return;
+  uint32_t which = s->list;
+  _ak_slab_list_remove(list, s);
+  while (at && at->used > s->used) at = _ak_slab_next(at);
+  _ak_slab_list_insert_before(list, at, s, which);
+  AK_ASSERT(!at || at->used <= s->used); /* sorted again around `s` */
+}
 
 /** Reports an error: errno = err, ak_last_error() = "call: pool 'name': ...". */
 void _ak_pool_error(_ak_pool_impl *p, int err, const char *call, const char *what);

@@ -65,10 +65,10 @@ static void mirror_in(_ak_pool_impl *p) {
   /* The current slab is the head of `avail`, its state checked out. */
   AK_ASSERT(s->list == AK_SLAB_AVAIL && _ak_slab_first(&p->avail) == s);
   AK_ASSERT(p->pub.cur.hot_used <= s->capacity && p->pub.cur.bump <= s->end);
-  s->free = p->pub.cur.hot;
+  s->free = p->pub.cur.hot.first;
   s->used = (uint32_t)p->pub.cur.hot_used;
   s->bump = p->pub.cur.bump;
-  p->pub.cur.hot = NULL;
+  p->pub.cur.hot.first = NULL;
   p->pub.cur.hot_slab = 0;
   p->pub.cur.bump = p->pub.cur.bump_end = 0;
   p->pub.alt = NULL; /* its list and count live in its header: nothing to copy */
@@ -90,7 +90,7 @@ static void mirror_out(_ak_pool_impl *p) {
      * shuffled: then they are carved into `hot` in random order. */
     bool shuffled = _ak_slab_shuffled(s);
     if (shuffled && !s->free && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
-    p->pub.cur.hot = s->free;
+    p->pub.cur.hot.first = s->free;
     p->pub.cur.hot_used = s->used;
     p->pub.cur.hot_slab = (uintptr_t)s;
     p->pub.cur.hot_key = s->key; /* the links of `hot` are encoded with it */
@@ -107,7 +107,7 @@ static void mirror_out(_ak_pool_impl *p) {
   } else {
     /* No current slab: 1, not 0, so that the inline free of NULL
      * (NULL & slab_mask == 0) never takes the current-slab branch. */
-    p->pub.cur.hot = NULL;
+    p->pub.cur.hot.first = NULL;
     p->pub.cur.hot_used = 0;
     p->pub.cur.hot_slab = 1;
     p->pub.cur.bump = p->pub.cur.bump_end = 0;

@@ -82,12 +82,12 @@ static _ak_slab *heap_checkin(_ak_pool_heap *h) {
   if (h->pub.cur.hot_slab <= 1) return NULL;
   _ak_slab *s = (_ak_slab *)h->pub.cur.hot_slab;
   AK_ASSERT(s->heap == h && h->pub.cur.hot_used <= s->capacity); /* its own slab, checked out */
-  s->free = h->pub.cur.hot;
+  s->free = h->pub.cur.hot.first;
   s->used = (uint32_t)h->pub.cur.hot_used;
   s->bump = h->pub.cur.bump;
   live_add(h, h->pub.cur.hot_used - h->hot_base); /* see live_get */
   __atomic_store_n(&h->hot_base, 0, __ATOMIC_RELAXED);
-  h->pub.cur.hot = NULL;
+  h->pub.cur.hot.first = NULL;
   __atomic_store_n(&h->pub.cur.hot_used, 0, __ATOMIC_RELAXED);
   h->pub.cur.hot_slab = 1;
   __atomic_thread_fence(__ATOMIC_RELEASE); /* unpublished before cleared (heap_out) */
@@ -172,7 +172,7 @@ static void heap_out(_ak_pool_impl *p, _ak_pool_heap *h) {
     AK_ASSERT(s->list == AK_SLAB_AVAIL && s->heap == h); /* the head of the heap's `avail` */
     bool shuffled = _ak_slab_shuffled(s);
     if (shuffled && !s->free && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
-    h->pub.cur.hot = s->free;
+    h->pub.cur.hot.first = s->free;
     __atomic_store_n(&h->hot_base, s->used, __ATOMIC_RELAXED);
     __atomic_store_n(&h->pub.cur.hot_used, s->used, __ATOMIC_RELAXED);
     h->pub.cur.hot_key = s->key; /* the links of `hot` are encoded with it */
