@@ -27,7 +27,7 @@ void ak_probe_pool_free_threads(ak_pool *p, void *o);
 void *ak_probe_pool_alloc_none(ak_pool *p) { return ak_pool_alloc(p); }
 void ak_probe_pool_free_none(ak_pool *p, void *o) { ak_pool_free(p, o); }
 void *ak_probe_pool_alloc_threads(ak_pool *p) {
-  if (p->cur.hot != NULL || p->cur.bump < p->cur.bump_end || p->tkey == 0) __builtin_unreachable();
+  if (p->cur.hot.first != NULL || p->cur.bump < p->cur.bump_end || p->tkey == 0) __builtin_unreachable();
   return ak_pool_alloc(p);
 }
 void ak_probe_pool_free_threads(ak_pool *p, void *o) {

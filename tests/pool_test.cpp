@@ -188,11 +188,11 @@ TEST(PoolCreate, ZeroedOptionsAreThreadSafeDefault) {
   o.object_size = 24;
   Pool t(o);
   // AK_SYNC_THREADS keeps the unsynchronised inline paths off.
-  EXPECT_EQ(t.p->cur.hot, nullptr);
+  EXPECT_EQ(t.p->cur.hot.first, nullptr);
   EXPECT_EQ(t.p->cur.mask, 0u);
   void *a = ak_pool_alloc(t.p);
   ASSERT_NE(a, nullptr);
-  EXPECT_EQ(t.p->cur.hot, nullptr) << "the default mode must not use the unsynchronised inline path";
+  EXPECT_EQ(t.p->cur.hot.first, nullptr) << "the default mode must not use the unsynchronised inline path";
   EXPECT_EQ(t.p->cur.mask, 0u);
   ak_pool_free(t.p, a);
   EXPECT_STREQ(ak_pool_name(t.p), "pool");

@@ -164,7 +164,7 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
   void *o = _ak_pool_cur_pop(&p->cur, &p->slot, false);
   if (AK_LIKELY(o != NULL)) return o;
   /* Hardened: a corrupt link leaves `hot` set; the library reports it. */
-  if (AK_POOL_INLINE_ENCODE && p->cur.hot != NULL) return ak_pool_alloc_slow(p);
+  if (AK_POOL_INLINE_ENCODE && p->cur.hot.first != NULL) return ak_pool_alloc_slow(p);
   if (p->tkey) { /* AK_SYNC_THREADS: the thread's heap, if cached */
     const _ak_pool_tentry *e = &_ak_pool_tcache[p->tkey & (AK_POOL_TCACHE - 1)];
     if (AK_LIKELY(e->key == p->tkey) &&

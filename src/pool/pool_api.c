@@ -26,7 +26,7 @@ void *ak_pool_alloc_slow(ak_pool *pub) {
     return NULL;
   }
   _ak_pool_impl *p = _ak_impl(pub);
-  if (ak_config_validate && AK_UNLIKELY(p->destroyed))
+  if (_ak_config_validate && AK_UNLIKELY(p->destroyed))
     _ak_fatal("ak_pool_alloc(%p): pool '%s' was destroyed (ak_pool_destroy)", (void *)pub, p->name);
   return p->mode->alloc(p);
 }
@@ -34,7 +34,7 @@ void *ak_pool_alloc_slow(ak_pool *pub) {
 void ak_pool_free_slow(ak_pool *pub, void *o) {
   if (!pub || !o) return;
   _ak_pool_impl *p = _ak_impl(pub);
-  if (ak_config_validate && AK_UNLIKELY(p->destroyed))
+  if (_ak_config_validate && AK_UNLIKELY(p->destroyed))
     _ak_fatal("ak_pool_free(%p): pool '%s' was destroyed (ak_pool_destroy)", o, p->name);
   p->mode->free(p, o);
 }
@@ -116,11 +116,11 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
   if (!slab) {
     slab = DEFAULT_SLAB < ps ? ps : DEFAULT_SLAB;
     while (slab < (SIZE_MAX >> 2) &&
-           _ak_slab_capacity(slab - guard_size(slab), slot, lalign, ak_config_checked) < MIN_SLOTS)
+           _ak_slab_capacity(slab - guard_size(slab), slot, lalign, _ak_config_checked) < MIN_SLOTS)
       slab *= 2;
   }
   size_t guard = guard_size(slab);
-  if (ialign > slab / 2 || _ak_slab_capacity(slab - guard, slot, lalign, ak_config_checked) == 0) {
+  if (ialign > slab / 2 || _ak_slab_capacity(slab - guard, slot, lalign, _ak_config_checked) == 0) {
     _ak_error(EINVAL, "%s: pool '%s': an object of %zu bytes aligned to %zu does not fit a %zu-byte slab",
               call, o.name ? o.name : "pool", o.object_size, align, slab);
     return NULL;
@@ -157,14 +157,15 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
   p->slab_size = slab;
   p->guard = guard;
   p->inline_ok = inline_encode == ak_harden_encode;
-  p->capacity = _ak_slab_capacity(slab - guard, slot, lalign, ak_config_checked);
+  p->capacity = _ak_slab_capacity(slab - guard, slot, lalign, _ak_config_checked);
   /* The hardened inline frees test the slot grid (_ak_pool_on_grid); slots
    * spanning 4 GiB or more leave slot_span 0: every free reaches the library. */
-  p->pub.slot_first = _ak_slab_header_size(p->capacity, lalign, ak_config_checked);
+  p->pub.slot_first = _ak_slab_header_size(p->capacity, lalign, _ak_config_checked);
   if (p->capacity * slot < ((uint64_t)1 << 32)) {
     p->pub.slot_span = p->capacity * slot;
     p->pub.slot_div = UINT64_MAX / slot + 1;
   }
+  AK_ASSERT(p->capacity > 0 && p->pub.slot_first + p->capacity * slot <= slab - guard); /* slots fit */
   p->max_objects = o.max_objects;
   p->spare_limit = o.spare_slabs;
   p->release_empty = o.release_empty;
@@ -174,7 +175,7 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
   p->id = _ak_pools_new_id();
   atomic_init(&p->defragment, o.defragment);
   p->tracked = _ak_track_mode();
-  p->debug = ak_config_checked || p->tracked;
+  p->debug = _ak_config_checked || p->tracked;
   pthread_mutex_init(&p->mu, NULL);
   atomic_init(&p->file_mu, 0);
   p->pub.slot = p->slot; /* the inline paths' step through never-used slots */
@@ -201,6 +202,7 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
   }
   /* The concurrent modes keep per-thread state (pool_tls.c). */
   if (p->mode->tls) _ak_tls_register(p, p->mode->tls);
+  _ak_pools_atfork(); /* before the spare set: the handlers' order (pool_core.c) */
   /* The reclaim policy by default: spares kept for reuse and given back by
    * time (spare_slabs, if set, caps them); with release_empty, ARAL's:
    * spare_slabs kept, any other empty slab released at once. */
@@ -225,7 +227,7 @@ static void release_list(_ak_pool_impl *p, _ak_slab_list *l, size_t *live) {
 void ak_pool_destroy(ak_pool *pub) {
   if (!pub) return;
   _ak_pool_impl *p = _ak_impl(pub);
-  if (ak_config_validate && p->destroyed)
+  if (_ak_config_validate && p->destroyed)
     _ak_fatal("ak_pool_destroy(%p): pool '%s' was destroyed already", (void *)pub, p->name);
   _ak_pools_remove(p);
   size_t live = 0, peak = 0;
@@ -239,7 +241,7 @@ void ak_pool_destroy(ak_pool *pub) {
   release_list(p, &p->abandoned, NULL);
   _ak_spare_drain(&p->spares);
   _ak_spare_set_fini(&p->spares); /* waits for a pass of the background thread */
-  if (ak_config_checked && live) _ak_warn("ak_pool_destroy: pool '%s' had %zu live objects", p->name, live);
+  if (_ak_config_checked && live) _ak_warn("ak_pool_destroy: pool '%s' had %zu live objects", p->name, live);
   if (p->tracked & AK_TRACK_MODE_VALGRIND) AK_VG_DESTROY_POOL(p->vg_pool);
   if (p->fd >= 0) _ak_os_file_close(p->fd);
   free(p->path);
@@ -247,7 +249,7 @@ void ak_pool_destroy(ak_pool *pub) {
   free(p->file_pos);
   _ak_table_free(&p->table);
   pthread_mutex_destroy(&p->mu);
-  if (ak_config_validate) {
+  if (_ak_config_validate) {
     /* A tombstone: every inline path now reaches the library, which names
      * the destroyed pool; the oldest tombstone is freed. */
     _ak_pool_inline_off(p);

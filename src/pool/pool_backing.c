@@ -19,11 +19,14 @@
 
 /* The free file slots (pool_internal.h, file_free/file_pos), under file_mu. */
 static void file_slot_push(_ak_pool_impl *p, size_t i) {
+  /* Every file slot has a place (file_slots_room); a free one is listed once. */
+  AK_ASSERT(i < p->cap_file_slots && p->file_pos[i] == SIZE_MAX && p->nfile_free < p->cap_file_slots);
   p->file_pos[i] = p->nfile_free;
   p->file_free[p->nfile_free++] = i;
 }
 
 static void file_slot_take(_ak_pool_impl *p, size_t i) {
+  AK_ASSERT(p->nfile_free > 0 && p->file_pos[i] < p->nfile_free && p->file_free[p->file_pos[i]] == i);
   size_t at = p->file_pos[i], last = p->file_free[--p->nfile_free];
   p->file_free[at] = last;
   p->file_pos[last] = at;
@@ -158,8 +161,10 @@ _ak_slab *_ak_pool_slab_new(_ak_pool_impl *p, const char *call) {
     _ak_pool_error(p, ENOMEM, call, "out of memory for the slab table");
     return NULL;
   }
-  _ak_slab *s = _ak_slab_init(m, p, p->name, p->slab_size - p->guard, p->slot, p->align, ak_config_checked);
+  _ak_slab *s = _ak_slab_init(m, p, p->name, p->slab_size - p->guard, p->slot, p->align, _ak_config_checked);
   s->file_offset = off;
+  /* The pool's grid (the inline paths' slot_first, the checks' capacity). */
+  AK_ASSERT(s->capacity == p->capacity && s->start - (uintptr_t)s == p->pub.slot_first);
   if (p->tracked) {
     s->flags |= AK_SLAB_F_TRACKED;
     AK_TRACK_RELEASE((void *)s->start, s->end - s->start);

@@ -27,7 +27,7 @@ AK_COLD void _ak_pool_double_free(_ak_pool_impl *p, const void *o) {
 _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call) {
   uintptr_t u = (uintptr_t)o;
   uintptr_t base = u & ~(uintptr_t)(p->slab_size - 1);
-  if (ak_config_validate) {
+  if (_ak_config_validate) {
     if (AK_UNLIKELY(p->destroyed))
       _ak_fatal("%s(%p): pool '%s' was destroyed (ak_pool_destroy)", call, o, p->name);
     /* No header is read where the slab map knows no slab: a stack, static,
@@ -42,7 +42,7 @@ _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call) {
   _ak_slab *s = (_ak_slab *)base;
   if (AK_UNLIKELY(s->magic != (AK_SLAB_MAGIC ^ (uintptr_t)p))) {
     /* Validated builds: `base` is a live slab of another pool. */
-    if (ak_config_validate)
+    if (_ak_config_validate)
       _ak_fatal("%s(%p): pointer belongs to pool '%s', not to pool '%s'", call, o, s->name, p->name);
     _ak_fatal("%s(%p): pointer was not allocated by pool '%s' (bad slab header)", call, o, p->name);
   }
@@ -50,7 +50,7 @@ _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call) {
    * where the slots span less than 4 GiB (slot_div, as _ak_pool_on_grid),
    * else a division. */
   uint64_t off = (uint64_t)(u - s->start), div = p->pub.slot_div;
-  if (ak_config_validate &&
+  if (_ak_config_validate &&
       !(div ? u >= s->start && u < s->end && off * div <= div - 1 : _ak_slab_is_slot(s, u))) {
     _ak_fatal("%s(%p): pointer is inside pool '%s' but not the start of an object (slot %zu bytes)", call, o,
               p->name, p->slot);
@@ -62,14 +62,14 @@ static size_t slot_index(const _ak_slab *s, const void *o) { return ((uintptr_t)
 
 void _ak_pool_mark_live(_ak_pool_impl *p, _ak_slab *s, void *o) {
   (void)p;
-  if (!ak_config_checked) return;
+  if (!_ak_config_checked) return;
   size_t i = slot_index(s, o);
   /* Atomic: in the concurrent modes other threads mark other slots of the word. */
   __atomic_fetch_or(&s->bitmap[i / 64], UINT64_C(1) << (i % 64), __ATOMIC_RELAXED);
 }
 
 void _ak_pool_mark_free(_ak_pool_impl *p, _ak_slab *s, void *o, const char *call) {
-  if (!ak_config_checked) return;
+  if (!_ak_config_checked) return;
   size_t i = slot_index(s, o);
   uint64_t bit = UINT64_C(1) << (i % 64);
   /* Atomic: in the concurrent modes other threads mark other slots of the word. */

@@ -96,8 +96,9 @@ static void fork_register(void) { (void)pthread_atfork(fork_prepare, fork_releas
 
 uint64_t _ak_pools_new_id(void) { return atomic_fetch_add(&g_next_id, 1); }
 
+void _ak_pools_atfork(void) { pthread_once(&g_fork_once, fork_register); }
+
 void _ak_pools_add(_ak_pool_impl *p) {
-  pthread_once(&g_fork_once, fork_register); /* after the malloc's own (see fork_prepare) */
   pthread_mutex_lock(&g_pools_mu);
   p->next_pool = g_pools;
   g_pools = p;
@@ -137,7 +138,7 @@ void _ak_pool_inline_off(_ak_pool_impl *p) {
   /* In the concurrent modes other threads read these in the inline paths
    * without the lock, and they never change: store only what differs, so
    * a trim does not race with those reads. */
-  if (p->pub.cur.hot != NULL) p->pub.cur.hot = NULL;
+  if (p->pub.cur.hot.first != NULL) p->pub.cur.hot.first = NULL;
   if (p->pub.cur.hot_used != 0) p->pub.cur.hot_used = 0;
   if (p->pub.cur.hot_slab != 1) p->pub.cur.hot_slab = 1; /* no slab lives at address 1 */
   if (p->pub.cur.mask != 0) p->pub.cur.mask = 0;
@@ -145,28 +146,10 @@ void _ak_pool_inline_off(_ak_pool_impl *p) {
   if (p->pub.cur.bump != 0) p->pub.cur.bump = 0;
   if (p->pub.cur.bump_end != 0) p->pub.cur.bump_end = 0;
   if (p->pub.alt != NULL) p->pub.alt = NULL;
+  AK_ASSERT(p->pub.cur.hot_slab == 1 && p->pub.cur.mask == 0); /* nothing inline matches */
 }
 
 /* ---- slab lists ------------------------------------------------------------ */
-
-void _ak_pool_list_place(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
-  bool strict = atomic_load_explicit(&p->defragment, memory_order_relaxed);
-  _ak_slab *at = _ak_slab_first(list);
-  /* Fullest first: skip slabs holding more objects. ARAL limits the walk
-   * to the first three positions; the defragmenter sorts exactly. */
-  for (int depth = 0; at && at->used > s->used && (strict || depth < 2); depth++) at = _ak_slab_next(at);
-  _ak_slab_list_insert_before(list, at, s, s->list ? s->list : AK_SLAB_AVAIL);
-}
-
-void _ak_pool_list_settle(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
-  if (!atomic_load_explicit(&p->defragment, memory_order_relaxed)) return;
-  _ak_slab *at = _ak_slab_next(s);
-  if (!at || at->used <= s->used) return;
-  uint32_t which = s->list;
-  _ak_slab_list_remove(list, s);
-  while (at && at->used > s->used) at = _ak_slab_next(at);
-  _ak_slab_list_insert_before(list, at, s, which);
-}
 
 /* The slab whose header holds spare-set node `n`. */
 static _ak_slab *spare_slab(_ak_spare *n) { return (_ak_slab *)((char *)n - offsetof(_ak_slab, spare)); }
@@ -194,6 +177,7 @@ static _ak_slab *spare_take(_ak_pool_impl *p, bool *failed) {
     return NULL;
   }
   if (listed) _ak_slab_list_remove(&p->spare, s);
+  AK_ASSERT(!_ak_dnode_linked(&s->node) && s->used == 0); /* an empty slab on no list */
   return s;
 }
 
@@ -220,6 +204,7 @@ void _ak_pool_slab_decommit(_ak_pool_impl *p, _ak_slab *s) {
 }
 
 void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s) {
+  AK_ASSERT(!_ak_dnode_linked(&s->node)); /* taken off its list first */
   _ak_table_del(&p->table, (uintptr_t)s);
   if (p->tracked) AK_TRACK_INTERNAL((void *)s, p->slab_size);
   s->magic = 0;
@@ -236,6 +221,7 @@ void _ak_pool_slab_reset(_ak_slab *s) {
 }
 
 void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s) {
+  AK_ASSERT(!_ak_dnode_linked(&s->node)); /* on no list: the spare set holds it by `spare` */
   _ak_pool_slab_reset(s);
   s->list = AK_SLAB_SPARE;
   _ak_spare_put(&p->spares, &s->spare, p->slab_size);

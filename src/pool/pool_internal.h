@@ -32,11 +32,11 @@
 #define AK_CHECKED 0
 #endif
 /* Build flags as constants, so every mode's code is compiled and checked. */
-static const bool ak_config_checked = AK_CHECKED;
+static const bool _ak_config_checked = AK_CHECKED;
 /* The checked and hardened builds validate every pointer that reaches a
  * free path before reading its slab header (the slab map, the slot grid, a
  * destroyed pool). */
-static const bool ak_config_validate = AK_CHECKED || AK_HARDENED != 0;
+static const bool _ak_config_validate = AK_CHECKED || AK_HARDENED != 0;
 
 /** Bytes of fresh slots carved onto a free list at a time for the inline
  *  paths (the rest of a slab stays untouched until needed). */
@@ -274,8 +274,11 @@ static inline _ak_pool_impl *_ak_impl(const ak_pool *p) { return (_ak_pool_impl 
 
 /** A new pool id (never reused over the process lifetime). */
 uint64_t _ak_pools_new_id(void);
-/** Adds `p` to the registry of live pools (and sets up the fork handlers
- *  on first use). */
+/** Registers the fork handlers, once: after the malloc's own (the pool's
+ *  block is allocated first) and before the reclaim module's (a pool's
+ *  spare set registers it), as ak_pool_create calls it (see fork_prepare). */
+void _ak_pools_atfork(void);
+/** Adds `p` to the registry of live pools. */
 void _ak_pools_add(_ak_pool_impl *p);
 /** Takes `p` out of the registry. */
 void _ak_pools_remove(_ak_pool_impl *p);
@@ -347,7 +350,7 @@ _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call);
  *  error report go out of line. */
 static inline _ak_slab *_ak_pool_slab_fast(_ak_pool_impl *p, const void *o, const char *call) {
   _ak_slab *s = (_ak_slab *)((uintptr_t)o & ~(uintptr_t)(p->slab_size - 1));
-  if (!ak_config_validate) {
+  if (!_ak_config_validate) {
     if (AK_LIKELY(s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) return s;
   } else if (AK_LIKELY(!p->destroyed && _ak_pool_on_grid(&p->pub, o, (uintptr_t)s) &&
                        _ak_pool_known_slab((uintptr_t)s) && s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) {
@@ -369,12 +372,33 @@ void _ak_pool_mark_free(_ak_pool_impl *p, _ak_slab *s, void *o, const char *call
 void _ak_pool_track_alloc(_ak_pool_impl *p, void *o);
 void _ak_pool_track_free(_ak_pool_impl *p, void *o);
 
+/* Inline: every slow free of the serial core and of a heap calls them (the
+ * settle is one load and a branch without the defragmenter). */
 /** Inserts `s` (just gained a free slot) into `list` by fullness: strictly
  *  sorted with the defragmenter, else within the first three positions
  *  (ARAL). */
-void _ak_pool_list_place(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s);
+static inline void _ak_pool_list_place(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
+  bool strict = atomic_load_explicit(&p->defragment, memory_order_relaxed);
+  _ak_slab *at = _ak_slab_first(list);
+  /* Fullest first: skip slabs holding more objects. ARAL limits the walk
+   * to the first three positions; the defragmenter sorts exactly. */
+  for (int depth = 0; at && at->used > s->used && (strict || depth < 2); depth++) at = _ak_slab_next(at);
+  _ak_slab_list_insert_before(list, at, s, s->list ? s->list : AK_SLAB_AVAIL);
+  /* Fullest first: strictly, every slab before `s` holds more objects. */
+  AK_ASSERT(!strict || !_ak_slab_next(s) || _ak_slab_next(s)->used <= s->used);
+}
+
 /** After `s` lost an object: keeps a defragmented list sorted. */
-void _ak_pool_list_settle(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s);
+static inline void _ak_pool_list_settle(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
+  if (!atomic_load_explicit(&p->defragment, memory_order_relaxed)) return;
+  _ak_slab *at = _ak_slab_next(s);
+  if (!at || at->used <= s->used) return;
+  uint32_t which = s->list;
+  _ak_slab_list_remove(list, s);
+  while (at && at->used > s->used) at = _ak_slab_next(at);
+  _ak_slab_list_insert_before(list, at, s, which);
+  AK_ASSERT(!at || at->used <= s->used); /* sorted again around `s` */
+}
 
 /** Reports an error: errno = err, ak_last_error() = "call: pool 'name': ...". */
 void _ak_pool_error(_ak_pool_impl *p, int err, const char *call, const char *what);

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/error.h"
 #include "common/track.h"
@@ -52,13 +53,17 @@ static inline _ak_slab *slab_of(const _ak_pool_impl *p, const void *o) {
 /* A link word `w` read from slot `o` (atomically, or the batch word's
  * part), decoded with the codec of arenakit/detail/link.h. */
 static inline void *decode(const _ak_pool_impl *p, const void *o, uintptr_t w) {
-  return _ak_link_get(&w, _ak_slab_key(slab_of(p, o)));
+  _ak_link l;
+  memcpy(&l, &w, sizeof l);
+  return _ak_link_get(&l, _ak_slab_key(slab_of(p, o)));
 }
 
 /* The word slot `o` stores for link `next`. */
 static inline uintptr_t encode(const _ak_pool_impl *p, const void *o, const void *next) {
+  _ak_link l;
+  _ak_link_set(&l, next, _ak_slab_key(slab_of(p, o)));
   uintptr_t w;
-  _ak_link_set(&w, next, _ak_slab_key(slab_of(p, o)));
+  memcpy(&w, &l, sizeof w);
   return w;
 }
 
@@ -78,6 +83,7 @@ static AK_NO_TSAN uintptr_t read_link(void *slot) { return *(uintptr_t volatile 
 static inline uintptr_t *batch_word(void *o) { return (uintptr_t *)o + 1; }
 
 static inline uintptr_t batch_pack(const _ak_pool_impl *p, void *o, void *next, uint32_t n) {
+  AK_ASSERT(n > 0 && n <= AK_MAG_BATCH); /* a batch: its length fits above the pointer */
   return ((uintptr_t)n << BATCH_SHIFT) | (encode(p, o, next) & PTR_MASK);
 }
 

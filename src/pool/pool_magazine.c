@@ -260,6 +260,7 @@ void *_ak_mag_alloc(_ak_pool_impl *p) {
   }
   void *next = _ak_chain_next(p, o);
   if (ak_harden_links && AK_UNLIKELY(!_ak_pool_plausible(p, (uintptr_t)next))) corrupt(p, o, next);
+  AK_ASSERT(n > 0 && n <= AK_MAG_BATCH); /* `list` holds at most one batch */
   m->n = n - 1;
   atomic_store_explicit(&m->list, next, memory_order_release);
   /* The next allocation reads `next` and its caller writes it: fetch its
@@ -348,6 +349,7 @@ void _ak_mag_free(_ak_pool_impl *p, void *o) {
     n = 0;
   }
   _ak_chain_set(p, o, c);
+  AK_ASSERT(n < AK_MAG_BATCH); /* a full batch was spilled above */
   m->n = n + 1;
   atomic_store_explicit(&m->list, o, memory_order_release);
   if (p->max_objects) {

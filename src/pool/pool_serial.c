@@ -40,7 +40,7 @@ static bool mirrored(const _ak_pool_impl *p) {
   /* inline_ok: the caller's headers encode links exactly when this build
    * does (ak_pool_create_inline); otherwise their inline paths would
    * corrupt or misread the lists. */
-  return p->sync == AK_SYNC_NONE && p->inline_ok && !ak_config_checked && !p->tracked &&
+  return p->sync == AK_SYNC_NONE && p->inline_ok && !_ak_config_checked && !p->tracked &&
          p->max_objects == 0 && !atomic_load_explicit(&p->defragment, memory_order_relaxed);
 }
 
@@ -53,6 +53,7 @@ static size_t serial_live(const _ak_pool_impl *p) {
   for (const _ak_slab *s = _ak_slab_first(&p->avail); s; s = _ak_slab_next(s))
     n += (uintptr_t)s == p->pub.cur.hot_slab ? p->pub.cur.hot_used : s->used;
   for (const _ak_slab *s = _ak_slab_first(&p->full); s; s = _ak_slab_next(s)) n += s->used;
+  AK_ASSERT(n <= (p->avail.n + p->full.n) * p->capacity);
   return n;
 }
 
@@ -61,10 +62,13 @@ static size_t serial_live(const _ak_pool_impl *p) {
 static void mirror_in(_ak_pool_impl *p) {
   if (p->pub.cur.hot_slab <= 1) return;
   _ak_slab *s = (_ak_slab *)p->pub.cur.hot_slab;
-  s->free = p->pub.cur.hot;
+  /* The current slab is the head of `avail`, its state checked out. */
+  AK_ASSERT(s->list == AK_SLAB_AVAIL && _ak_slab_first(&p->avail) == s);
+  AK_ASSERT(p->pub.cur.hot_used <= s->capacity && p->pub.cur.bump <= s->end);
+  s->free = p->pub.cur.hot.first;
   s->used = (uint32_t)p->pub.cur.hot_used;
   s->bump = p->pub.cur.bump;
-  p->pub.cur.hot = NULL;
+  p->pub.cur.hot.first = NULL;
   p->pub.cur.hot_slab = 0;
   p->pub.cur.bump = p->pub.cur.bump_end = 0;
   p->pub.alt = NULL; /* its list and count live in its header: nothing to copy */
@@ -86,7 +90,7 @@ static void mirror_out(_ak_pool_impl *p) {
      * shuffled: then they are carved into `hot` in random order. */
     bool shuffled = _ak_slab_shuffled(s);
     if (shuffled && !s->free && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
-    p->pub.cur.hot = s->free;
+    p->pub.cur.hot.first = s->free;
     p->pub.cur.hot_used = s->used;
     p->pub.cur.hot_slab = (uintptr_t)s;
     p->pub.cur.hot_key = s->key; /* the links of `hot` are encoded with it */
@@ -98,10 +102,12 @@ static void mirror_out(_ak_pool_impl *p) {
      * in the other one. It stays on `avail`; the slow paths list it full
      * if the inline path emptied it (serial_pop). */
     p->pub.alt = (_ak_pool_slab_head *)_ak_slab_next(s);
+    /* `alt` is listed with free slots too (the inline free's state test). */
+    AK_ASSERT(!p->pub.alt || p->pub.alt->state == _AK_POOL_SLAB_AVAIL);
   } else {
     /* No current slab: 1, not 0, so that the inline free of NULL
      * (NULL & slab_mask == 0) never takes the current-slab branch. */
-    p->pub.cur.hot = NULL;
+    p->pub.cur.hot.first = NULL;
     p->pub.cur.hot_used = 0;
     p->pub.cur.hot_slab = 1;
     p->pub.cur.bump = p->pub.cur.bump_end = 0;
@@ -134,6 +140,7 @@ static inline void *serial_pop(_ak_pool_impl *p, bool may_grow) {
     o = _ak_slab_pop(s);
   }
   if (!s->free && s->bump == s->end) {
+    AK_ASSERT(s->used == s->capacity); /* no free slot: every slot is out */
     _ak_slab_list_remove(&p->avail, s);
     _ak_slab_list_push_back(&p->full, s, AK_SLAB_FULL);
   }
@@ -164,6 +171,7 @@ static inline void serial_push(_ak_pool_impl *p, _ak_slab *s, void *o, bool sear
   if (AK_UNLIKELY(o == s->free) || (ak_harden_double_free && search && _ak_slab_is_free(s, o, true)))
     _ak_pool_double_free(p, o);
   bool was_full = s->list == AK_SLAB_FULL;
+  AK_ASSERT(was_full || s->list == AK_SLAB_AVAIL); /* a slab with live objects is listed */
   _ak_slab_push(s, o);
   p->live--;
   if (was_full) {

@@ -133,6 +133,8 @@ int _ak_table_add(_ak_slab_table *t, uintptr_t x) {
   memmove(s->a + i + 1, s->a + i, (s->n - i) * sizeof *s->a);
   s->a[i] = x;
   __atomic_store_n(&s->n, s->n + 1, __ATOMIC_RELAXED);
+  /* Sorted, without duplicates (find's binary search relies on it). */
+  AK_ASSERT(s->n <= s->cap && (i == 0 || s->a[i - 1] < x) && (i + 1 == s->n || x < s->a[i + 1]));
   s->allocs++;
   bool high = s->n > s->high;
   if (high) s->high = s->n;
@@ -158,6 +160,7 @@ void _ak_table_del(_ak_slab_table *t, uintptr_t x) {
   _ak_word_lock(&s->mu);
   size_t i = find(s, x);
   if (i < s->n && s->a[i] == x) {
+    AK_ASSERT(s->n > 0 && s->releases < s->allocs); /* released once, after it was added */
     memmove(s->a + i, s->a + i + 1, (s->n - i - 1) * sizeof *s->a);
     __atomic_store_n(&s->n, s->n - 1, __ATOMIC_RELAXED);
     s->releases++;

@@ -61,13 +61,12 @@ static inline _ak_pool_heap *heap_of(_ak_dnode *n) { return _AK_DLIST_ENTRY(n, _
 static inline _ak_pool_heap *heap_first(const _ak_pool_impl *p) { return heap_of(p->heaps.head); }
 static inline _ak_pool_heap *heap_next(const _ak_pool_heap *h) { return heap_of(h->node.next); }
 
-/* The heap's live count: written by the owner only (a relaxed load and
- * store, as the inline paths do), read by stats from any thread. The
- * inline paths count the current slab's objects in `hot_used` alone (one
- * store less per call): `live` counts the other slabs' objects, plus the
- * current slab's as they were at check-out (`hot_base`); heap_checkin
- * folds the difference in. From another thread the sum is a snapshot of
- * three words, exact when the owner is outside a call. */
+/* The heap's live count: written by the owner only (relaxed, as the inline
+ * paths do), read by stats from any thread. The inline paths count the
+ * current slab's objects in `hot_used` alone: `live` counts the other
+ * slabs', plus the current slab's at check-out (`hot_base`); heap_checkin
+ * folds the difference in. Another thread reads a snapshot of three words,
+ * exact when the owner is outside a call. */
 static inline size_t live_get(_ak_pool_heap *h) {
   return __atomic_load_n(&h->pub.live, __ATOMIC_RELAXED) +
          __atomic_load_n(&h->pub.cur.hot_used, __ATOMIC_RELAXED) -
@@ -82,14 +81,16 @@ static inline void live_sub(_ak_pool_heap *h, size_t n) { _AK_POOL_STORE(h->pub.
 static _ak_slab *heap_checkin(_ak_pool_heap *h) {
   if (h->pub.cur.hot_slab <= 1) return NULL;
   _ak_slab *s = (_ak_slab *)h->pub.cur.hot_slab;
-  s->free = h->pub.cur.hot;
+  AK_ASSERT(s->heap == h && h->pub.cur.hot_used <= s->capacity); /* its own slab, checked out */
+  s->free = h->pub.cur.hot.first;
   s->used = (uint32_t)h->pub.cur.hot_used;
   s->bump = h->pub.cur.bump;
   live_add(h, h->pub.cur.hot_used - h->hot_base); /* see live_get */
   __atomic_store_n(&h->hot_base, 0, __ATOMIC_RELAXED);
-  h->pub.cur.hot = NULL;
+  h->pub.cur.hot.first = NULL;
   __atomic_store_n(&h->pub.cur.hot_used, 0, __ATOMIC_RELAXED);
   h->pub.cur.hot_slab = 1;
+  __atomic_thread_fence(__ATOMIC_RELEASE); /* unpublished before cleared (heap_out) */
   h->pub.cur.bump = h->pub.cur.bump_end = 0;
   return s;
 }
@@ -167,17 +168,18 @@ static void heap_out(_ak_pool_impl *p, _ak_pool_heap *h) {
   if (!p->pub.tkey) return;
   _ak_slab *s = _ak_slab_first(&h->avail);
   if (s) {
-    /* Never-used slots go out by address inline, unless they must be
-     * shuffled: then the library carves them into `hot` in random order. */
+    /* Never-used slots go inline by address, unless shuffled (carved into `hot`). */
+    AK_ASSERT(s->list == AK_SLAB_AVAIL && s->heap == h); /* the head of the heap's `avail` */
     bool shuffled = _ak_slab_shuffled(s);
     if (shuffled && !s->free && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
-    h->pub.cur.hot = s->free;
+    h->pub.cur.hot.first = s->free;
     __atomic_store_n(&h->hot_base, s->used, __ATOMIC_RELAXED);
     __atomic_store_n(&h->pub.cur.hot_used, s->used, __ATOMIC_RELAXED);
-    h->pub.cur.hot_slab = (uintptr_t)s;
     h->pub.cur.hot_key = s->key; /* the links of `hot` are encoded with it */
     h->pub.cur.bump = s->bump;
     h->pub.cur.bump_end = shuffled ? s->bump : s->end;
+    /* Last: a fork child must read a dead thread's torn check-out as none. */
+    __atomic_store_n(&h->pub.cur.hot_slab, (uintptr_t)s, __ATOMIC_RELEASE);
   }
   /* The defragmenter must see every free: frees go to the library. */
   h->pub.cur.mask =
@@ -679,11 +681,10 @@ static int threads_reserve(_ak_pool_impl *p, size_t n) {
   return rc;
 }
 
-/* The inline paths use the calling thread's heap unless a check, a tool or
- * max_objects needs the library (each heap follows the defragmenter). */
+/* Inline paths on unless a check, a tool or max_objects needs the library. */
 static void threads_init(_ak_pool_impl *p) {
   _ak_pool_inline_off(p);
-  if (p->inline_ok && !ak_config_checked && !p->tracked && !p->max_objects) p->pub.tkey = p->id;
+  if (p->inline_ok && !_ak_config_checked && !p->tracked && !p->max_objects) p->pub.tkey = p->id;
 }
 
 const _ak_pool_mode _ak_mode_threads = {

@@ -3,6 +3,8 @@
  * checks of free lists (slab layer). */
 #include "pool/slab.h"
 
+#include "common/assert.h"
+
 #include <string.h>
 
 #include "common/error.h"
@@ -35,6 +37,8 @@ _ak_slab *_ak_slab_init(void *mem, void *pool, const char *name, size_t slab_siz
   s->capacity = (uint32_t)cap;
   atomic_init(&s->remote, NULL);
   atomic_init(&s->owner, 0);
+  /* The slots fit the usable part of the slab, after the header. */
+  AK_ASSERT(cap > 0 && s->start >= (uintptr_t)mem + sizeof *s && s->end <= (uintptr_t)mem + slab_size);
   return s;
 }
 
@@ -45,6 +49,7 @@ void _ak_slab_carve(_ak_slab *s, size_t bytes) {
   if (n > left) n = left;
   s->free = _ak_chain_blocks(s->bump, s->slot, n, s->free, s->key, _ak_slab_shuffled(s));
   s->bump += n * s->slot;
+  AK_ASSERT(s->bump <= s->end && (s->bump - s->start) % s->slot == 0); /* on the slot grid */
 }
 
 uint32_t _ak_slab_collect(_ak_slab *s) {
@@ -63,6 +68,7 @@ uint32_t _ak_slab_collect(_ak_slab *s) {
     list = next;
     n++;
   }
+  AK_ASSERT(n <= s->used); /* a remote free was of a live object */
   s->used -= n;
   return n;
 }

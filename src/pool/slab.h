@@ -21,6 +21,7 @@
 
 #include "arenakit/common.h"
 #include "arenakit/detail/link.h"
+#include "common/assert.h"
 #include "common/harden.h"
 #include "common/list.h"
 #include "common/reclaim.h"
@@ -123,6 +124,11 @@ static inline void _ak_slab_set_link(const _ak_slab *s, void *o, const void *nex
   _ak_link_set(o, next, _ak_slab_key(s));
 }
 
+/** True if `p` is the start of a slot of `s`. */
+static inline bool _ak_slab_is_slot(const _ak_slab *s, uintptr_t p) {
+  return p >= s->start && p < s->end && (p - s->start) % s->slot == 0;
+}
+
 /** True if `p` lies in the slot area of `s` (no grid test). */
 static inline bool _ak_slab_in(const _ak_slab *s, uintptr_t p) { return p - s->start < s->end - s->start; }
 
@@ -161,6 +167,7 @@ static inline void *_ak_slab_pop(_ak_slab *s) {
     void *next = _ak_slab_link(s, o);
     if (ak_harden_links && AK_UNLIKELY(next && !_ak_slab_in(s, (uintptr_t)next)))
       _ak_slab_corrupt(s, o, next, "ak_pool_alloc");
+    AK_ASSERT(_ak_slab_is_slot(s, (uintptr_t)o)); /* a free list holds slots of its slab */
     s->free = next;
   } else if (s->bump < s->end) {
     if (_ak_slab_shuffled(s)) {
@@ -171,6 +178,7 @@ static inline void *_ak_slab_pop(_ak_slab *s) {
     } else {
       o = (void *)s->bump;
       s->bump += s->slot;
+      AK_ASSERT(s->bump <= s->end); /* [bump, end) are whole never-used slots */
     }
   } else {
     return NULL;
@@ -179,11 +187,13 @@ static inline void *_ak_slab_pop(_ak_slab *s) {
    * untouched does not look like a double free (and search the lists). */
   if (ak_harden_double_free && !(s->flags & AK_SLAB_F_TRACKED)) _ak_link_set(o, NULL, 0);
   s->used++;
+  AK_ASSERT(s->used <= s->capacity);
   return o;
 }
 
 /** Pushes `o` back on the local free list. */
 static inline void _ak_slab_push(_ak_slab *s, void *o) {
+  AK_ASSERT(s->used > 0 && _ak_slab_is_slot(s, (uintptr_t)o)); /* a live slot of this slab */
   _ak_slab_set_link(s, o, s->free);
   s->free = o;
   s->used--;
@@ -192,10 +202,5 @@ static inline void _ak_slab_push(_ak_slab *s, void *o) {
 /** Moves the remote list onto the local one (one atomic exchange);
  *  returns how many objects it held. */
 uint32_t _ak_slab_collect(_ak_slab *s);
-
-/** True if `p` is the start of a slot of `s`. */
-static inline bool _ak_slab_is_slot(const _ak_slab *s, uintptr_t p) {
-  return p >= s->start && p < s->end && (p - s->start) % s->slot == 0;
-}
 
 #endif /* AK_SLAB_H */

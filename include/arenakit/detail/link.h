@@ -14,27 +14,28 @@
 
 #include <stdint.h>
 
-/* The link is reached through a struct: a uintptr_t store through a bare
- * pointer could alias the caller's own uintptr_t and size_t fields and
- * cost reloads on the inline paths. */
+/* The link is reached through a struct with a pointer member: a store
+ * through a bare pointer, or of an integer type, could alias the caller's
+ * own uintptr_t and size_t fields (counts, addresses, keys) and cost
+ * reloads on the inline paths after every link store. */
 typedef struct _ak_link {
-  uintptr_t word;
+  void *next; /* encoded: (uintptr_t)next ^ key */
 } _ak_link;
 
 /** The link stored in free block `block`, decoded with `key`. */
 static inline void *_ak_link_get(const void *block, uintptr_t key) {
-  return (void *)(((const _ak_link *)block)->word ^ key);
+  return (void *)((uintptr_t)((const _ak_link *)block)->next ^ key);
 }
 
 /** Stores `next` as the link of free block `block`, encoded with `key`. */
 static inline void _ak_link_set(void *block, const void *next, uintptr_t key) {
-  ((_ak_link *)block)->word = (uintptr_t)next ^ key;
+  ((_ak_link *)block)->next = (void *)((uintptr_t)next ^ key);
 }
 
 /** The first word of `block` decoded as a link would be, as an integer
  *  (for plausibility checks that compare it with slab bounds). */
 static inline uintptr_t _ak_link_word(const void *block, uintptr_t key) {
-  return ((const _ak_link *)block)->word ^ key;
+  return (uintptr_t)((const _ak_link *)block)->next ^ key;
 }
 
 #endif /* ARENAKIT_DETAIL_LINK_H */

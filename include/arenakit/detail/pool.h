@@ -73,21 +73,28 @@ extern "C" {
 #define _AK_POOL_LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define _AK_POOL_STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 
+/** A free list: its first slot (NULL: empty). A struct, not a bare
+ *  `void *`: its stores then never alias a link (_ak_link), so the inline
+ *  paths keep a freed and reallocated slot's link in a register. */
+typedef struct _ak_pool_flist {
+  void *first;
+} _ak_pool_flist;
+
 /** The first fields of every slab header (the rest is the library's
  *  _ak_slab): what the inline paths need of a slab other than the current
  *  one (a free into it, and AK_SYNC_NONE's allocation from the next slab,
  *  `alt`). */
 typedef struct _ak_pool_slab_head {
-  void *free;      /**< the slab's free list */
-  uint32_t used;   /**< live objects in the slab */
-  uint32_t state;  /**< _AK_POOL_SLAB_AVAIL while the slab is on the pool's
-                        (AK_SYNC_THREADS: its owner heap's) list of slabs
-                        with free slots (others need the slow path) */
-  uintptr_t owner; /**< AK_SYNC_THREADS: the owning heap (0: none); read
-                        atomically, since other threads may change it */
-  uintptr_t key;   /**< hardened: links are encoded with it */
-  uint64_t magic;  /**< identifies a slab header */
-  void *pool;      /**< the owning pool (the ak_pool *) */
+  _ak_pool_flist free; /**< the slab's free list */
+  uint32_t used;       /**< live objects in the slab */
+  uint32_t state;      /**< _AK_POOL_SLAB_AVAIL while the slab is on the pool's
+                            (AK_SYNC_THREADS: its owner heap's) list of slabs
+                            with free slots (others need the slow path) */
+  uintptr_t owner;     /**< AK_SYNC_THREADS: the owning heap (0: none); read
+                            atomically, since other threads may change it */
+  uintptr_t key;       /**< hardened: links are encoded with it */
+  uint64_t magic;      /**< identifies a slab header */
+  void *pool;          /**< the owning pool (the ak_pool *) */
 } _ak_pool_slab_head;
 
 /** _ak_pool_slab_head.state of a slab on a list of slabs with free slots. */
@@ -103,7 +110,7 @@ typedef struct _ak_pool_slab_head {
  *  `mask` is ~(slab_size - 1), or 0 while every free must reach the
  *  library (the inline paths off, or the defragmenter keeping its order). */
 typedef struct _ak_pool_cur {
-  void *hot;          /**< next free slot of the current slab */
+  _ak_pool_flist hot; /**< the current slab's free list */
   size_t hot_used;    /**< live objects in the current slab */
   uintptr_t hot_slab; /**< address of the current slab (1: none) */
   uintptr_t mask;     /**< ~(slab_size - 1), 0: frees go to the library */
@@ -202,14 +209,14 @@ AK_FAST_PATH bool _ak_pool_on_grid(const struct ak_pool *p, const void *obj, uin
  *  free). Hardened: the decoded link must be NULL or a slot of the same
  *  slab; otherwise NULL is returned and the list is left as it is (the
  *  library reports the corruption). */
-AK_FAST_PATH void *_ak_pool_list_pop(void **head, uintptr_t key, uintptr_t mask, uintptr_t slab) {
-  void *o = *head;
+AK_FAST_PATH void *_ak_pool_list_pop(_ak_pool_flist *head, uintptr_t key, uintptr_t mask, uintptr_t slab) {
+  void *o = head->first;
   uintptr_t next = _ak_link_word(o, _AK_POOL_KEY(key));
-  if (AK_POOL_INLINE_ENCODE) {
-    if (AK_UNLIKELY(next != 0 && (next & mask) != slab)) return NULL;
-    _ak_link_set(o, NULL, 0);
-  }
-  *head = (void *)next;
+  if (AK_POOL_INLINE_ENCODE && AK_UNLIKELY(next != 0 && (next & mask) != slab)) return NULL;
+  /* The list first, then the slot's link: a heap torn between the two (a
+   * fork child finds its owner's state as it was) holds no cleared link. */
+  head->first = (void *)next;
+  if (AK_POOL_INLINE_ENCODE) _ak_link_set(o, NULL, 0);
   return o;
 }
 
@@ -219,16 +226,16 @@ AK_FAST_PATH void *_ak_pool_list_pop(void **head, uintptr_t key, uintptr_t mask,
  *  free). Every build: `obj` is the list's head (a double free in a row).
  *  Hardened: `obj` is not on the slot grid, or its first word decodes like
  *  a link of this slab (NULL or a slot of the slab; the library searches). */
-AK_FAST_PATH bool _ak_pool_list_push(const struct ak_pool *p, void **head, void *obj, uintptr_t key,
+AK_FAST_PATH bool _ak_pool_list_push(const struct ak_pool *p, _ak_pool_flist *head, void *obj, uintptr_t key,
                                      uintptr_t mask, uintptr_t slab) {
   if (AK_POOL_INLINE_ENCODE) {
     uintptr_t w = _ak_link_word(obj, key);
     if (AK_UNLIKELY(!_ak_pool_on_grid(p, obj, slab) || w == 0 || (w & mask) == slab)) return false;
-  } else if (AK_UNLIKELY(obj == *head)) {
+  } else if (AK_UNLIKELY(obj == head->first)) {
     return false;
   }
-  _ak_link_set(obj, *head, _AK_POOL_KEY(key));
-  *head = obj;
+  _ak_link_set(obj, head->first, _AK_POOL_KEY(key));
+  head->first = obj;
   return true;
 }
 
@@ -252,10 +259,10 @@ AK_FAST_PATH void _ak_pool_count(size_t *n, size_t delta, bool shared) {
 /** Allocates from current slab `c`: its free list, then its never-used
  *  slots, `*slot` bytes apart (no link to read, no slab lookup: the
  *  invariant of _ak_pool_cur). NULL when both are empty, or hardened when
- *  the list's link is corrupt (`c->hot` then stays non-NULL). */
+ *  the list's link is corrupt (`c->hot` then stays non-empty). */
 AK_FAST_PATH void *_ak_pool_cur_pop(_ak_pool_cur *c, const size_t *slot, bool shared) {
   void *o;
-  if (AK_LIKELY(c->hot != NULL)) {
+  if (AK_LIKELY(c->hot.first != NULL)) {
     o = _ak_pool_list_pop(&c->hot, c->hot_key, c->mask, c->hot_slab);
     if (AK_POOL_INLINE_ENCODE && AK_UNLIKELY(o == NULL)) return NULL;
   } else if (c->bump < c->bump_end) {
@@ -284,7 +291,8 @@ AK_FAST_PATH bool _ak_pool_cur_push(const struct ak_pool *p, _ak_pool_cur *c, vo
  *  the list is empty (or, hardened, corrupt). */
 AK_FAST_PATH void *_ak_pool_slab_pop(_ak_pool_slab_head *s, uintptr_t mask) {
   void *o;
-  if (s->free == NULL || (o = _ak_pool_list_pop(&s->free, s->key, mask, (uintptr_t)s)) == NULL) return NULL;
+  if (s->free.first == NULL || (o = _ak_pool_list_pop(&s->free, s->key, mask, (uintptr_t)s)) == NULL)
+    return NULL;
   s->used++;
   return o;
 }
