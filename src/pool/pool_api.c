@@ -204,7 +204,7 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
   if (p->mode->tls) _ak_tls_register(p, p->mode->tls);
   _ak_pools_atfork(); /* before the spare set: the handlers' order (pool_core.c) */
   /* The reclaim policy by default: spares kept for reuse and given back by
-   * time (spare_slabs, if set, caps them); with release_empty, ARAL's:
+   * time (spare_slabs, if set, caps them); with release_empty:
    * spare_slabs kept, any other empty slab released at once. */
   if (p->release_empty)
     _ak_spare_set_init(&p->spares, &_ak_pool_spare_ops, p, o.spare_slabs, 0);

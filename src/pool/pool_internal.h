@@ -220,7 +220,7 @@ struct _ak_pool_impl {
    * the slab table's (pool_table.c); the file backing's state is under
    * `file_mu`, a leaf word lock, so that a slab is obtained and released
    * without the pool's own lock (AK_SYNC_THREADS calls the backing outside
-   * `mu`, as ARAL allocates its pages without any lock held). */
+   * `mu`, so that slabs are obtained and given back without a pool lock). */
   pthread_mutex_t mu;
   atomic_int file_mu;
   atomic_uintptr_t lf_lo, lf_hi; /* SPINLOCK, LOCKFREE, hardened: address range of the slabs */
@@ -376,11 +376,11 @@ void _ak_pool_track_free(_ak_pool_impl *p, void *o);
  * settle is one load and a branch without the defragmenter). */
 /** Inserts `s` (just gained a free slot) into `list` by fullness: strictly
  *  sorted with the defragmenter, else within the first three positions
- *  (ARAL). */
+ *  (a bounded walk). */
 static inline void _ak_pool_list_place(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
   bool strict = atomic_load_explicit(&p->defragment, memory_order_relaxed);
   _ak_slab *at = _ak_slab_first(list);
-  /* Fullest first: skip slabs holding more objects. ARAL limits the walk
+  /* Fullest first: skip slabs holding more objects. The walk is limited
    * to the first three positions; the defragmenter sorts exactly. */
   for (int depth = 0; at && at->used > s->used && (strict || depth < 2); depth++) at = _ak_slab_next(at);
   _ak_slab_list_insert_before(list, at, s, s->list ? s->list : AK_SLAB_AVAIL);

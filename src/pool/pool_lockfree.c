@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* pool_lockfree.c - AK_SYNC_LOCKFREE: the seed 000 lock_free::arena_allocator
- * made ABA-safe, as a lock-free stack (a Treiber stack) of batches behind
- * the per-thread magazines of pool_magazine.c.
+/* pool_lockfree.c - AK_SYNC_LOCKFREE: a lock-free free list made ABA-safe, as a lock-free stack (a Treiber
+ * stack) of batches behind the per-thread magazines of pool_magazine.c.
  *
  * The stack holds batches: chains of at most AK_MAG_BATCH free slots
  * linked through their first word. The first slot of a batch also holds,
@@ -324,7 +323,7 @@ void _ak_lockfree_trim(_ak_pool_impl *p) {
  * every magazine empty: typically when the last thread using the pool
  * exits). The stack's order is that of the frees, mixed across threads and
  * slabs, and the mixing compounds over the pool's life (a long-lived pool
- * ran the seed 000 table 6x slower than a fresh one): the stack is taken
+ * ran the pool-newdelete-mt table 6x slower than a fresh one): the stack is taken
  * down so that grow() carves the slabs again in address order, their pages
  * kept. Skipped if another thread holds the mutex (it is growing). The
  * hardened double-free check knows a slot of a slab taken down by the

@@ -6,7 +6,7 @@
  *
  * Why: with one shared word touched on every call, two threads on two
  * cores move its cache line between the cores on every allocation and
- * free (the seed 000 multi-thread table: 12x slower at T=2 than at T=1).
+ * free (the pool-newdelete-mt table: 12x slower at T=2 than at T=1).
  * A magazine takes and gives objects AK_MAG_BATCH at a time, so the shared
  * word (the lock, the stack head, the counters) is touched once per batch.
  *

@@ -97,7 +97,7 @@ static void mirror_out(_ak_pool_impl *p) {
     p->pub.cur.bump = s->bump;
     p->pub.cur.bump_end = shuffled ? s->bump : s->end;
     /* The next slab serves the inline allocations once this one is full
-     * (ARAL allocates from the first two pages): a working set that
+     * (allocation from the first two slabs): a working set that
      * straddles two slabs then takes no slow path for the slot it freed
      * in the other one. It stays on `avail`; the slow paths list it full
      * if the inline path emptied it (serial_pop). */

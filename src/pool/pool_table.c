@@ -7,10 +7,10 @@
  * The table is split into AK_TABLE_SHARDS shards by a hash of the slab's
  * address, each a sorted array under its own word lock on its own cache
  * line. Threads that obtain and release slabs at once (AK_SYNC_THREADS
- * with the ARAL policy gives every empty slab back at once) mostly meet
+ * with release_empty gives every empty slab back at once) mostly meet
  * different shards: with one table and one lock, its line, the array and
  * the counters moved between cores on every slab (19 % of the time of
- * ARAL's stress test at T=2, perf). The hash takes 64 KiB of address at a
+ * the pool-stress scenario at T=2, perf). The hash takes 64 KiB of address at a
  * time, so the small slabs of one thread's C-heap arena share a few
  * shards and those of another thread's arena others. */
 #include <sched.h>

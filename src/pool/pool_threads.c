@@ -99,9 +99,9 @@ static _ak_slab *heap_checkin(_ak_pool_heap *h) {
  * the heap's own spares if it keeps fewer than spare_limit (no lock), else
  * to the pool's spare set (its own leaf lock, no pool lock), which keeps
  * it for reuse by any thread and gives it back by time, or releases it at
- * once with release_empty (ARAL allocates and frees its pages without a
- * lock; the slab table has its own leaf locks). Nobody else can reach the
- * slab: it has no live object to be freed into it. */
+ * once with release_empty (without a pool lock; the slab table has its
+ * own leaf locks). Nobody else can reach the slab: it has no live object
+ * to be freed into it. */
 static void give_slab(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
   if (h->stash.n < p->spare_limit) {
     _ak_pool_slab_reset(s);
@@ -110,7 +110,7 @@ static void give_slab(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
   }
   s->heap = NULL;
   if (p->release_empty)
-    _ak_pool_slab_release(p, s); /* ARAL: at once (the pool's spares are exited threads') */
+    _ak_pool_slab_release(p, s); /* at once (the pool's spares are exited threads') */
   else
     _ak_pool_slab_put(p, s);
 }
@@ -150,7 +150,7 @@ static inline bool has_remote(_ak_slab *s) {
 
 /* heap_checkin, first thing in every slow operation of the owner. If the
  * inline frees emptied the current slab and other slabs have free slots,
- * it goes back now (the ARAL policy), unless it is `keep`, the slab the
+ * it goes back now (release_empty), unless it is `keep`, the slab the
  * caller is about to free into. */
 static void heap_in(_ak_pool_impl *p, _ak_pool_heap *h, const _ak_slab *keep) {
   _ak_slab *s = heap_checkin(h);
