@@ -342,6 +342,20 @@ void _ak_pool_slab_decommit(_ak_pool_impl *p, _ak_slab *s);
  *  grid; the release build checks the header's magic only. */
 _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call);
 
+/* Writes the inline state of current slab `c` (its free list, live count
+ * and never-used slots) back to the slab's header and returns the slab:
+ * the first step of checking a slab in, for the serial core (mirror_in)
+ * and a thread heap (heap_checkin), which then clear `c` each in their own
+ * order. `c` has a slab checked out (hot_slab > 1). */
+static inline _ak_slab *_ak_pool_cur_writeback(const _ak_pool_cur *c) {
+  _ak_slab *s = (_ak_slab *)c->hot_slab;
+  AK_ASSERT(c->hot_slab > 1 && c->hot_used <= s->capacity && c->bump <= s->end);
+  s->free = c->hot.first;
+  s->used = (uint32_t)c->hot_used;
+  s->bump = c->bump;
+  return s;
+}
+
 /** _ak_pool_slab_of's common case inline: mask and one header check; the
  *  checked and hardened builds first test the slot grid (one
  *  multiplication, as _ak_pool_on_grid) and the slab map (two loads, so no

@@ -61,13 +61,9 @@ static size_t serial_live(const _ak_pool_impl *p) {
  * other slabs have free slots, it goes back now (fullest first). */
 static void mirror_in(_ak_pool_impl *p) {
   if (p->pub.cur.hot_slab <= 1) return;
-  _ak_slab *s = (_ak_slab *)p->pub.cur.hot_slab;
+  _ak_slab *s = _ak_pool_cur_writeback(&p->pub.cur);
   /* The current slab is the head of `avail`, its state checked out. */
   AK_ASSERT(s->list == AK_SLAB_AVAIL && _ak_slab_first(&p->avail) == s);
-  AK_ASSERT(p->pub.cur.hot_used <= s->capacity && p->pub.cur.bump <= s->end);
-  s->free = p->pub.cur.hot.first;
-  s->used = (uint32_t)p->pub.cur.hot_used;
-  s->bump = p->pub.cur.bump;
   p->pub.cur.hot.first = NULL;
   p->pub.cur.hot_slab = 0;
   p->pub.cur.bump = p->pub.cur.bump_end = 0;

@@ -80,11 +80,8 @@ static inline void live_sub(_ak_pool_heap *h, size_t n) { _AK_POOL_STORE(h->pub.
  * Returns the slab (NULL if none was checked out). */
 static _ak_slab *heap_checkin(_ak_pool_heap *h) {
   if (h->pub.cur.hot_slab <= 1) return NULL;
-  _ak_slab *s = (_ak_slab *)h->pub.cur.hot_slab;
-  AK_ASSERT(s->heap == h && h->pub.cur.hot_used <= s->capacity); /* its own slab, checked out */
-  s->free = h->pub.cur.hot.first;
-  s->used = (uint32_t)h->pub.cur.hot_used;
-  s->bump = h->pub.cur.bump;
+  _ak_slab *s = _ak_pool_cur_writeback(&h->pub.cur);
+  AK_ASSERT(s->heap == h);                        /* its own slab, checked out */
   live_add(h, h->pub.cur.hot_used - h->hot_base); /* see live_get */
   __atomic_store_n(&h->hot_base, 0, __ATOMIC_RELAXED);
   h->pub.cur.hot.first = NULL;
