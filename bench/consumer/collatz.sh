@@ -13,11 +13,9 @@ set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 <cmake build dir> <scratch dir> [TOP [THREADS [RUNS]]]" >&2; exit 2; }
 build=$1 scratch=$2 top=${3:-100000} threads=${4:-4} runs=${5:-3}
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$scratch"
-scratch=$(cd "$scratch" && pwd)
-prefix=$scratch/prefix
-rm -rf "$prefix"
-"${AK_CMAKE:-cmake}" --install "$build" --prefix "$prefix" >"$scratch/install.log"
+# shellcheck source=bench/consumer/install.sh
+. "$here/install.sh"
+ak_consumer_install "$build" "$scratch"
 ak=$(find "$prefix" -name 'libarenakit-malloc.so' | head -n 1)
 [ -n "$ak" ] || { echo "collatz.sh: no libarenakit-malloc.so under $prefix" >&2; exit 1; }
 "${CC:-gcc}" -O2 -pthread -I"$here/.." "$here/collatz_main.c" "$here/../collatz.c" -o "$scratch/collatz"

@@ -10,11 +10,9 @@ set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 <cmake build dir> <scratch dir> [N [ROUNDS]]" >&2; exit 2; }
 build=$1 scratch=$2
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$scratch"
-scratch=$(cd "$scratch" && pwd)
-prefix=$scratch/prefix
-rm -rf "$prefix"
-"${AK_CMAKE:-cmake}" --install "$build" --prefix "$prefix" >"$scratch/install.log"
+# shellcheck source=bench/consumer/install.sh
+. "$here/install.sh"
+ak_consumer_install "$build" "$scratch"
 pc=$(dirname "$(find "$prefix" -name arenakit.pc | head -n 1)")
 flags=$(PKG_CONFIG_PATH=$pc pkg-config --cflags --libs arenakit)
 libdir=$(PKG_CONFIG_PATH=$pc pkg-config --variable=libdir arenakit)

@@ -363,7 +363,11 @@ int ak_malloc_stats_print(FILE *f) {
  * (its first call initialises it). */
 __attribute__((constructor)) static void stats_choose_owner(void) {
   const char *set = getenv("AK_SHOW_STATS");
-  if (!set || !*set || !strcmp(set, "0")) return;
+  int saved = errno; /* parsing and setenv may set it: the program's start sees it untouched */
+  long form;
+  bool on = set && *set && parse_option(AK_OPTION_SHOW_STATS, set, &form) && form != AK_SHOW_STATS_OFF;
+  errno = saved;
+  if (!on) return;
   const char *owner = getenv(owner_env);
   if (owner && *owner) {
     report_owner = atol(owner);
@@ -373,6 +377,7 @@ __attribute__((constructor)) static void stats_choose_owner(void) {
   snprintf(pid, sizeof pid, "%ld", (long)getpid());
   report_owner = (long)getpid();
   (void)setenv(owner_env, pid, 1);
+  errno = saved;
 }
 
 /* True if this process prints the AK_SHOW_STATS report. */
