@@ -204,15 +204,19 @@ AK_FAST_PATH bool _ak_pool_on_grid(const struct ak_pool *p, const void *obj, uin
 }
 
 /** Pops the non-empty free list at `*head`, whose slots all lie in the
- *  slab at `slab`; returns the slot, which holds no link afterwards in the
+ *  slab at `*slab`; returns the slot, which holds no link afterwards in the
  *  hardened build (so freeing it untouched does not look like a double
  *  free). Hardened: the decoded link must be NULL or a slot of the same
- *  slab; otherwise NULL is returned and the list is left as it is (the
- *  library reports the corruption). */
-AK_FAST_PATH void *_ak_pool_list_pop(_ak_pool_flist *head, uintptr_t key, uintptr_t mask, uintptr_t slab) {
+ *  slab (`*mask` masks a slot to its slab); otherwise NULL is returned and
+ *  the list is left as it is (the library reports the corruption). The
+ *  bounds are passed by address so that they are loaded only for a link
+ *  that is not NULL: the hit path with one slot left reads no more than
+ *  the list and the key. */
+AK_FAST_PATH void *_ak_pool_list_pop(_ak_pool_flist *head, uintptr_t key, const uintptr_t *mask,
+                                     const uintptr_t *slab) {
   void *o = head->first;
   uintptr_t next = _ak_link_word(o, _AK_POOL_KEY(key));
-  if (AK_POOL_INLINE_ENCODE && AK_UNLIKELY(next != 0 && (next & mask) != slab)) return NULL;
+  if (AK_POOL_INLINE_ENCODE && next != 0 && AK_UNLIKELY((next & *mask) != *slab)) return NULL;
   /* The list first, then the slot's link: a heap torn between the two (a
    * fork child finds its owner's state as it was) holds no cleared link. */
   head->first = (void *)next;
@@ -229,8 +233,11 @@ AK_FAST_PATH void *_ak_pool_list_pop(_ak_pool_flist *head, uintptr_t key, uintpt
 AK_FAST_PATH bool _ak_pool_list_push(const struct ak_pool *p, _ak_pool_flist *head, void *obj, uintptr_t key,
                                      uintptr_t mask, uintptr_t slab) {
   if (AK_POOL_INLINE_ENCODE) {
+    /* The grid first: the slot's word is read only once `obj` is known to
+     * be a slot (and the compiler cannot hoist the read above the test). */
+    if (AK_UNLIKELY(!_ak_pool_on_grid(p, obj, slab))) return false;
     uintptr_t w = _ak_link_word(obj, key);
-    if (AK_UNLIKELY(!_ak_pool_on_grid(p, obj, slab) || w == 0 || (w & mask) == slab)) return false;
+    if (AK_UNLIKELY(w == 0 || (w & mask) == slab)) return false;
   } else if (AK_UNLIKELY(obj == head->first)) {
     return false;
   }
@@ -263,7 +270,7 @@ AK_FAST_PATH void _ak_pool_count(size_t *n, size_t delta, bool shared) {
 AK_FAST_PATH void *_ak_pool_cur_pop(_ak_pool_cur *c, const size_t *slot, bool shared) {
   void *o;
   if (AK_LIKELY(c->hot.first != NULL)) {
-    o = _ak_pool_list_pop(&c->hot, c->hot_key, c->mask, c->hot_slab);
+    o = _ak_pool_list_pop(&c->hot, c->hot_key, &c->mask, &c->hot_slab);
     if (AK_POOL_INLINE_ENCODE && AK_UNLIKELY(o == NULL)) return NULL;
   } else if (c->bump < c->bump_end) {
     o = (void *)c->bump;
@@ -291,7 +298,8 @@ AK_FAST_PATH bool _ak_pool_cur_push(const struct ak_pool *p, _ak_pool_cur *c, vo
  *  the list is empty (or, hardened, corrupt). */
 AK_FAST_PATH void *_ak_pool_slab_pop(_ak_pool_slab_head *s, uintptr_t mask) {
   void *o;
-  if (s->free.first == NULL || (o = _ak_pool_list_pop(&s->free, s->key, mask, (uintptr_t)s)) == NULL)
+  uintptr_t sb = (uintptr_t)s;
+  if (s->free.first == NULL || (o = _ak_pool_list_pop(&s->free, s->key, &mask, &sb)) == NULL)
     return NULL;
   s->used++;
   return o;
