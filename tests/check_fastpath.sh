@@ -4,9 +4,11 @@
 # from tests/fastpath_probe.c: for each probe, the instructions from the
 # function's entry to its first `ret` (the hit path), the ret excluded.
 # Arena: at most 10, with exactly one conditional branch. Pool: at most the
-# counts the hit paths had when the probes were added (gcc -O2), with at
-# most as many conditional branches.
-# Usage: check_fastpath.sh OBJECT [--print]
+# counts the hit paths had when the probes were added (gcc -O2; clang's are
+# lower), with at most as many conditional branches; --hardened: the probe
+# was compiled with -DAK_CONFIG_HARDENED=9 (links encoded and checked, the
+# double-free check), whose pool paths have budgets of their own.
+# Usage: check_fastpath.sh OBJECT [--hardened] [--print]
 set -euo pipefail
 obj=$1
 status=0
@@ -28,7 +30,14 @@ probe() {
     status=1
   fi
 }
-[ "${2:-}" = "--print" ] && PRINT=1
+hardened=0
+for arg in "${@:2}"; do
+  case $arg in
+  --print) PRINT=1 ;;
+  --hardened) hardened=1 ;;
+  *) echo "check_fastpath.sh: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
 
 # The arena: ak_arena_alloc for constant size and alignment.
 probe ak_probe_alloc_8_8 10 1 1
@@ -36,9 +45,18 @@ probe ak_probe_alloc_8_1 10 1 1
 probe ak_probe_alloc_48_16 10 1 1
 
 # The pool's hit paths (AK_SYNC_NONE; AK_SYNC_THREADS past the pool's own
-# empty current slab).
-probe ak_probe_pool_alloc_none 6 1
-probe ak_probe_pool_free_none 10 2
-probe ak_probe_pool_alloc_threads 17 2
-probe ak_probe_pool_free_threads 21 3
+# empty current slab). Hardened, the first return of an allocation is the
+# pop of a list with more than one slot (its link checked against the
+# slab's bounds); a free checks the slot grid and the slot's first word.
+if [ $hardened = 1 ]; then
+  probe ak_probe_pool_alloc_none 16 3
+  probe ak_probe_pool_free_none 29 5
+  probe ak_probe_pool_alloc_threads 27 4
+  probe ak_probe_pool_free_threads 39 6
+else
+  probe ak_probe_pool_alloc_none 6 1
+  probe ak_probe_pool_free_none 10 2
+  probe ak_probe_pool_alloc_threads 17 2
+  probe ak_probe_pool_free_threads 21 3
+fi
 exit $status

@@ -251,7 +251,7 @@ AK_FAST_PATH bool _ak_pool_list_push(const struct ak_pool *p, _ak_pool_flist *he
  *  atomically (relaxed). */
 AK_FAST_PATH void _ak_pool_count(size_t *n, size_t delta, bool shared) {
   if (shared)
-    _AK_POOL_STORE(*n, *n + delta);
+    _AK_POOL_STORE(*n, _AK_POOL_LOAD(*n) + delta);
   else
     *n += delta;
 }
@@ -299,8 +299,7 @@ AK_FAST_PATH bool _ak_pool_cur_push(const struct ak_pool *p, _ak_pool_cur *c, vo
 AK_FAST_PATH void *_ak_pool_slab_pop(_ak_pool_slab_head *s, uintptr_t mask) {
   void *o;
   uintptr_t sb = (uintptr_t)s;
-  if (s->free.first == NULL || (o = _ak_pool_list_pop(&s->free, s->key, &mask, &sb)) == NULL)
-    return NULL;
+  if (s->free.first == NULL || (o = _ak_pool_list_pop(&s->free, s->key, &mask, &sb)) == NULL) return NULL;
   s->used++;
   return o;
 }
