@@ -181,6 +181,10 @@ extern const _ak_pool_mode _ak_mode_none, _ak_mode_spinlock, _ak_mode_lockfree, 
 struct _ak_pool_impl {
   ak_pool pub;
   const _ak_pool_mode *mode; /* what its sync mode does (the API dispatches through it) */
+  /* ak_pool_alloc_slow and ak_pool_free_slow: the mode's alloc and free,
+   * or variants its init chose for this pool (one load on the way). */
+  void *(*alloc)(_ak_pool_impl *p);
+  void (*free)(_ak_pool_impl *p, void *o);
   ak_sync sync;
   size_t object_size, slot, slab_size, capacity;
   size_t align;   /* of the first slot in a slab: the object's, or more (ak_pool_create) */
@@ -474,6 +478,11 @@ extern const _ak_tls_mode _ak_threads_tls;
 /** The hooks of SPINLOCK and LOCKFREE magazines (pool_tls.c); `destroy`
  *  frees every magazine of the pool (their objects die with the slabs). */
 extern const _ak_tls_mode _ak_mag_tls;
+/** The init of SPINLOCK and LOCKFREE pools: the inline paths off
+ *  (_ak_pool_inline_off), and p->alloc the counting variant of
+ *  _ak_mag_alloc where every call must be counted (max_objects, the
+ *  checked build's and the tools' hooks). */
+void _ak_mag_init(_ak_pool_impl *p);
 /** ak_pool_alloc / ak_pool_free of SPINLOCK and LOCKFREE pools. */
 void *_ak_mag_alloc(_ak_pool_impl *p);
 void _ak_mag_free(_ak_pool_impl *p, void *o);
