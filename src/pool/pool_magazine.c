@@ -343,7 +343,7 @@ static AK_COLD __attribute__((noinline)) void *alloc_slow(_ak_pool_impl *p, _ak_
     return NULL;
   }
   chain_pop(p, m, o, n_get(m));
-  if (m->counted) base_set(m, (intptr_t)n_get(m)); /* counted in mag_live: net stays 0 */
+  if (p->max_objects) base_set(m, (intptr_t)n_get(m)); /* counted in mag_live: net stays 0 */
   if (AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_live(p, _ak_pool_slab_base(p, o), o);
     _ak_pool_track_alloc(p, o);
@@ -463,13 +463,10 @@ static AK_COLD __attribute__((noinline)) void free_slow(_ak_pool_impl *p, _ak_po
   AK_ASSERT(n < AK_MAG_BATCH); /* a full batch was spilled above */
   n_set(m, n + 1);
   atomic_store_explicit(&m->list, o, memory_order_release);
-  if (m->counted) {
+  if (p->max_objects) {
     base_set(m, (intptr_t)(n + 1)); /* counted in mag_live: net stays 0 */
-    if (!p->max_objects) {
-    } else if (AK_UNLIKELY(atomic_fetch_sub_explicit(&p->mag_live, 1, memory_order_relaxed) == 1) &&
-               m->takes >= 2) {
+    if (AK_UNLIKELY(atomic_fetch_sub_explicit(&p->mag_live, 1, memory_order_relaxed) == 1) && m->takes >= 2)
       drain_self(p, m);
-    }
   } else {
     /* Everything freed? Judged from the pool's count as this thread last
      * saw it (no shared read on the fast path: set_hi), then confirmed:
