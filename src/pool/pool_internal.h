@@ -360,20 +360,21 @@ static inline _ak_slab *_ak_pool_cur_writeback(const _ak_pool_cur *c) {
   return s;
 }
 
-/** _ak_pool_slab_of's common case inline: mask and one header check; the
+/** _ak_pool_slab_of's common case inline (_ak_pool_slab_ok: whether slab
+ *  `s` of `o` passes it): mask and one header check; the
  *  checked and hardened builds first test the slot grid (one
  *  multiplication, as _ak_pool_on_grid) and the slab map (two loads, so no
  *  header is read that the map does not know). Anything else (a destroyed
  *  pool, an address beyond the map, slots spanning 4 GiB or more) and the
  *  error report go out of line. */
+static inline bool _ak_pool_slab_ok(const _ak_pool_impl *p, const void *o, const _ak_slab *s) {
+  if (!_ak_config_validate) return s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p);
+  return !p->destroyed && _ak_pool_on_grid(&p->pub, o, (uintptr_t)s) && _ak_pool_known_slab((uintptr_t)s) &&
+         s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p);
+}
 static inline _ak_slab *_ak_pool_slab_fast(_ak_pool_impl *p, const void *o, const char *call) {
   _ak_slab *s = (_ak_slab *)((uintptr_t)o & ~(uintptr_t)(p->slab_size - 1));
-  if (!_ak_config_validate) {
-    if (AK_LIKELY(s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) return s;
-  } else if (AK_LIKELY(!p->destroyed && _ak_pool_on_grid(&p->pub, o, (uintptr_t)s) &&
-                       _ak_pool_known_slab((uintptr_t)s) && s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) {
-    return s;
-  }
+  if (AK_LIKELY(_ak_pool_slab_ok(p, o, s))) return s;
   return _ak_pool_slab_of(p, o, call);
 }
 

@@ -498,8 +498,8 @@ static inline void free_in(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab *s, void 
   atomic_store_explicit(&m->list, o, memory_order_release);
 }
 
-/* _ak_mag_free when the quick ownership check is not enough or `p` is not
- * the pool the thread used last. */
+/* _ak_mag_free when the quick ownership check fails (the report) or `p` is
+ * not the pool the thread used last. */
 static __attribute__((noinline)) void free_find(_ak_pool_impl *p, void *o) {
   _ak_slab *s = _ak_pool_slab_fast(p, o, "ak_pool_free"); /* aborts on a foreign `o` */
   _ak_pool_mag *m = mag_find(p);
@@ -512,10 +512,9 @@ static __attribute__((noinline)) void free_find(_ak_pool_impl *p, void *o) {
 }
 
 void _ak_mag_free(_ak_pool_impl *p, void *o) {
-  /* A cheap ownership check (the slab's magic; the checked and hardened
-   * builds check more, in free_find). */
+  /* A cheap ownership check (_ak_pool_slab_fast's; free_find reports). */
   _ak_slab *s = _ak_pool_slab_base(p, o);
-  if (AK_UNLIKELY(_ak_config_validate || s->magic != (AK_SLAB_MAGIC ^ (uintptr_t)p) || !mag_is_last(p))) {
+  if (AK_UNLIKELY(!_ak_pool_slab_ok(p, o, s) || !mag_is_last(p))) {
     free_find(p, o);
     return;
   }
