@@ -870,6 +870,59 @@ TEST_P(PoolMagazine, ThreadExitHandsMagazineBack) {
   for (void *o : v) ak_pool_free(t.p, o);
 }
 
+// A thread that alternates between two pools (each call switches the
+// magazine it uses last) gets every object from the pool it asked and
+// gives it back there: the counts stay exact, each pool owns exactly its
+// objects, and both give everything back. A pool made after another was
+// destroyed (often at the same address) starts with a magazine of its own.
+TEST_P(PoolMagazine, AlternatingPoolsKeepTheirObjectsApart) {
+  std::vector<void *> va, vb;
+  {
+    Pool a(48, GetParam()), b(48, GetParam());
+    size_t resident_a = 0, resident_b = 0;
+    for (int i = 0; i < 3000; i++) {
+      va.push_back(ak_pool_alloc(a.p));
+      vb.push_back(ak_pool_alloc(b.p));
+      ASSERT_NE(va.back(), nullptr);
+      ASSERT_NE(vb.back(), nullptr);
+      if (i % 3 == 2) {  // free one of each now and then, alternating too
+        ak_pool_free(a.p, va[i / 2]);
+        ak_pool_free(b.p, vb[i / 2]);
+        va[i / 2] = vb[i / 2] = nullptr;
+      }
+    }
+    size_t live_a = 0, live_b = 0;
+    for (size_t i = 0; i < va.size(); i++) {
+      if (va[i]) {
+        live_a++;
+        EXPECT_TRUE(ak_pool_owns(a.p, va[i]) && !ak_pool_owns(b.p, va[i])) << "object " << i << " of a";
+      }
+      if (vb[i]) {
+        live_b++;
+        EXPECT_TRUE(ak_pool_owns(b.p, vb[i]) && !ak_pool_owns(a.p, vb[i])) << "object " << i << " of b";
+      }
+    }
+    EXPECT_EQ(a.stats().live, live_a);
+    EXPECT_EQ(b.stats().live, live_b);
+    resident_a = a.stats().bytes_resident;
+    resident_b = b.stats().bytes_resident;
+    for (size_t i = 0; i < va.size(); i++) {
+      if (va[i]) ak_pool_free(a.p, va[i]);
+      if (vb[i]) ak_pool_free(b.p, vb[i]);
+    }
+    expect_all_back(a, resident_a);
+    expect_all_back(b, resident_b);
+  }
+  // The pools are gone; new ones start empty and hand out their own slots.
+  Pool c(48, GetParam());
+  void *o = ak_pool_alloc(c.p);
+  ASSERT_NE(o, nullptr);
+  EXPECT_TRUE(ak_pool_owns(c.p, o));
+  EXPECT_EQ(c.stats().live, 1u);
+  ak_pool_free(c.p, o);
+  EXPECT_EQ(c.stats().live, 0u);
+}
+
 // ak_pool_trim takes the magazines of threads that are still running (and
 // that keep using the pool afterwards).
 TEST_P(PoolMagazine, TrimEmptiesOtherThreadsMagazines) {

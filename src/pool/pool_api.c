@@ -28,7 +28,7 @@ void *ak_pool_alloc_slow(ak_pool *pub) {
   _ak_pool_impl *p = _ak_impl(pub);
   if (_ak_config_validate && AK_UNLIKELY(p->destroyed))
     _ak_fatal("ak_pool_alloc(%p): pool '%s' was destroyed (ak_pool_destroy)", (void *)pub, p->name);
-  return p->mode->alloc(p);
+  return p->alloc(p);
 }
 
 void ak_pool_free_slow(ak_pool *pub, void *o) {
@@ -36,7 +36,7 @@ void ak_pool_free_slow(ak_pool *pub, void *o) {
   _ak_pool_impl *p = _ak_impl(pub);
   if (_ak_config_validate && AK_UNLIKELY(p->destroyed))
     _ak_fatal("ak_pool_free(%p): pool '%s' was destroyed (ak_pool_destroy)", o, p->name);
-  p->mode->free(p, o);
+  p->free(p, o);
 }
 
 /* Hardened (guards): the last page of a slab of at least four pages is a
@@ -179,7 +179,9 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
   pthread_mutex_init(&p->mu, NULL);
   atomic_init(&p->file_mu, 0);
   p->pub.slot = p->slot; /* the inline paths' step through never-used slots */
-  p->mode->init(p);      /* the inline paths' initial state */
+  p->alloc = p->mode->alloc;
+  p->free = p->mode->free;
+  p->mode->init(p); /* the inline paths' initial state */
   if (p->tracked & AK_TRACK_MODE_VALGRIND) {
     p->vg_pool = _ak_track_new_pool_id();
     AK_VG_CREATE_POOL(p->vg_pool);

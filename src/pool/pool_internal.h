@@ -181,6 +181,10 @@ extern const _ak_pool_mode _ak_mode_none, _ak_mode_spinlock, _ak_mode_lockfree, 
 struct _ak_pool_impl {
   ak_pool pub;
   const _ak_pool_mode *mode; /* what its sync mode does (the API dispatches through it) */
+  /* ak_pool_alloc_slow and ak_pool_free_slow: the mode's alloc and free,
+   * or variants its init chose for this pool (one load on the way). */
+  void *(*alloc)(_ak_pool_impl *p);
+  void (*free)(_ak_pool_impl *p, void *o);
   ak_sync sync;
   size_t object_size, slot, slab_size, capacity;
   size_t align;   /* of the first slot in a slab: the object's, or more (ak_pool_create) */
@@ -356,20 +360,21 @@ static inline _ak_slab *_ak_pool_cur_writeback(const _ak_pool_cur *c) {
   return s;
 }
 
-/** _ak_pool_slab_of's common case inline: mask and one header check; the
+/** _ak_pool_slab_of's common case inline (_ak_pool_slab_ok: whether slab
+ *  `s` of `o` passes it): mask and one header check; the
  *  checked and hardened builds first test the slot grid (one
  *  multiplication, as _ak_pool_on_grid) and the slab map (two loads, so no
  *  header is read that the map does not know). Anything else (a destroyed
  *  pool, an address beyond the map, slots spanning 4 GiB or more) and the
  *  error report go out of line. */
+static inline bool _ak_pool_slab_ok(const _ak_pool_impl *p, const void *o, const _ak_slab *s) {
+  if (!_ak_config_validate) return s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p);
+  return !p->destroyed && _ak_pool_on_grid(&p->pub, o, (uintptr_t)s) && _ak_pool_known_slab((uintptr_t)s) &&
+         s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p);
+}
 static inline _ak_slab *_ak_pool_slab_fast(_ak_pool_impl *p, const void *o, const char *call) {
   _ak_slab *s = (_ak_slab *)((uintptr_t)o & ~(uintptr_t)(p->slab_size - 1));
-  if (!_ak_config_validate) {
-    if (AK_LIKELY(s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) return s;
-  } else if (AK_LIKELY(!p->destroyed && _ak_pool_on_grid(&p->pub, o, (uintptr_t)s) &&
-                       _ak_pool_known_slab((uintptr_t)s) && s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p))) {
-    return s;
-  }
+  if (AK_LIKELY(_ak_pool_slab_ok(p, o, s))) return s;
   return _ak_pool_slab_of(p, o, call);
 }
 
@@ -474,6 +479,11 @@ extern const _ak_tls_mode _ak_threads_tls;
 /** The hooks of SPINLOCK and LOCKFREE magazines (pool_tls.c); `destroy`
  *  frees every magazine of the pool (their objects die with the slabs). */
 extern const _ak_tls_mode _ak_mag_tls;
+/** The init of SPINLOCK and LOCKFREE pools: the inline paths off
+ *  (_ak_pool_inline_off), and p->alloc the counting variant of
+ *  _ak_mag_alloc where every call must be counted (max_objects, the
+ *  checked build's and the tools' hooks). */
+void _ak_mag_init(_ak_pool_impl *p);
 /** ak_pool_alloc / ak_pool_free of SPINLOCK and LOCKFREE pools. */
 void *_ak_mag_alloc(_ak_pool_impl *p);
 void _ak_mag_free(_ak_pool_impl *p, void *o);

@@ -371,7 +371,7 @@ static void lf_stats(_ak_pool_impl *p, ak_pool_stats *out) {
 const _ak_pool_mode _ak_mode_lockfree = {
     .name = "lockfree",
     .tls = &_ak_mag_tls,
-    .init = _ak_pool_inline_off,
+    .init = _ak_mag_init,
     .alloc = _ak_mag_alloc,
     .free = _ak_mag_free,
     .reserve = _ak_lockfree_reserve,

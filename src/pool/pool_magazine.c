@@ -18,24 +18,33 @@
  * caches at most 2 x AK_MAG_BATCH objects.
  *
  * Other threads may take a magazine's contents at any time
- * (_ak_mag_flush_all: ak_pool_trim, and a free that sees the pool empty):
+ * (_ak_mag_flush_all, from ak_pool_trim):
  * the owner claims its chain with one atomic exchange before reading it and
  * stores the rest back, and a thief takes it with one exchange, so exactly
  * one of them ever holds a chain and nobody reads a slot it does not hold.
  * That exchange (on the owner's own cache line, uncontended) is the one
  * atomic operation of a fast path.
  *
- * Counting: each magazine counts allocations minus frees (`net`, owner
- * only) and adds it to the pool's `mag_live` whenever it touches the shared
- * structure, where the high-water mark is sampled. With max_objects every
- * call updates `mag_live` instead, exactly, and the cap is enforced on it.
+ * Counting: each magazine's allocations minus frees not yet in the pool's
+ * `mag_live` (net) are added to it whenever the magazine touches the
+ * shared structure, where the high-water mark is sampled. The fast paths
+ * count nothing: an allocation pops one object and a free pushes one, so
+ * net + n (`base`) changes only on slow paths, and net is base - n. With
+ * max_objects every call updates `mag_live` instead, exactly, and the cap
+ * is enforced on it.
+ *
+ * The fast paths are the exchange, a pop or push, and one compare each
+ * (alloc: the chain is not empty; free: n is below `hi`, which folds the
+ * spill, the last-free check and the counted modes into one bound); every
+ * other case is a tail call to the slow path (alloc_slow, free_slow), so
+ * that the fast paths set up no frame.
  *
  * Thread exit (a pthread key destructor) hands a thread's magazines back.
  * The thread's table of magazines, the registry of live pools, the key and
  * the thread-exit walk are the shared component pool_tls.c; this file
  * gives it its hooks (_ak_mag_tls: magazine creation, mag_empty at thread
  * exit, freeing at destroy, cache reset) and keeps its own direct-mapped
- * cache in front of it (tl_cache, mag_get).
+ * caches in front of it (tl_last, tl_cache: mag_is_last, mag_find).
  * Locks: pool_tls.c's g_mu (registry) before a pool's `mu` before its
  * spinlock. */
 #define _GNU_SOURCE
@@ -53,12 +62,25 @@ struct _ak_pool_mag {
    * exchanges them with NULL. */
   _Atomic(void *) list; /* at most AK_MAG_BATCH objects */
   _Atomic(void *) full; /* NULL or a spilled batch of full_n objects */
-  uint32_t n;           /* owner: length of `list` (reset when `list` is found NULL) */
-  uint32_t full_n;      /* owner: length of `full` (AK_MAG_BATCH) */
-  uint32_t takes;       /* owner: batches taken from the shared structure since the
-                           last drain_self (see there) */
-  size_t live_seen;     /* owner: mag_live as of its last flush */
-  _Atomic intptr_t net; /* owner stores, stats read: allocs - frees not yet in mag_live */
+  /* Owner stores, stats read: the length of `list` as the owner last left
+   * it (stale once a thief took the chain: the owner then finds `list`
+   * NULL and drops it, see claim_lost). */
+  _Atomic uint32_t n;
+  /* Owner: a free that finds n >= hi takes the slow path (free_slow): the
+   * spill at AK_MAG_BATCH, the drain check, and every free of a counted
+   * magazine (hi 0). Recomputed by every slow path (set_hi). */
+  uint32_t hi;
+  uint32_t full_n;  /* owner: length of `full` (AK_MAG_BATCH) */
+  uint32_t takes;   /* owner: batches taken from the shared structure since the
+                       last drain_self (see there) */
+  bool counted;     /* owner: every call takes the slow path (max_objects: the
+                       exact count; checked or tracked builds: the hooks) */
+  size_t live_seen; /* owner: mag_live as of its last flush */
+  /* Owner stores, stats read: net + n, where net (allocations minus frees
+   * not yet added to mag_live) is base - n. A fast path changes n by one
+   * and net by the opposite one, so base changes only on slow paths: the
+   * fast paths keep no count of their own. */
+  _Atomic intptr_t base;
   _ak_pool_impl *pool;
   _ak_dnode node; /* on the pool's magazine list (under mu) */
 };
@@ -71,15 +93,18 @@ static inline _ak_pool_mag *mag_first(const _ak_pool_impl *p) { return mag_of(p-
 static inline _ak_pool_mag *mag_next(const _ak_pool_mag *m) { return mag_of(m->node.next); }
 
 /* Thread-local: a direct-mapped cache of the thread's magazines, in front
- * of its table in pool_tls.c, as (pool, id): ids are unique, so a
- * destroyed pool whose address is reused never matches. */
+ * of its table in pool_tls.c, by pool id, and in front of it the entry of
+ * the pool the thread used last (tl_last: one compare on a fast path).
+ * Ids are unique over the process lifetime and never 0, so an empty entry
+ * or one of a destroyed pool whose address is reused never matches. */
 typedef struct tl_entry {
-  _ak_pool_impl *pool;
   uint64_t id;
   _ak_pool_mag *m;
 } tl_entry;
 
-static __attribute__((tls_model("initial-exec"))) _Thread_local tl_entry tl_cache[8];
+#define TL static __attribute__((tls_model("initial-exec"))) _Thread_local
+TL tl_entry tl_last;
+TL tl_entry tl_cache[8];
 
 /* ---- the shared structure of each mode ------------------------------------------- */
 
@@ -93,11 +118,40 @@ static void shared_give(_ak_pool_impl *p, void *chain, uint32_t n) {
 
 /* ---- counting ----------------------------------------------------------------------- */
 
-static inline intptr_t net_get(_ak_pool_mag *m) {
-  return atomic_load_explicit(&m->net, memory_order_relaxed);
+static inline uint32_t n_get(_ak_pool_mag *m) { return atomic_load_explicit(&m->n, memory_order_relaxed); }
+static inline void n_set(_ak_pool_mag *m, uint32_t v) {
+  atomic_store_explicit(&m->n, v, memory_order_relaxed);
 }
-static inline void net_set(_ak_pool_mag *m, intptr_t v) {
-  atomic_store_explicit(&m->net, v, memory_order_relaxed);
+static inline intptr_t base_get(_ak_pool_mag *m) {
+  return atomic_load_explicit(&m->base, memory_order_relaxed);
+}
+static inline void base_set(_ak_pool_mag *m, intptr_t v) {
+  atomic_store_explicit(&m->base, v, memory_order_relaxed);
+}
+/* Allocations minus frees not yet in mag_live (any thread; exact from the
+ * owner or when no call is running). */
+static inline intptr_t net_get(_ak_pool_mag *m) { return base_get(m) - (intptr_t)n_get(m); }
+/* Owner: `list` now holds `n` objects, net unchanged (a batch came or went). */
+static inline void n_move(_ak_pool_mag *m, uint32_t n) {
+  base_set(m, base_get(m) + (intptr_t)n - (intptr_t)n_get(m));
+  n_set(m, n);
+}
+
+/* Owner, at the end of every slow path: the length at which a free must
+ * take the slow path (see `hi`). A free that leaves n objects on `list`
+ * may have freed the pool's last live object (drain_self) only if net =
+ * base - n <= 0 and live_seen + net <= 0, that is n >= base +
+ * max(live_seen, 0); and only after two takes. */
+static void set_hi(_ak_pool_mag *m) {
+  intptr_t hi = AK_MAG_BATCH;
+  if (m->counted) {
+    hi = 0;
+  } else if (m->takes >= 2) {
+    intptr_t seen = (intptr_t)m->live_seen;
+    intptr_t drain = base_get(m) + (seen > 0 ? seen : 0) - 1; /* n before the push */
+    if (drain < hi) hi = drain < 0 ? 0 : drain;
+  }
+  m->hi = (uint32_t)hi;
 }
 
 static void peak_raise(_ak_pool_impl *p, size_t live) {
@@ -111,7 +165,7 @@ static void peak_raise(_ak_pool_impl *p, size_t live) {
  * (slow paths only: once per batch). */
 static void net_flush(_ak_pool_impl *p, _ak_pool_mag *m) {
   intptr_t net = net_get(m);
-  net_set(m, 0);
+  base_set(m, (intptr_t)n_get(m));
   size_t live = atomic_fetch_add_explicit(&p->mag_live, (size_t)net, memory_order_relaxed) + (size_t)net;
   m->live_seen = live;
   if (net > 0) peak_raise(p, live);
@@ -132,20 +186,27 @@ size_t _ak_mag_peak(_ak_pool_impl *p) {
 
 /* ---- finding the calling thread's magazine --------------------------------------- */
 
-static __attribute__((noinline)) _ak_pool_mag *mag_find(_ak_pool_impl *p);
+/* Whether `p` is the pool the calling thread used last: its magazine is
+ * then tl_last.m (not NULL). Otherwise mag_find. */
+static inline bool mag_is_last(const _ak_pool_impl *p) { return AK_LIKELY(tl_last.id == p->id); }
 
-/* One direct-mapped cache probe inline, the search and creation out of line. */
-static inline _ak_pool_mag *mag_get(_ak_pool_impl *p) {
-  tl_entry *e = &tl_cache[p->id & 7];
-  if (AK_LIKELY(e->pool == p && e->id == p->id)) return e->m;
-  return mag_find(p);
-}
-
+/* The calling thread's magazine of `p` from the cache or the thread's
+ * table, made if it has none (NULL if out of memory); it becomes tl_last. */
 static _ak_pool_mag *mag_find(_ak_pool_impl *p) {
-  _ak_pool_mag *m = _ak_tls_get(p, true);
-  if (m) tl_cache[p->id & 7] = (tl_entry){p, p->id, m};
-  return m;
+  tl_entry *e = &tl_cache[p->id & 7];
+  if (e->id != p->id) {
+    _ak_pool_mag *m = _ak_tls_get(p, true);
+    if (!m) return NULL;
+    *e = (tl_entry){p->id, m};
+  }
+  tl_last = *e;
+  return e->m;
 }
+
+/* Whether every call on `p` must be counted (max_objects: the exact count
+ * and the cap; checked or tracked builds: the hooks): then every call takes
+ * the slow path. */
+static bool mag_counted(const _ak_pool_impl *p) { return p->max_objects || p->debug; }
 
 /* _ak_tls_mode.create: a new magazine of the calling thread for `p`, on a
  * cache line of its own, on the pool's magazine list (NULL if out of
@@ -154,6 +215,8 @@ static void *mag_create(_ak_pool_impl *p) {
   _ak_pool_mag *m = _ak_tls_state_alloc(sizeof *m);
   if (!m) return NULL;
   m->pool = p;
+  m->counted = mag_counted(p);
+  set_hi(m);
   pthread_mutex_lock(&p->mu);
   _ak_dlist_push_front(&p->mags, &m->node);
   pthread_mutex_unlock(&p->mu);
@@ -183,7 +246,10 @@ static void mag_exit(_ak_pool_impl *p, void *state) {
 }
 
 /* _ak_tls_mode.forget: the exiting thread's cache of magazines is emptied. */
-static void mag_forget(void) { memset(tl_cache, 0, sizeof tl_cache); }
+static void mag_forget(void) {
+  memset(tl_cache, 0, sizeof tl_cache);
+  memset(&tl_last, 0, sizeof tl_last);
+}
 
 /* _ak_tls_mode.destroy (under g_mu, `p` unregistered): every magazine of
  * `p` is freed (their objects die with the slabs), and `p` leaves the
@@ -196,7 +262,8 @@ static void mags_destroy(_ak_pool_impl *p) {
   }
   pthread_mutex_unlock(&p->mu);
   for (size_t i = 0; i < 8; i++)
-    if (tl_cache[i].pool == p) memset(&tl_cache[i], 0, sizeof tl_cache[i]);
+    if (tl_cache[i].id == p->id) memset(&tl_cache[i], 0, sizeof tl_cache[i]);
+  if (tl_last.id == p->id) memset(&tl_last, 0, sizeof tl_last);
 }
 
 const _ak_tls_mode _ak_mag_tls = {
@@ -210,72 +277,122 @@ void _ak_mag_flush_all(_ak_pool_impl *p) {
 
 /* ---- alloc and free --------------------------------------------------------------- */
 
+/* The fast paths claim the chain with one exchange on the owner's line
+ * (uncontended), work on it, and store it back: `list` non-NULL holds
+ * n_get(m) >= 1 free slots of the pool, held by nobody else. Everything
+ * else (an empty or stolen chain, a spill, the drain check, a counted
+ * magazine) is the slow path, which keeps `base`, `hi` and the counts. */
+
 static _Noreturn AK_COLD void corrupt(_ak_pool_impl *p, void *o, void *next) {
   _ak_slab_corrupt(_ak_pool_slab_base(p, o), o, next, "ak_pool_alloc");
 }
 
-static AK_COLD void *cap_reached(_ak_pool_impl *p) {
-  atomic_fetch_sub_explicit(&p->mag_live, 1, memory_order_relaxed);
-  _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "max_objects live objects already");
-  return NULL;
-}
+/* The owner found `list` NULL: empty, or a thief took it (n is then
+ * stale). Either way it holds nothing now; net is unchanged. */
+static void claim_lost(_ak_pool_mag *m) { n_move(m, 0); }
 
-/* `list` is empty (or was taken by a thief): the full batch, else a batch
- * from the shared structure. Returns the chain, its length in *n. */
-static AK_COLD void *refill(_ak_pool_impl *p, _ak_pool_mag *m, uint32_t *n) {
-  void *c = atomic_exchange_explicit(&m->full, NULL, memory_order_acquire);
-  if (c) {
-    *n = m->full_n;
-    return c;
-  }
-  net_flush(p, m);
-  *n = shared_take(p, &c);
-  if (m->takes < 2) m->takes++;
-  return c;
-}
-
-void *_ak_mag_alloc(_ak_pool_impl *p) {
-  _ak_pool_mag *m = mag_get(p);
-  if (AK_UNLIKELY(!m)) {
-    _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "out of memory for the thread's magazine");
-    return NULL;
-  }
-  /* The cap needs an exact count: one shared atomic per call, only then. */
-  if (p->max_objects) {
-    size_t live = atomic_fetch_add_explicit(&p->mag_live, 1, memory_order_relaxed) + 1;
-    if (AK_UNLIKELY(live > p->max_objects)) return cap_reached(p);
-    peak_raise(p, live);
-  }
-  /* Fast path: claim the chain (one exchange on the owner's line), pop its
-   * first slot, store the rest back. Invariant: a non-NULL `list` holds
-   * m->n slots, all free slots of `p`, held by nobody else. */
-  void *o = atomic_exchange_explicit(&m->list, NULL, memory_order_acquire);
-  uint32_t n = m->n;
-  if (AK_UNLIKELY(!o)) {
-    o = refill(p, m, &n);
-    if (!o) {
-      if (p->max_objects) atomic_fetch_sub_explicit(&p->mag_live, 1, memory_order_relaxed);
-      return NULL;
-    }
-  }
+/* Pops the first slot of chain `o` (n objects, claimed) and stores the
+ * rest back. */
+static inline void *chain_pop(_ak_pool_impl *p, _ak_pool_mag *m, void *o, uint32_t n) {
   void *next = _ak_chain_next(p, o);
   if (ak_harden_links && AK_UNLIKELY(!_ak_pool_plausible(p, (uintptr_t)next))) corrupt(p, o, next);
   AK_ASSERT(n > 0 && n <= AK_MAG_BATCH); /* `list` holds at most one batch */
-  m->n = n - 1;
+  n_set(m, n - 1);
   atomic_store_explicit(&m->list, next, memory_order_release);
   /* The next allocation reads `next` and its caller writes it: fetch its
    * line now (it may sit in another core's cache), overlapping the miss
    * with the caller's work on `o`. */
   __builtin_prefetch(next, 1, 3);
-  if (!p->max_objects) net_set(m, net_get(m) + 1);
   /* No stale link in a handed-out slot: freeing it untouched must not look
    * like a double free. */
   if (ak_harden_double_free && !p->tracked) _ak_link_set(o, NULL, 0);
+  return o;
+}
+
+/* `list` is empty (n 0): the full batch, else a batch from the shared
+ * structure. Returns the chain (NULL: out of memory), its length in n. */
+static void *refill(_ak_pool_impl *p, _ak_pool_mag *m) {
+  void *c = atomic_exchange_explicit(&m->full, NULL, memory_order_acquire);
+  uint32_t n = m->full_n;
+  if (!c) {
+    net_flush(p, m);
+    n = shared_take(p, &c);
+    if (m->takes < 2) m->takes++;
+  }
+  if (c) n_move(m, n);
+  return c;
+}
+
+/* The slow allocation: `o` is the chain the caller claimed (NULL: none). */
+static AK_COLD __attribute__((noinline)) void *alloc_slow(_ak_pool_impl *p, _ak_pool_mag *m, void *o) {
+  if (!o) claim_lost(m);
+  /* The cap needs an exact count: one shared atomic per call, only then. */
+  if (p->max_objects) {
+    size_t live = atomic_fetch_add_explicit(&p->mag_live, 1, memory_order_relaxed) + 1;
+    if (AK_UNLIKELY(live > p->max_objects)) {
+      atomic_fetch_sub_explicit(&p->mag_live, 1, memory_order_relaxed);
+      if (o) atomic_store_explicit(&m->list, o, memory_order_release);
+      _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "max_objects live objects already");
+      return NULL;
+    }
+    peak_raise(p, live);
+  }
+  if (!o && !(o = refill(p, m))) {
+    if (p->max_objects) atomic_fetch_sub_explicit(&p->mag_live, 1, memory_order_relaxed);
+    set_hi(m);
+    return NULL;
+  }
+  chain_pop(p, m, o, n_get(m));
+  if (p->max_objects) base_set(m, (intptr_t)n_get(m)); /* counted in mag_live: net stays 0 */
   if (AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_live(p, _ak_pool_slab_base(p, o), o);
     _ak_pool_track_alloc(p, o);
   }
+  set_hi(m);
   return o;
+}
+
+/* The allocation from magazine `m` of the calling thread. Invariant: a
+ * counted magazine's pool allocates through alloc_counted, never here. */
+static inline void *alloc_in(_ak_pool_impl *p, _ak_pool_mag *m) {
+  void *o = atomic_exchange_explicit(&m->list, NULL, memory_order_acquire);
+  AK_ASSERT(!m->counted);
+  if (AK_UNLIKELY(o == NULL)) return alloc_slow(p, m, o);
+  /* net + 1 and n - 1: base unchanged. */
+  return chain_pop(p, m, o, n_get(m));
+}
+
+/* The calling thread's magazine of `p` (NULL and an error if there is no
+ * memory for one). */
+static _ak_pool_mag *mag_or_error(_ak_pool_impl *p) {
+  _ak_pool_mag *m = mag_find(p);
+  if (AK_UNLIKELY(!m)) _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "out of memory for the thread's magazine");
+  return m;
+}
+
+/* _ak_mag_alloc when `p` is not the pool the thread used last. */
+static __attribute__((noinline)) void *alloc_find(_ak_pool_impl *p) {
+  _ak_pool_mag *m = mag_or_error(p);
+  return m ? alloc_in(p, m) : NULL;
+}
+
+/* Every slow path is a tail call, so that the fast path saves no
+ * register and sets up no frame. */
+void *_ak_mag_alloc(_ak_pool_impl *p) {
+  if (AK_UNLIKELY(!mag_is_last(p))) return alloc_find(p);
+  return alloc_in(p, tl_last.m);
+}
+
+/* p->alloc of a pool whose every call is counted: always the slow path. */
+static void *alloc_counted(_ak_pool_impl *p) {
+  _ak_pool_mag *m = mag_is_last(p) ? tl_last.m : mag_or_error(p);
+  if (!m) return NULL;
+  return alloc_slow(p, m, atomic_exchange_explicit(&m->list, NULL, memory_order_acquire));
+}
+
+void _ak_mag_init(_ak_pool_impl *p) {
+  _ak_pool_inline_off(p);
+  if (mag_counted(p)) p->alloc = alloc_counted;
 }
 
 /* True if `o` is on the chain `c` (which the caller holds). */
@@ -303,12 +420,13 @@ static AK_COLD bool hardened_is_free(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab
   return found || p->mode->on_lists(p, s, o);
 }
 
-/* `list` (`n` objects) is done: it becomes the full batch and the
+/* `list` (`c`, n objects) is done: it becomes the full batch and the
  * previous full batch goes back to the shared structure. */
-static AK_COLD void spill(_ak_pool_impl *p, _ak_pool_mag *m, void *c, uint32_t n) {
+static void spill(_ak_pool_impl *p, _ak_pool_mag *m, void *c, uint32_t n) {
   net_flush(p, m);
   uint32_t old_n = m->full_n;
   m->full_n = n;
+  n_move(m, 0);
   shared_give(p, atomic_exchange_explicit(&m->full, c, memory_order_acq_rel), old_n);
 }
 
@@ -318,54 +436,89 @@ static AK_COLD void spill(_ak_pool_impl *p, _ak_pool_mag *m, void *c, uint32_t n
  * thread took at least two batches since its last drain: a loop that
  * allocates and frees one object at a time empties the pool on every free,
  * and must not give back and take again a batch each time. */
-static AK_COLD void drain_self(_ak_pool_impl *p, _ak_pool_mag *m) {
+static void drain_self(_ak_pool_impl *p, _ak_pool_mag *m) {
   m->takes = 0;
   net_flush(p, m);
   mag_empty(p, m);
+  claim_lost(m);
 }
 
-void _ak_mag_free(_ak_pool_impl *p, void *o) {
-  _ak_slab *s = _ak_pool_slab_fast(p, o, "ak_pool_free"); /* a cheap ownership check */
-  _ak_pool_mag *m = mag_get(p);
-  if (AK_UNLIKELY(!m)) { /* no memory for a magazine: straight to the shared structure */
-    _ak_chain_set(p, o, NULL);
-    shared_give(p, o, 1);
-    return;
-  }
+/* The slow free of `o` (slab `s`): `c` is the chain the caller claimed
+ * (NULL: none). */
+static AK_COLD __attribute__((noinline)) void free_slow(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab *s,
+                                                        void *o, void *c) {
   if (AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_free(p, s, o, "ak_pool_free");
     _ak_pool_track_free(p, o);
   }
-  /* Fast path: claim the chain, push `o`, store it back. Invariant as in
-   * _ak_mag_alloc; a NULL `list` holds nothing, whatever m->n says. */
-  void *c = atomic_exchange_explicit(&m->list, NULL, memory_order_acquire);
-  uint32_t n = c ? m->n : 0;
-  if (AK_UNLIKELY(o == c) ||
-      (ak_harden_double_free && AK_UNLIKELY(hardened_looks_free(p, o)) && hardened_is_free(p, m, s, c, o)))
-    _ak_pool_double_free(p, o);
-  if (AK_UNLIKELY(n == AK_MAG_BATCH)) { /* a whole batch: spill it */
+  if (AK_UNLIKELY(o == c)) _ak_pool_double_free(p, o);
+  if (!c) claim_lost(m);
+  uint32_t n = n_get(m);
+  if (n == AK_MAG_BATCH) { /* a whole batch: spill it */
     spill(p, m, c, n);
     c = NULL;
     n = 0;
   }
   _ak_chain_set(p, o, c);
   AK_ASSERT(n < AK_MAG_BATCH); /* a full batch was spilled above */
-  m->n = n + 1;
+  n_set(m, n + 1);
   atomic_store_explicit(&m->list, o, memory_order_release);
   if (p->max_objects) {
+    base_set(m, (intptr_t)(n + 1)); /* counted in mag_live: net stays 0 */
     if (AK_UNLIKELY(atomic_fetch_sub_explicit(&p->mag_live, 1, memory_order_relaxed) == 1) && m->takes >= 2)
       drain_self(p, m);
+  } else {
+    /* Everything freed? Judged from the pool's count as this thread last
+     * saw it (no shared read on the fast path: set_hi), then confirmed:
+     * exact when one thread uses the pool, a heuristic otherwise (trim and
+     * thread exit are exact). */
+    intptr_t net = net_get(m);
+    if (net <= 0 && (intptr_t)m->live_seen + net <= 0 && m->takes >= 2 &&
+        (intptr_t)atomic_load_explicit(&p->mag_live, memory_order_relaxed) + net <= 0)
+      drain_self(p, m);
+  }
+  set_hi(m);
+}
+
+/* The free of `o` (slot of `s`) into magazine `m` of the calling thread. */
+static inline void free_in(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab *s, void *o) {
+  void *c = atomic_exchange_explicit(&m->list, NULL, memory_order_acquire);
+  uint32_t n = n_get(m);
+  if (ak_harden_double_free && AK_UNLIKELY(hardened_looks_free(p, o)) && hardened_is_free(p, m, s, c, o))
+    _ak_pool_double_free(p, o);
+  /* Fast path: a chain to push on, not the head of it (a double free in a
+   * row), below `hi` (no spill, no drain check, not counted). net - 1 and
+   * n + 1: base unchanged. */
+  if (AK_UNLIKELY(c == NULL || o == c || n >= m->hi)) {
+    free_slow(p, m, s, o, c);
     return;
   }
-  /* Everything freed? Judged from the pool's count as this thread last
-   * saw it (no shared read on the fast path), then confirmed: exact when
-   * one thread uses the pool, a heuristic otherwise (trim and thread exit
-   * are exact). */
-  intptr_t net = net_get(m) - 1;
-  net_set(m, net);
-  if (AK_UNLIKELY(net <= 0 && (intptr_t)m->live_seen + net <= 0) && m->takes >= 2 &&
-      (intptr_t)atomic_load_explicit(&p->mag_live, memory_order_relaxed) + net <= 0)
-    drain_self(p, m);
+  _ak_chain_set(p, o, c);
+  n_set(m, n + 1);
+  atomic_store_explicit(&m->list, o, memory_order_release);
+}
+
+/* _ak_mag_free when the quick ownership check fails (the report) or `p` is
+ * not the pool the thread used last. */
+static __attribute__((noinline)) void free_find(_ak_pool_impl *p, void *o) {
+  _ak_slab *s = _ak_pool_slab_fast(p, o, "ak_pool_free"); /* aborts on a foreign `o` */
+  _ak_pool_mag *m = mag_find(p);
+  if (AK_UNLIKELY(!m)) { /* no memory for a magazine: straight to the shared structure */
+    _ak_chain_set(p, o, NULL);
+    shared_give(p, o, 1);
+    return;
+  }
+  free_in(p, m, s, o);
+}
+
+void _ak_mag_free(_ak_pool_impl *p, void *o) {
+  /* A cheap ownership check (_ak_pool_slab_fast's; free_find reports). */
+  _ak_slab *s = _ak_pool_slab_base(p, o);
+  if (AK_UNLIKELY(!_ak_pool_slab_ok(p, o, s) || !mag_is_last(p))) {
+    free_find(p, o);
+    return;
+  }
+  free_in(p, tl_last.m, s, o);
 }
 
 void _ak_mag_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {

@@ -29,7 +29,7 @@ static void spin_give(_ak_pool_impl *p, void *chain, uint32_t n) {
 const _ak_pool_mode _ak_mode_spinlock = {
     .name = "spinlock",
     .tls = &_ak_mag_tls,
-    .init = _ak_pool_inline_off,
+    .init = _ak_mag_init,
     .alloc = _ak_mag_alloc,
     .free = _ak_mag_free,
     .reserve = spin_reserve,
