@@ -161,7 +161,7 @@ AK_API void ak_pool_free_slow(ak_pool *p, void *obj);
  *  slots (AK_SYNC_NONE: the pool's, then the next slab's list; THREADS: the
  *  calling thread's heap's, no atomic operation); else the library. */
 AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
-  void *o = _ak_pool_cur_pop(&p->cur, &p->slot, false);
+  void *o = _ak_pool_cur_pop_list(&p->cur, false);
   if (AK_LIKELY(o != NULL)) return o;
   /* Hardened: a corrupt link leaves `hot` set; the library reports it. */
   if (AK_POOL_INLINE_ENCODE && p->cur.hot.first != NULL) return ak_pool_alloc_slow(p);
@@ -170,8 +170,12 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
     if (AK_LIKELY(e->key == p->tkey) &&
         AK_LIKELY((o = _ak_pool_cur_pop(&e->heap->cur, &p->slot, true)) != NULL))
       return o;
-  } else if (p->alt != NULL && (o = _ak_pool_slab_pop(p->alt, p->cur.mask)) != NULL) {
-    return o; /* AK_SYNC_NONE, the current slab full: the next slab's list */
+  } else if (p->cur.mask != 0) {
+    /* AK_SYNC_NONE with the inline paths on (`mask` is 0 in every other
+     * pool, which thus reaches the library after two tests): the current
+     * slab's never-used slots, then the next slab's list. */
+    if ((o = _ak_pool_cur_pop_bump(&p->cur, &p->slot, false)) != NULL) return o;
+    if (p->alt != NULL && (o = _ak_pool_slab_pop(p->alt, p->cur.mask)) != NULL) return o;
   }
   return ak_pool_alloc_slow(p);
 }

@@ -263,25 +263,37 @@ AK_FAST_PATH void _ak_pool_count(size_t *n, size_t delta, bool shared) {
 #define _AK_POOL_ASSUME(cond) ((void)0)
 #endif
 
-/** Allocates from current slab `c`: its free list, then its never-used
- *  slots, `*slot` bytes apart (no link to read, no slab lookup: the
- *  invariant of _ak_pool_cur). NULL when both are empty, or hardened when
- *  the list's link is corrupt (`c->hot` then stays non-empty). */
-AK_FAST_PATH void *_ak_pool_cur_pop(_ak_pool_cur *c, const size_t *slot, bool shared) {
-  void *o;
-  if (AK_LIKELY(c->hot.first != NULL)) {
-    o = _ak_pool_list_pop(&c->hot, c->hot_key, &c->mask, &c->hot_slab);
-    if (AK_POOL_INLINE_ENCODE && AK_UNLIKELY(o == NULL)) return NULL;
-  } else if (c->bump < c->bump_end) {
-    o = (void *)c->bump;
-    _AK_POOL_ASSUME(o != NULL); /* a slot of a slab */
-    c->bump += *slot;
-    if (AK_POOL_INLINE_ENCODE) _ak_link_set(o, NULL, 0);
-  } else {
-    return NULL;
-  }
+/** Allocates from the free list of current slab `c` (no slab lookup: the
+ *  invariant of _ak_pool_cur). NULL when it is empty, or hardened when its
+ *  link is corrupt (`c->hot` then stays non-empty). */
+AK_FAST_PATH void *_ak_pool_cur_pop_list(_ak_pool_cur *c, bool shared) {
+  if (AK_UNLIKELY(c->hot.first == NULL)) return NULL;
+  void *o = _ak_pool_list_pop(&c->hot, c->hot_key, &c->mask, &c->hot_slab);
+  if (AK_POOL_INLINE_ENCODE && AK_UNLIKELY(o == NULL)) return NULL;
   _ak_pool_count(&c->hot_used, 1, shared);
   return o;
+}
+
+/** Allocates one of the never-used slots of current slab `c`, `*slot`
+ *  bytes apart (no link to read). NULL when there are none. */
+AK_FAST_PATH void *_ak_pool_cur_pop_bump(_ak_pool_cur *c, const size_t *slot, bool shared) {
+  if (c->bump >= c->bump_end) return NULL;
+  void *o = (void *)c->bump;
+  _AK_POOL_ASSUME(o != NULL); /* a slot of a slab */
+  c->bump += *slot;
+  if (AK_POOL_INLINE_ENCODE) _ak_link_set(o, NULL, 0);
+  _ak_pool_count(&c->hot_used, 1, shared);
+  return o;
+}
+
+/** Allocates from current slab `c`: its free list, then its never-used
+ *  slots. NULL when both are empty, or hardened when the list's link is
+ *  corrupt (`c->hot` then stays non-empty). */
+AK_FAST_PATH void *_ak_pool_cur_pop(_ak_pool_cur *c, const size_t *slot, bool shared) {
+  void *o = _ak_pool_cur_pop_list(c, shared);
+  if (AK_LIKELY(o != NULL)) return o;
+  if (AK_POOL_INLINE_ENCODE && c->hot.first != NULL) return NULL;
+  return _ak_pool_cur_pop_bump(c, slot, shared);
 }
 
 /** Frees `obj` (a slot of current slab `c`, as the caller checked) onto
