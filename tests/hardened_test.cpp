@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "arenakit/arenakit.h"
+#include "os/os_mem.h"
 
 #ifndef AK_HARDENED
 #define AK_HARDENED 0
@@ -301,6 +302,73 @@ TEST(HardenedDeathTest, MallocGuardPageStopsOverflow) {
   EXPECT_EXIT(*guard = 1, testing::KilledBySignal(SIGSEGV), "");
   ak_free(b);
 }
+
+// Systems with larger pages (16 KiB on Apple silicon and some arm64
+// distributions, 64 KiB on others), shown to the library through the OS
+// layer's test hook in a fresh process (the threadsafe death-test style
+// re-runs the test there). The guard at the end of a malloc span is one
+// system page (none above 16 KiB, a quarter of a span's 64 KiB page), and a
+// pool slab's likewise (none under four system pages): every byte of every
+// block stays usable, in every build.
+class LargerPagesDeathTest : public testing::TestWithParam<size_t> {};
+
+TEST_P(LargerPagesDeathTest, EveryByteOfEveryBlockIsUsable) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const size_t ps = GetParam();
+  auto use_every_byte = [ps] {
+    _ak_os_set_page_size(ps);
+    const size_t sizes[] = {16, 2000, 8000, 30000, 60000, 100000, 300000, 1 << 20, 5 << 20};
+    std::vector<void *> live;
+    for (size_t n : sizes) {
+      for (int i = 0; i < 8; i++) {
+        void *b = ak_malloc(n);
+        if (!b) _exit(2);
+        memset(b, 0xa5, ak_usable_size(b));
+        live.push_back(b);
+      }
+    }
+    for (void *b : live) ak_free(b);
+    ak_pool *p = make_pool(AK_SYNC_NONE);
+    if (!p) _exit(3);
+    std::vector<void *> objs;
+    for (int i = 0; i < 5000; i++) {
+      void *o = ak_pool_alloc(p);
+      if (!o) _exit(4);
+      memset(o, 0x5a, 48);
+      objs.push_back(o);
+    }
+    for (void *o : objs) ak_pool_free(p, o);
+    ak_pool_destroy(p);
+    _exit(0);
+  };
+  EXPECT_EXIT(use_every_byte(), testing::ExitedWithCode(0), "");
+}
+
+// With 16 KiB pages the hardened guard of a one-page span is its last
+// 16 KiB: the byte before it is the last usable one, the guard faults.
+TEST_P(LargerPagesDeathTest, MallocGuardIsOneSystemPage) {
+  REQUIRE_MITIGATION(kGuards, "guards");
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const size_t ps = GetParam();
+  if (ps > 16384) GTEST_SKIP() << "no span guard with pages above 16 KiB";
+  // The byte `from_end` bytes before the end of the 64 KiB page holding a
+  // 2,000-byte block, written in a fresh process that sees pages of `ps`.
+  auto write_before_page_end = [ps](size_t from_end) {
+    _ak_os_set_page_size(ps);
+    char *b = static_cast<char *>(ak_malloc(2000));
+    if (!b) _exit(2);
+    uintptr_t page_end = (((uintptr_t)b) | (uintptr_t)0xffff) + 1;
+    *(volatile char *)(page_end - from_end) = 1;
+    _exit(0);
+  };
+  EXPECT_EXIT(write_before_page_end(ps + 1), testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(write_before_page_end(ps), testing::KilledBySignal(SIGSEGV), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(PageSizes, LargerPagesDeathTest, testing::Values(size_t{16384}, size_t{65536}),
+                         [](const testing::TestParamInfo<size_t> &i) {
+                           return std::to_string(i.param / 1024) + "KiB";
+                         });
 
 bool increasing(const std::vector<uintptr_t> &v) { return std::is_sorted(v.begin(), v.end()); }
 

@@ -108,7 +108,7 @@ typedef struct _ak_segment {
   uint64_t free_mask;      /* pages not in any span */
   uint64_t dirty_mask;     /* free pages not yet decommitted */
   uint64_t decommit_mask;  /* free pages given back with madvise */
-  uint64_t guard_mask;     /* hardened: pages whose last 4 KiB is PROT_NONE (kept
+  uint64_t guard_mask;     /* hardened: pages whose last system page is PROT_NONE (kept
                               when their span is freed, opened when a span covers them) */
   uint64_t active_ms;      /* last span taken, freed or resized, or adoption: the
                               free pages go once it is older than the purge delay */

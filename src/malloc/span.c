@@ -14,7 +14,14 @@
 #include "malloc/malloc_internal.h"
 #include "os/os_mem.h"
 
-#define AK_GUARD ((size_t)4096) /* hardened: guard page at the end of each span */
+/* Hardened: the guard at the end of each span, one system page (0: no
+ * guards). A system page above a quarter of AK_PAGE_SIZE (64 KiB pages on
+ * some aarch64 systems) would take too much of a one-page span: spans
+ * then get no guard, as pool slabs under four system pages do. */
+static size_t span_guard(void) {
+  size_t ps = _ak_os_page_size();
+  return ak_harden_guards && ps <= AK_PAGE_SIZE / 4 ? ps : 0;
+}
 
 /* The lowest run of `k` free pages in `free_mask` starting at page `from`
  * or later, or -1: bit i of the AND of the mask shifted by 0 .. k-1 is set
@@ -47,15 +54,17 @@ static _ak_page *span_take(_ak_mheap *h, _ak_segment *seg, unsigned at, unsigned
   /* A span: 1..32 pages (63 for a solo span) within the segment, all free
    * (page 0 only as a one-page span: the header is at its start). */
   AK_ASSERT(k >= 1 && at + k <= AK_SEG_PAGES && (seg->free_mask & bits) == bits && (at > 0 || k == 1));
-  /* Hardened: guard_mask holds the pages whose last 4 KiB is PROT_NONE. A
+  /* Hardened: guard_mask holds the pages whose last system page (the
+   * guard, span_guard()) is PROT_NONE. A
    * freed span keeps its guard (no system call on every free and reuse of
    * a span); guards inside the new span are opened now, and its last page
    * keeps or gets one below. */
   uint64_t last = UINT64_C(1) << (at + k - 1);
+  size_t guard = span_guard();
   for (uint64_t inner = seg->guard_mask & bits & ~last; inner; inner &= inner - 1) {
     unsigned i = (unsigned)__builtin_ctzll(inner);
-    void *g = (char *)seg + (size_t)(i + 1) * AK_PAGE_SIZE - AK_GUARD;
-    if (_ak_os_guard(g, AK_GUARD, false) != 0) {
+    void *g = (char *)seg + (size_t)(i + 1) * AK_PAGE_SIZE - guard;
+    if (_ak_os_guard(g, guard, false) != 0) {
       errno = ENOMEM;
       return NULL;
     }
@@ -91,11 +100,11 @@ static _ak_page *span_take(_ak_mheap *h, _ak_segment *seg, unsigned at, unsigned
   pg->key = ak_harden_encode ? _ak_random_key() : 0;
   pg->node.prev = pg->node.next = NULL;
   pg->in_queue = 0;
-  if (ak_harden_guards) {
-    /* Hardened: the span's last 4 KiB is a guard page; blocks end before it. */
-    pg->end -= AK_GUARD;
+  if (guard) {
+    /* Hardened: the span's last system page is a guard; blocks end before it. */
+    pg->end -= guard;
     if (!(seg->guard_mask & last)) {
-      if (_ak_os_guard((void *)pg->end, AK_GUARD, true) != 0) {
+      if (_ak_os_guard((void *)pg->end, guard, true) != 0) {
         _ak_span_free(h, seg, pg);
         errno = ENOMEM;
         return NULL;
@@ -207,7 +216,7 @@ void _ak_span_free(_ak_mheap *h, _ak_segment *seg, _ak_page *pg) {
 static uintptr_t solo_end(uintptr_t start, size_t n) { return start + ((n + 4095) & ~(uintptr_t)4095); }
 
 unsigned _ak_solo_pages(size_t n) {
-  return (unsigned)((n + (ak_harden_guards ? AK_GUARD : 0) + AK_PAGE_SIZE - 1) >> AK_PAGE_SHIFT);
+  return (unsigned)((n + span_guard() + AK_PAGE_SIZE - 1) >> AK_PAGE_SHIFT);
 }
 
 void _ak_solo_collect(_ak_mheap *h) {

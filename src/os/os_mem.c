@@ -162,15 +162,36 @@ void _ak_os_get_counters(_ak_os_counters *out) {
   out->failed_calls = atomic_load_explicit(&c_failed_calls, memory_order_relaxed);
 }
 
-size_t _ak_os_page_size(void) {
-  static atomic_size_t cached;
-  size_t ps = atomic_load_explicit(&cached, memory_order_relaxed);
+/* The page size the layer reports (0: not asked yet), and the system's:
+ * they differ only under _ak_os_set_page_size, which shows the library a
+ * system with larger pages; mappings are then aligned to the reported
+ * size, as that system's kernel would align them. */
+static atomic_size_t g_page_size, g_system_page_size;
+
+static size_t system_page_size(void) {
+  size_t ps = atomic_load_explicit(&g_system_page_size, memory_order_relaxed);
   if (ps == 0) {
     long v = sysconf(_SC_PAGESIZE);
     ps = v > 0 ? (size_t)v : 4096;
-    atomic_store_explicit(&cached, ps, memory_order_relaxed);
+    atomic_store_explicit(&g_system_page_size, ps, memory_order_relaxed);
   }
   return ps;
+}
+
+size_t _ak_os_page_size(void) {
+  size_t ps = atomic_load_explicit(&g_page_size, memory_order_relaxed);
+  if (ps == 0) {
+    ps = system_page_size();
+    atomic_store_explicit(&g_page_size, ps, memory_order_relaxed);
+  }
+  return ps;
+}
+
+size_t _ak_os_set_page_size(size_t ps) {
+  size_t before = _ak_os_page_size();
+  AK_ASSERT(ps == 0 || ((ps & (ps - 1)) == 0 && ps % system_page_size() == 0));
+  atomic_store_explicit(&g_page_size, ps, memory_order_relaxed);
+  return before;
 }
 
 size_t _ak_os_round_page(size_t n) {
@@ -239,7 +260,7 @@ static void unmap_part(void *p, size_t size) {
 }
 
 void *_ak_os_alloc(size_t size, size_t align) {
-  size_t ps = _ak_os_page_size();
+  size_t ps = _ak_os_page_size(), sys_ps = system_page_size();
   size_t len = _ak_os_round_page(size);
   if (size == 0 || align == 0 || (align & (align - 1)) != 0 || len == 0) {
     atomic_fetch_add_explicit(&c_failed_calls, 1, memory_order_relaxed);
@@ -251,7 +272,8 @@ void *_ak_os_alloc(size_t size, size_t align) {
     return NULL;
   }
   void *p;
-  if (align <= ps) {
+  if (align < ps) align = ps; /* a mapping starts at a page (of the reported size) */
+  if (align <= sys_ps) {
     p = hooks.map(NULL, len, hooks.ctx);
   } else {
     /* First one mapping at a hint of the aligned region: one system call
@@ -273,7 +295,7 @@ void *_ak_os_alloc(size_t size, size_t align) {
     }
     if (overmap) {
       /* Over-map by align - page, then trim both ends. */
-      size_t extra = align - ps;
+      size_t extra = align - sys_ps;
       if (len > SIZE_MAX - extra) {
         atomic_fetch_add_explicit(&c_failed_calls, 1, memory_order_relaxed);
         errno = ENOMEM;
@@ -411,7 +433,7 @@ size_t _ak_os_resident(const void *p, size_t size) {
   (void)p; /* no way to ask: every page counts as resident (an upper bound) */
   return _ak_os_round_page(size);
 #else
-  size_t ps = _ak_os_page_size();
+  size_t ps = system_page_size(); /* mincore's unit, whatever the layer reports */
   size_t pages = _ak_os_round_page(size) / ps;
   unsigned char vec[256];
   size_t resident = 0;
@@ -493,7 +515,7 @@ size_t _ak_os_commit_limit(void) {
   if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
     size_t in_use = 0; /* the first field of statm: pages of address space */
     if (read_proc("/proc/self/statm", buf, sizeof buf))
-      in_use = (size_t)strtoull(buf, NULL, 10) * _ak_os_page_size();
+      in_use = (size_t)strtoull(buf, NULL, 10) * system_page_size();
     size_t left = rl.rlim_cur > in_use ? (size_t)rl.rlim_cur - in_use : 0;
     if (left < limit) limit = left;
   }

@@ -58,6 +58,13 @@ void _ak_os_get_counters(_ak_os_counters *out);
 /** The system page size (a power of two). */
 size_t _ak_os_page_size(void);
 
+/** Tests only: makes the layer report `ps` (a power of two, a multiple of
+ *  the system's page size) as the page size, as on a system with 16 KiB or
+ *  64 KiB pages; 0 restores the system's. Call it before anything is
+ *  mapped (in a fresh process): the components size their guard pages and
+ *  round their decommits by it. Returns the page size in force before. */
+size_t _ak_os_set_page_size(size_t ps);
+
 /** Maps `size` bytes (rounded up to the page size) aligned to `align`
  *  (a power of two; values up to the page size cost nothing; a larger one
  *  is asked for at a hint from a region of aligned mappings; the layer
