@@ -62,10 +62,10 @@ static _ak_page *span_take(_ak_mheap *h, _ak_segment *seg, unsigned at, unsigned
     seg->guard_mask &= ~(UINT64_C(1) << i);
   }
   /* Pages that were decommitted come back on first touch: count them. */
-  uint64_t now = _ak_now_ms();
+  uint64_t now = _ak_reclaim_now();
   if (bits & seg->decommit_mask) {
     _ak_committed_add((size_t)__builtin_popcountll(bits & seg->decommit_mask) * AK_PAGE_SIZE);
-    _ak_purge_refault(seg->purged_ms, now);
+    _ak_reclaim_page_refault(seg->purged_ms, now);
   }
   seg->active_ms = now;
   seg->free_mask &= ~bits;
@@ -173,8 +173,8 @@ void _ak_span_free(_ak_mheap *h, _ak_segment *seg, _ak_page *pg) {
   pg->flags = 0;
   seg->free_mask |= bits;
   seg->dirty_mask |= bits;
-  seg->active_ms = _ak_now_ms(); /* a busy segment is not purged */
-  long delay = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
+  seg->active_ms = _ak_reclaim_now(); /* a busy segment is not purged */
+  long delay = ak_reclaim_get_page_delay();
   if (delay == 0) _ak_segment_purge(seg, 0, seg->active_ms);
   if (seg->free_mask == AK_ALL_PAGES && h) {
     /* Keep one empty segment per heap; release any other at once, and one
@@ -296,7 +296,7 @@ bool _ak_solo_resize(_ak_mheap *h, _ak_segment *seg, _ak_page *pg, size_t n) {
     if ((seg->free_mask & more) != more) return false;
     if (more & seg->decommit_mask) {
       _ak_committed_add((size_t)__builtin_popcountll(more & seg->decommit_mask) * AK_PAGE_SIZE);
-      _ak_purge_refault(seg->purged_ms, _ak_now_ms());
+      _ak_reclaim_page_refault(seg->purged_ms, _ak_reclaim_now());
     }
     seg->free_mask &= ~more;
     seg->dirty_mask &= ~more;
@@ -311,7 +311,7 @@ bool _ak_solo_resize(_ak_mheap *h, _ak_segment *seg, _ak_page *pg, size_t n) {
     seg->free_mask |= less;
     seg->dirty_mask |= less;
   }
-  seg->active_ms = _ak_now_ms(); /* a segment whose blocks grow or shrink is busy */
+  seg->active_ms = _ak_reclaim_now(); /* a segment whose blocks grow or shrink is busy */
   pg->span = (uint8_t)want;
   pg->end = solo_end(pg->start, n);
   pg->bump = pg->end;
