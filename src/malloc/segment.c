@@ -174,11 +174,21 @@ void _ak_segment_release(_ak_segment *seg) {
  * the pages of a segment that a program keeps freeing and taking stay
  * committed and do not fault again, and once the program stops using the
  * segment its free pages go back at the next call that reaches a slow
- * path. */
+ * path. The delay is the reclaim policy's page delay, except for a
+ * segment entirely free that its heap keeps (one per heap, span.c): an
+ * empty segment is a spare wherever it is held, so it waits the policy's
+ * purge delay (250 ms), as it would in the spare set, rather than losing
+ * its pages 10 quiet ms after it emptied and faulting them in again at the
+ * heap's next span. */
 void _ak_segment_purge(_ak_segment *seg, long delay, uint64_t now_ms) {
   /* Dirty and decommitted pages are free pages, never both. */
   AK_ASSERT((seg->dirty_mask & ~seg->free_mask) == 0 && (seg->decommit_mask & ~seg->free_mask) == 0 &&
             (seg->dirty_mask & seg->decommit_mask) == 0);
+  if (delay > 0 && seg->free_mask == AK_ALL_PAGES) {
+    long spare_delay = 0;
+    ak_reclaim_get_delays(&spare_delay, NULL);
+    delay = spare_delay < 0 ? -1 : spare_delay > delay ? spare_delay : delay;
+  }
   if (!seg->dirty_mask || delay < 0 || _ak_reclaim_since(now_ms, seg->active_ms) < (uint64_t)delay) return;
   uint64_t purge = seg->dirty_mask;
   for (unsigned i = 0; i < AK_SEG_PAGES; i++) {

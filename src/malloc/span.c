@@ -231,19 +231,24 @@ void _ak_solo_collect(_ak_mheap *h) {
 /* The place for a solo span of k pages in h's segments: best fit, the
  * shortest run of free pages (pages 1..63) that holds it, so that long
  * runs stay whole for long blocks. Measured on realloc growth: first fit,
- * or leaving room after the block, copies less but holds more segments. */
+ * or leaving room after the block, copies less but holds more segments.
+ * A place whose pages are all committed comes before any with a
+ * decommitted page, as for class spans: the decommitted ones fault in
+ * again as the block is written (realloc growth took the long decommitted
+ * run of a quiet segment and faulted its pages in: 5 % more faults). */
 _ak_segment *_ak_solo_place(_ak_mheap *h, unsigned k, int *at) {
   _ak_segment *best = NULL;
-  unsigned best_len = AK_SEG_PAGES + 1;
-  for (_ak_dnode *n = h->segs.head; n && best_len > k; n = n->next) {
+  unsigned best_score = 2 * AK_SEG_PAGES + 1; /* the run's length, + AK_SEG_PAGES if decommitted */
+  for (_ak_dnode *n = h->segs.head; n && best_score > k; n = n->next) {
     _ak_segment *s = _ak_seg_at(n);
     for (uint64_t f = s->free_mask & ~UINT64_C(1); f;) {
       unsigned i = (unsigned)__builtin_ctzll(f);
       uint64_t rest = ~(f >> i);
       unsigned len = rest ? (unsigned)__builtin_ctzll(rest) : 64 - i; /* maximal run from i */
-      if (len >= k && len < best_len) {
+      unsigned score = len >= k && (s->decommit_mask & _ak_run_bits(i, k)) ? len + AK_SEG_PAGES : len;
+      if (len >= k && score < best_score) {
         best = s;
-        best_len = len;
+        best_score = score;
         *at = (int)i;
       }
       f &= ~_ak_run_bits(i, len);
