@@ -206,22 +206,16 @@ static bool adopt_for(_ak_mheap *h, unsigned k) {
 }
 
 /* A page of class `cls` with a free block on its list, or NULL: the
- * class's own pages (_ak_page_find), then, for a heap without a segment
- * (a thread's first allocations), one abandoned segment before a fresh
- * span. A heap that has segments takes a fresh span in them (or a spare
- * segment) and leaves the abandoned ones to the threads that free into
- * them (_ak_free_slow adopts on free), to new threads and to the sweep:
- * adopting one here for space took the segment another thread was
- * freeing its blocks into, so those frees went remote and that thread
- * carved fresh memory instead of reusing them (larson pinned to one CPU:
- * 1,650 page faults and 10.6 MiB peak, 1,000 and 8.4 MiB without; thread
- * churn 15 % fewer faults). */
+ * class's own pages (_ak_page_find), then abandoned segments before a
+ * fresh span, but no more of them than it takes to have a page of this
+ * class or a free page to carve one from (a thread that starts adopts
+ * one, not all of its predecessors'). */
 static _ak_page *page_refill(_ak_mheap *h, unsigned cls) {
   _ak_page *pg = h->pages[cls];
   if (pg->free) return pg; /* blocks above 1 KiB come here with one on the list: no call */
   pg = _ak_page_find(h, cls);
   if (pg) return pg;
-  while (h->segs.n == 0 && adopt(h)) {
+  while (adopt(h)) {
     if (h->pages[cls] != &_ak_empty_page) return page_refill(h, cls);
     if (heap_has_free_run(h, _ak_cls_span[cls])) break;
   }
