@@ -103,6 +103,13 @@ typedef struct _ak_spare_counts {
  *  AK_BACKGROUND on first use. */
 void _ak_spare_set_init(_ak_spare_set *set, const _ak_spare_ops *ops, void *ctx, size_t cap, unsigned flags);
 
+/** Registers `set` (initialised without AK_SPARE_REGISTERED) with the
+ *  background thread, as that flag does at init; a registered set is left
+ *  as it is. For a set initialised where starting the thread is not safe
+ *  (registering reads AK_BACKGROUND, whose thread start may call malloc):
+ *  its owner registers it later, at a point where it may. */
+void _ak_spare_set_register(_ak_spare_set *set);
+
 /** Takes a registered set out of the registry, waiting for a pass of the
  *  background thread on it to end; the spares it still holds are not
  *  touched (drain them first). Call with none of the owner's locks held
@@ -149,6 +156,20 @@ uint64_t _ak_reclaim_now(void);
 /** Replaces the clock (tests: a fake clock they advance by hand); NULL
  *  restores the real one. Wakes the background thread. */
 void _ak_reclaim_set_clock(uint64_t (*now_ms)(void));
+
+/** The page delay in force at `now` (arenakit/reclaim.h): the set delay,
+ *  or longer for a while after pages decommitted were taken again soon
+ *  after (_ak_reclaim_page_refault). <= 0 as set. */
+long _ak_reclaim_page_delay(uint64_t now);
+
+/** Pages decommitted at `purged` are taken again at `now`: if that is soon
+ *  after, the page delay in force doubles (up to 80 ms). */
+void _ak_reclaim_page_refault(uint64_t purged, uint64_t now);
+
+/** Milliseconds from `then` to `now` on the reclaim clock, 0 if `then` is
+ *  later (a time read before a lock may precede a stamp another thread
+ *  wrote under it: an unsigned difference would wrap). */
+static inline uint64_t _ak_reclaim_since(uint64_t now, uint64_t then) { return now > then ? now - then : 0; }
 
 /** The policy's steps for a spare that emptied at `since`, at time `now`:
  *  0 keep, 1 decommit, 2 release (`release_ok`: the owner may release). */

@@ -227,5 +227,5 @@ AK_ALIAS(malloc_usable_size, ak_usable_size)
 void ak_collect(bool force) {
   _ak_heap_collect(_ak_tl_heap, force); /* also without a heap: abandoned segments */
   _ak_segment_cache_trim(force);
-  _ak_large_cache_trim(force, _ak_now_ms());
+  _ak_large_cache_trim(force, _ak_reclaim_now());
 }

@@ -110,6 +110,7 @@ static void global_init(void) {
   (void)pthread_key_create(&heap_key, heap_exit);
   (void)pthread_atfork(before_fork, after_fork_parent, after_fork_child);
   _ak_stats_at_exit();
+  _ak_segment_spares_register(); /* may start the background thread (AK_BACKGROUND=1) */
 }
 
 static _ak_mheap *heap_new(void) {
@@ -146,7 +147,7 @@ _ak_mheap *_ak_heap_get(void) {
 static void segment_adopt(_ak_mheap *h, _ak_segment *seg) {
   /* The adopter is about to reuse the free pages: the segment's aging
    * starts again, rather than decommitting pages that are faulted in next. */
-  seg->active_ms = _ak_now_ms();
+  seg->active_ms = _ak_reclaim_now();
   _ak_dlist_push_front(&h->segs, &seg->node);
   _ak_pages_adopt(h, seg);
 }
@@ -244,14 +245,14 @@ static bool abandoned_settle(_ak_segment *s) {
  * resident while nobody adopts it. Without `force` a busy lock is skipped. */
 static void sweep_abandoned(bool force, uint64_t now) {
   if (!atomic_load_explicit(&abandoned_count, memory_order_relaxed)) return;
-  /* The option's delay, not the extended one (_ak_purge_delay): exited
+  /* The page delay set, not the extended one (_ak_reclaim_page_delay): exited
    * threads' segments hold few live blocks among many free pages, and a
    * program that runs threads in rounds would keep most of its memory
    * there (thread churn: 1.5x mimalloc's peak with the extended delay,
    * 1.0x with this one, at fewer page faults than mimalloc either way).
    * An adopted segment is stamped active, so its pages are not purged
    * under the thread that took it. */
-  long delay = force ? 0 : atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
+  long delay = force ? 0 : ak_reclaim_get_page_delay();
   if (force)
     pthread_mutex_lock(&_ak_abandoned_mu);
   else if (pthread_mutex_trylock(&_ak_abandoned_mu) != 0)
@@ -277,8 +278,8 @@ static void sweep_abandoned(bool force, uint64_t now) {
  * read and a few compares when there is nothing to do. */
 static void maybe_purge(_ak_mheap *h) {
   if ((++h->slow_calls & 63) != 0) return;
-  uint64_t now = _ak_now_ms();
-  long delay = _ak_purge_delay(now);
+  uint64_t now = _ak_reclaim_now();
+  long delay = _ak_reclaim_page_delay(now);
   for (_ak_dnode *n = h->segs.head; n; n = n->next) _ak_segment_purge(_ak_seg_at(n), delay, now);
   sweep_abandoned(false, now);
   _ak_segment_cache_trim(false);
@@ -369,7 +370,7 @@ void _ak_free_slow(void *p, _ak_segment *seg) {
  * may be NULL: a thread without a heap), then sweeps the abandoned
  * segments. */
 void _ak_heap_collect(_ak_mheap *h, bool force) {
-  uint64_t now = _ak_now_ms();
+  uint64_t now = _ak_reclaim_now();
   if (h) _ak_pages_collect(h, force);
   for (_ak_dnode *n = h ? h->segs.head : NULL, *next; n; n = next) {
     next = n->next;
@@ -379,7 +380,7 @@ void _ak_heap_collect(_ak_mheap *h, bool force) {
       _ak_segment_release(s);
       continue;
     }
-    _ak_segment_purge(s, force ? 0 : _ak_purge_delay(now), now);
+    _ak_segment_purge(s, force ? 0 : _ak_reclaim_page_delay(now), now);
   }
   sweep_abandoned(force, now);
 }

@@ -21,17 +21,18 @@
  * realloc, reuses pages that are mapped and resident: no system call, no
  * page fault per page (glibc's adaptive mmap threshold keeps such blocks
  * in its heap likewise; a fresh mapping each time cost 4.35 s against
- * glibc's 0.05 s for 300 frees and mallocs of 5 MB). The policy, with the
- * purge delay d (AK_PURGE_DELAY, ms):
+ * glibc's 0.05 s for 300 frees and mallocs of 5 MB). The reclaim policy
+ * (common/reclaim.h), with its page delay d (AK_PURGE_DELAY, ms):
  *   reuse     a malloc takes the smallest cached mapping that holds it and
  *             is at most twice its size (the most recently freed among
  *             equals); a realloc that grows moves its pages into one
  *             (mremap onto it: no copy, the cached pages past them stay)
- *   decommit  a mapping cached for the purge delay in force (d, longer
+ *   decommit  a mapping cached for the page delay in force (d, longer
  *             while memory is reused soon after it was decommitted:
- *             _ak_purge_delay) gives its pages back (madvise), keeping its
- *             range and its header page
- *   unmap     after AK_LCACHE_UNMAP_MS, or the oldest first when the cache
+ *             _ak_reclaim_page_delay) gives its pages back (madvise),
+ *             keeping its range and its header page
+ *   unmap     after the policy's release delay (_ak_reclaim_due), or the
+ *             oldest first when the cache
  *             would pass AK_LCACHE_SLOTS mappings or AK_LCACHE_BYTES; all of
  *             them before a fresh mapping is retried after ENOMEM, and at
  *             ak_collect(true)
@@ -45,7 +46,6 @@
  * taken under it); the system calls that unmap run after it is released. */
 #define AK_LCACHE_SLOTS 16
 #define AK_LCACHE_BYTES ((size_t)256 << 20)
-#define AK_LCACHE_UNMAP_MS 1000u
 typedef struct lcache_entry {
   _ak_segment *seg;
   size_t size;        /* bytes mapped */
@@ -57,10 +57,6 @@ static pthread_mutex_t lcache_mu = PTHREAD_MUTEX_INITIALIZER;
 static lcache_entry lcache[AK_LCACHE_SLOTS];
 static _Atomic int lcache_n; /* atomic: peeked at without lcache_mu */
 static size_t lcache_bytes;
-
-static long purge_delay(void) {
-  return atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
-}
 
 /* Removes entry i (under lcache_mu); returns it. */
 static lcache_entry lcache_remove(int i) {
@@ -76,19 +72,19 @@ static void lcache_unmap(const lcache_entry *e) {
   _ak_os_free(e->seg, e->size);
 }
 
-/* Decommits the entries cached for the purge delay and unmaps those past
- * AK_LCACHE_UNMAP_MS (all with `force`). */
+/* Decommits the entries cached for the page delay and unmaps those past
+ * the release delay (all with `force`). */
 void _ak_large_cache_trim(bool force, uint64_t now) {
   lcache_entry out[AK_LCACHE_SLOTS];
   int nout = 0;
   if (!force && !atomic_load_explicit(&lcache_n, memory_order_relaxed))
     return; /* racy peek: no lock when empty */
-  long delay = _ak_purge_delay(now);
+  long delay = _ak_reclaim_page_delay(now);
   pthread_mutex_lock(&lcache_mu);
   for (int i = 0; i < lcache_n;) {
     lcache_entry *e = &lcache[i];
-    uint64_t age = _ak_ms_since(now, e->freed_ms);
-    if (force || age >= AK_LCACHE_UNMAP_MS) {
+    uint64_t age = _ak_reclaim_since(now, e->freed_ms);
+    if (force || _ak_reclaim_due(e->freed_ms, now, true) == 2) {
       out[nout++] = lcache_remove(i);
       continue;
     }
@@ -126,7 +122,7 @@ static _ak_segment *lcache_take(size_t need, size_t *size, bool *dirty) {
   if (!e.seg) return NULL;
   if (e.decommitted) { /* faulted in again as it is used */
     _ak_committed_add(e.size - AK_LARGE_HDR);
-    _ak_purge_refault(e.purged_ms, _ak_now_ms());
+    _ak_reclaim_page_refault(e.purged_ms, _ak_reclaim_now());
   }
   *size = e.size;
   *dirty = !e.decommitted;
@@ -136,8 +132,8 @@ static _ak_segment *lcache_take(size_t need, size_t *size, bool *dirty) {
 /* Puts the mapping of a freed large block (segment-map bit cleared, magic
  * zeroed, still counted as committed) into the cache, or unmaps it. */
 static void lcache_put(_ak_segment *seg, size_t size) {
-  long delay = purge_delay();
-  uint64_t now = _ak_now_ms();
+  long delay = ak_reclaim_get_page_delay();
+  uint64_t now = _ak_reclaim_now();
   lcache_entry out[AK_LCACHE_SLOTS + 1];
   int nout = 0;
   if (delay == 0 || size > AK_LCACHE_BYTES) {

@@ -189,23 +189,13 @@ void _ak_segment_release(_ak_segment *seg);
 /** Applies the reclaim policy to the spare (empty) segments: decommits or
  *  unmaps those past its delays; all unmapped with force. */
 void _ak_segment_cache_trim(bool force);
+/** Registers the spare segments with the reclaim policy's background
+ *  thread (which AK_BACKGROUND=1 starts then). May allocate: called once
+ *  the first heap is in place. */
+void _ak_segment_spares_register(void);
 /** Decommits the free pages of `seg` if it has been quiet for `delay` ms
  *  at `now_ms` (all of them with delay 0; none with delay < 0). */
 void _ak_segment_purge(_ak_segment *seg, long delay, uint64_t now_ms);
-/** Milliseconds of a monotonic clock (coarse: a few ms of resolution, a
- *  few ns to read). */
-uint64_t _ak_now_ms(void);
-/** Milliseconds from `then` to `now`, 0 if `then` is later: a time read
- *  before a lock may precede a stamp that another thread wrote under it
- *  (an unsigned difference would wrap and purge at once). */
-static inline uint64_t _ak_ms_since(uint64_t now, uint64_t then) { return now > then ? now - then : 0; }
-/** The purge delay in force at `now`: the AK_PURGE_DELAY option d, or
- *  longer (up to AK_PURGE_EXTEND_MAX_MS) for a while after memory was
- *  decommitted and taken again soon after (_ak_purge_refault). <= 0 as d. */
-long _ak_purge_delay(uint64_t now);
-/** Memory decommitted at `purged_ms` is taken again at `now`: if that is
- *  soon after, the purge delay in force doubles (see segment.c). */
-void _ak_purge_refault(uint64_t purged_ms, uint64_t now);
 /** Committed memory (stats): `n` bytes more (the peak follows), or less. */
 void _ak_committed_add(size_t n);
 void _ak_committed_sub(size_t n);

@@ -2,14 +2,13 @@
 /* segment.c - the general heap's segments, its OS-facing bottom: the
  * segment map, the registry of segments, mapping a segment and releasing
  * it into the spare segments (reclaim policy), decommitting free pages
- * (the purge policy and its delay), committed-memory accounting and the
- * coarse clock. Calls only the OS layer and common/; every other file of
+ * (the purge policy: the reclaim policy's page delay, common/reclaim.h),
+ * committed-memory accounting. Calls only the OS layer and common/; every other file of
  * the malloc calls down into it. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/error.h"
 #include "common/reclaim.h"
@@ -19,54 +18,6 @@
 pthread_mutex_t _ak_seg_mu = PTHREAD_MUTEX_INITIALIZER;
 _ak_dlist _ak_seg_list;
 atomic_size_t _ak_large_count, _ak_large_bytes, _ak_committed, _ak_peak_committed;
-
-uint64_t _ak_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* the vDSO's tick: no system call, ~5 ns */
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* The purge delay in force. Free memory is decommitted once it has been
- * unused for the purge delay d (AK_PURGE_DELAY, 10 ms by default), so
- * that a program that stops using memory gives it back soon. A program
- * that frees and reuses memory in cycles a little longer than d (threads
- * that come and go every few tens of ms, a buffer freed and allocated
- * again each frame) would have it decommitted just before each reuse and
- * fault every page in again (on the thread-churn workload 1.5 GiB of
- * madvise a second, 5x glibc's page faults). So when memory is taken again
- * within AK_PURGE_EXTEND_WINDOW_MS after it was decommitted, the delay in
- * force doubles, up to AK_PURGE_EXTEND_MAX_MS; once AK_PURGE_EXTEND_WINDOW_MS
- * pass without such a refault it is d again. (A window of 4 delays missed
- * the refaults of rounds that a loaded machine stretched past it.) A program that goes idle thus
- * has its memory back within AK_PURGE_EXTEND_WINDOW_MS + AK_PURGE_EXTEND_MAX_MS
- * at worst, d after a quiet period. d <= 0 is never extended. */
-#define AK_PURGE_EXTEND_MAX_MS 80
-#define AK_PURGE_EXTEND_WINDOW_MS 1000u
-static _Atomic long purge_extended;       /* the extended delay (ms) */
-static _Atomic long purge_extended_from;  /* the option's value it extends (a new value drops it) */
-static _Atomic uint64_t purge_refault_ms; /* the last refault */
-
-long _ak_purge_delay(uint64_t now) {
-  long d = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
-  if (d <= 0 || atomic_load_explicit(&purge_extended_from, memory_order_relaxed) != d) return d;
-  long e = atomic_load_explicit(&purge_extended, memory_order_relaxed);
-  if (e > d && _ak_ms_since(now, atomic_load_explicit(&purge_refault_ms, memory_order_relaxed)) <
-                   AK_PURGE_EXTEND_WINDOW_MS)
-    return e;
-  return d;
-}
-
-void _ak_purge_refault(uint64_t purged_ms, uint64_t now) {
-  long d = atomic_load_explicit(&_ak_options[AK_OPTION_PURGE_DELAY], memory_order_relaxed);
-  long cur = _ak_purge_delay(now);
-  if (cur <= 0 || _ak_ms_since(now, purged_ms) >= AK_PURGE_EXTEND_WINDOW_MS)
-    return; /* long after: the purge was right */
-  long next = cur >= AK_PURGE_EXTEND_MAX_MS / 2 ? AK_PURGE_EXTEND_MAX_MS : 2 * cur;
-  if (next < cur) next = cur; /* d above the bound: d */
-  atomic_store_explicit(&purge_extended, next, memory_order_relaxed);
-  atomic_store_explicit(&purge_extended_from, d, memory_order_relaxed);
-  atomic_store_explicit(&purge_refault_ms, now, memory_order_relaxed);
-}
 
 void _ak_committed_add(size_t n) {
   size_t c = atomic_fetch_add_explicit(&_ak_committed, n, memory_order_relaxed) + n;
@@ -113,8 +64,11 @@ void _ak_registry_remove(_ak_segment *seg) {
  * pages decommitted after the reclaim purge delay, unmapped after the
  * release delay or when more than AK_SEG_CACHE are kept (the oldest first),
  * all of them at ak_collect(true). The set's node sits in the segment
- * header, which a decommit leaves alone. Not registered with the
- * background thread (it may start from inside malloc). */
+ * header, which a decommit leaves alone. The background thread purges the
+ * set too: it is registered once the first heap is in place
+ * (_ak_segment_spares_register), since registering may start the thread,
+ * which allocates; the set itself is made on first use, from inside
+ * malloc, where nothing may allocate. */
 #define AK_SEG_CACHE 4
 static _ak_spare_set seg_spares;
 static pthread_once_t seg_spares_once = PTHREAD_ONCE_INIT;
@@ -134,7 +88,7 @@ static _ak_segment *seg_of_spare(_ak_spare *sp) {
  * madvise); release unmaps. */
 static void spare_decommit(_ak_spare *sp, void *ctx) {
   (void)ctx;
-  _ak_segment_purge(seg_of_spare(sp), 0, _ak_now_ms());
+  _ak_segment_purge(seg_of_spare(sp), 0, _ak_reclaim_now());
 }
 static void spare_release(_ak_spare *sp, void *ctx) {
   (void)ctx;
@@ -148,6 +102,8 @@ static _ak_spare_set *spares(void) {
   pthread_once(&seg_spares_once, seg_spares_init);
   return &seg_spares;
 }
+
+void _ak_segment_spares_register(void) { _ak_spare_set_register(spares()); }
 
 /* The policy's step on a slow path (one clock read when nothing is due);
  * with force every spare segment is unmapped. */
@@ -190,7 +146,7 @@ _ak_segment *_ak_segment_new(_ak_mheap *h) {
   }
   seg->magic = AK_SEG_MAGIC;
   seg->kind = AK_SEG_SMALL;
-  seg->active_ms = _ak_now_ms();
+  seg->active_ms = _ak_reclaim_now();
   atomic_store_explicit(&seg->owner, (uintptr_t)h, memory_order_relaxed);
   seg->free_mask = AK_ALL_PAGES;
   seg->first_page_start = (sizeof(_ak_segment) + 4095) & ~(size_t)4095;
@@ -218,12 +174,22 @@ void _ak_segment_release(_ak_segment *seg) {
  * the pages of a segment that a program keeps freeing and taking stay
  * committed and do not fault again, and once the program stops using the
  * segment its free pages go back at the next call that reaches a slow
- * path. */
+ * path. The delay is the reclaim policy's page delay, except for a
+ * segment entirely free that its heap keeps (one per heap, span.c): an
+ * empty segment is a spare wherever it is held, so it waits the policy's
+ * purge delay (250 ms), as it would in the spare set, rather than losing
+ * its pages 10 quiet ms after it emptied and faulting them in again at the
+ * heap's next span. */
 void _ak_segment_purge(_ak_segment *seg, long delay, uint64_t now_ms) {
   /* Dirty and decommitted pages are free pages, never both. */
   AK_ASSERT((seg->dirty_mask & ~seg->free_mask) == 0 && (seg->decommit_mask & ~seg->free_mask) == 0 &&
             (seg->dirty_mask & seg->decommit_mask) == 0);
-  if (!seg->dirty_mask || delay < 0 || _ak_ms_since(now_ms, seg->active_ms) < (uint64_t)delay) return;
+  if (delay > 0 && seg->free_mask == AK_ALL_PAGES) {
+    long spare_delay = 0;
+    ak_reclaim_get_delays(&spare_delay, NULL);
+    delay = spare_delay < 0 ? -1 : spare_delay > delay ? spare_delay : delay;
+  }
+  if (!seg->dirty_mask || delay < 0 || _ak_reclaim_since(now_ms, seg->active_ms) < (uint64_t)delay) return;
   uint64_t purge = seg->dirty_mask;
   for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
     if (!(purge & (UINT64_C(1) << i))) continue;

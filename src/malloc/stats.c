@@ -44,7 +44,7 @@ static const struct {
 } option_table[AK_OPTION_COUNT_] = {
     [AK_OPTION_SHOW_STATS] = {"AK_SHOW_STATS", AK_SHOW_STATS_OFF, AK_SHOW_STATS_OFF, AK_SHOW_STATS_JSON},
     [AK_OPTION_VERBOSE] = {"AK_VERBOSE", 0, 0, 1},
-    [AK_OPTION_PURGE_DELAY] = {"AK_PURGE_DELAY", 10, -1, 86400000},
+    [AK_OPTION_PURGE_DELAY] = {"AK_PURGE_DELAY", AK_RECLAIM_PAGE_DELAY_MS, -1, 86400000},
 };
 
 atomic_long _ak_options[AK_OPTION_COUNT_];
@@ -114,12 +114,16 @@ void _ak_options_init(void) {
     if (s && *s && !parse_option(i, s, &v))
       _ak_warn("%s=%s is not a valid value (expected %s); using the default, %ld", option_table[i].env, s,
                option_expected(i), option_table[i].def);
+    if (i == AK_OPTION_PURGE_DELAY) { /* the reclaim policy's page delay: set there, only if given */
+      if (s && *s) (void)ak_reclaim_set_page_delay(v);
+      continue;
+    }
     atomic_store(&_ak_options[i], v);
   }
   if (atomic_load(&_ak_options[AK_OPTION_VERBOSE]))
     _ak_warn("options: AK_SHOW_STATS=%ld%s%s AK_VERBOSE=%ld AK_PURGE_DELAY=%ld",
              atomic_load(&_ak_options[AK_OPTION_SHOW_STATS]), report_path[0] ? " to " : "", report_path,
-             atomic_load(&_ak_options[AK_OPTION_VERBOSE]), atomic_load(&_ak_options[AK_OPTION_PURGE_DELAY]));
+             atomic_load(&_ak_options[AK_OPTION_VERBOSE]), ak_reclaim_get_page_delay());
 }
 
 long ak_option_get(ak_option o) {
@@ -128,6 +132,7 @@ long ak_option_get(ak_option o) {
     return 0;
   }
   _ak_malloc_tables_init();
+  if (o == AK_OPTION_PURGE_DELAY) return ak_reclaim_get_page_delay(); /* stored by the reclaim policy */
   return atomic_load(&_ak_options[o]);
 }
 
@@ -142,7 +147,10 @@ void ak_option_set(ak_option o, long value) {
     return;
   }
   atomic_store(&options_set_by_api[o], true);
-  atomic_store(&_ak_options[o], value);
+  if (o == AK_OPTION_PURGE_DELAY)
+    (void)ak_reclaim_set_page_delay(value); /* in range (above): the policy's page delay */
+  else
+    atomic_store(&_ak_options[o], value);
 }
 
 static atomic_size_t peak_allocated;

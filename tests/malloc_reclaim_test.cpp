@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: MIT
+// malloc_reclaim_test.cpp - the malloc's empty segments under the reclaim
+// policy (arenakit/reclaim.h), on the fake reclaim clock: a segment that a
+// thread left empty at its exit is a spare, reused by the next thread
+// before the purge delay, decommitted after it, unmapped after the release
+// delay or past the cap of spares; the background thread does the same
+// for a program that makes no call. The page delay (AK_PURGE_DELAY) is the
+// policy's: the option and ak_reclaim_set_page_delay() are one value.
+#include <arenakit/malloc.h>
+#include <arenakit/reclaim.h>
+#include <errno.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "reclaim_testing.h"
+
+namespace {
+
+constexpr uintptr_t kSegSize = uintptr_t{4} << 20;  // a malloc segment: 4 MiB, aligned to it
+
+uintptr_t segment_of(const void *p) { return reinterpret_cast<uintptr_t>(p) & ~(kSegSize - 1); }
+
+// Resident 4 KiB pages of segment `seg` past its first 64 KiB page (which
+// holds the header, kept by a decommit); -1 if the segment is unmapped.
+long resident_pages(uintptr_t seg) {
+  constexpr size_t kFrom = 64 * 1024, kPages = (kSegSize - kFrom) / 4096;
+  std::vector<unsigned char> vec(kPages);
+  if (mincore(reinterpret_cast<void *>(seg + kFrom), kSegSize - kFrom, vec.data()) != 0)
+    return errno == ENOMEM ? -1 : -2;
+  long n = 0;
+  for (unsigned char v : vec) n += v & 1;
+  return n;
+}
+
+// Blocks of 1,000 bytes over 640 KiB, written, then freed, in the calling
+// thread: its heap's segment holds that many resident pages, all free.
+// Returns the segment.
+uintptr_t fill_and_free() {
+  std::vector<void *> blocks;
+  for (int i = 0; i < 640; i++) {
+    void *p = ak_malloc(1000);
+    if (!p) return 0;
+    std::memset(p, 0x5a, 1000);
+    blocks.push_back(p);
+  }
+  uintptr_t seg = segment_of(blocks[100]);
+  for (void *p : blocks) ak_free(p);
+  return seg;
+}
+
+// A thread that fills and frees one segment and exits: its empty segment
+// becomes a spare. Returns the segment.
+uintptr_t spare_segment() {
+  uintptr_t seg = 0;
+  std::thread([&] { seg = fill_and_free(); }).join();
+  return seg;
+}
+
+// The segment of a block allocated by a new thread.
+uintptr_t segment_of_next_thread() {
+  uintptr_t seg = 0;
+  std::thread([&] {
+    void *p = ak_malloc(1000);
+    seg = segment_of(p);
+    ak_free(p);
+  }).join();
+  return seg;
+}
+
+class MallocSpares : public ::testing::Test, protected FakeClockTest {
+ protected:
+  void SetUp() override {
+    use_fake_clock();
+    ak_collect(true);  // no spare segment from before the test
+  }
+  void TearDown() override {
+    restore_clock();
+    ak_collect(true);
+  }
+};
+
+TEST_F(MallocSpares, ReusedBeforeThePurgeDelay) {
+  uintptr_t seg = spare_segment();
+  ASSERT_NE(seg, 0u);
+  EXPECT_GT(resident_pages(seg), 100);  // kept committed: the next thread faults nothing in
+  g_fake_ms += 50;                      // half the purge delay
+  ak_collect(false);
+  EXPECT_GT(resident_pages(seg), 100);
+  EXPECT_EQ(segment_of_next_thread(), seg);  // the newest spare first
+}
+
+TEST_F(MallocSpares, DecommittedAfterThePurgeDelayThenUnmapped) {
+  uintptr_t seg = spare_segment();
+  ASSERT_NE(seg, 0u);
+  ASSERT_GT(resident_pages(seg), 100);
+  g_fake_ms += 150;
+  ak_collect(false);                  // a call that reaches the policy
+  EXPECT_EQ(resident_pages(seg), 0);  // decommitted, still mapped
+  g_fake_ms += 1000;
+  ak_collect(false);
+  EXPECT_EQ(resident_pages(seg), -1);  // unmapped past the release delay
+}
+
+TEST_F(MallocSpares, ADecommittedSpareIsStillReused) {
+  uintptr_t seg = spare_segment();
+  g_fake_ms += 150;
+  ak_collect(false);
+  ASSERT_EQ(resident_pages(seg), 0);
+  EXPECT_EQ(segment_of_next_thread(), seg);
+}
+
+TEST_F(MallocSpares, UnmappedPastTheCap) {
+  // Threads alive at once each fill a segment of their own, then exit:
+  // more spares than the cap (4), so the oldest go at once, unmapped.
+  constexpr int kThreads = 6;
+  std::vector<uintptr_t> segs(kThreads);
+  std::atomic<int> holding{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++)
+    threads.emplace_back([&, t] {
+      std::vector<void *> blocks;
+      for (int i = 0; i < 640; i++) blocks.push_back(ak_malloc(1000));
+      segs[t] = segment_of(blocks[0]);
+      holding++;
+      while (holding.load() < kThreads) std::this_thread::yield();  // every thread holds its segment
+      for (void *p : blocks) ak_free(p);
+    });
+  for (auto &th : threads) th.join();
+  int unmapped = 0, kept = 0;
+  for (uintptr_t s : segs) (resident_pages(s) == -1 ? unmapped : kept)++;
+  EXPECT_EQ(kept, 4);
+  EXPECT_EQ(unmapped, kThreads - 4);
+}
+
+TEST_F(MallocSpares, TheBackgroundThreadPurgesAnIdleMalloc) {
+  uintptr_t seg = spare_segment();
+  ASSERT_GT(resident_pages(seg), 100);
+  ASSERT_EQ(ak_reclaim_thread_start(), 0);
+  g_fake_ms += 150;
+  _ak_reclaim_set_clock(fake_now);  // wakes the thread
+  // No call of the malloc from here on: the thread alone gives it back.
+  EXPECT_TRUE(eventually([&] { return resident_pages(seg) == 0; }));
+  g_fake_ms += 1000;
+  _ak_reclaim_set_clock(fake_now);
+  EXPECT_TRUE(eventually([&] { return resident_pages(seg) == -1; }));
+}
+
+TEST(MallocPageDelay, TheOptionIsTheReclaimPolicysPageDelay) {
+  long old = ak_reclaim_get_page_delay();
+  ak_option_set(AK_OPTION_PURGE_DELAY, 37);
+  EXPECT_EQ(ak_reclaim_get_page_delay(), 37);
+  ASSERT_EQ(ak_reclaim_set_page_delay(41), 0);
+  EXPECT_EQ(ak_option_get(AK_OPTION_PURGE_DELAY), 41);
+  EXPECT_EQ(ak_reclaim_set_page_delay(-2), EINVAL);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_NE(std::strstr(ak_last_error(), "ak_reclaim_set_page_delay"), nullptr) << ak_last_error();
+  EXPECT_EQ(ak_reclaim_get_page_delay(), 41);  // kept
+  ASSERT_EQ(ak_reclaim_set_page_delay(old), 0);
+}
+
+// The free pages of a segment in use follow the page delay on the
+// reclaim clock: kept before it, decommitted after it.
+TEST(MallocPageDelay, FreePagesOfASegmentInUseFollowThePageDelay) {
+  long old = ak_reclaim_get_page_delay();
+  ASSERT_EQ(ak_reclaim_set_page_delay(20), 0);
+  _ak_reclaim_set_clock(fake_now);
+  uintptr_t seg = 0;
+  long before = 0, kept = 0, after = 0;
+  std::thread([&] {
+    void *keep = ak_malloc(24);  // the segment stays in use
+    seg = fill_and_free();
+    ak_collect(false);
+    before = resident_pages(seg);
+    g_fake_ms += 10;
+    ak_collect(false);
+    kept = resident_pages(seg);
+    g_fake_ms += 1000;  // past the page delay, and any doubling of it
+    ak_collect(false);
+    after = resident_pages(seg);
+    ak_free(keep);
+  }).join();
+  _ak_reclaim_set_clock(nullptr);
+  ak_reclaim_set_page_delay(old);
+  ak_collect(true);
+  EXPECT_GT(before, 100);
+  EXPECT_EQ(kept, before);
+  // Decommitted but for the pages still in use: the live block's, and the
+  // last page of the freed blocks' class, which a heap keeps (16 each).
+  EXPECT_LT(after, 40);
+}
+
+}  // namespace
