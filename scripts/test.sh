@@ -145,7 +145,7 @@ configure_build() { # dir cmake-args...
 # run can hang or abort inside qemu (the fork torture tests), and a program
 # that execs /proc/self/exe runs the aarch64 binary on the host (the
 # AK_BACKGROUND environment test).
-qemu_excluded='Rlimit|ChildrenOfAChurning|^soak_short$|ForkWhileTheBackgroundThread'
+qemu_excluded='Rlimit|ChildrenOfAChurning|ChildrenNeverHang|^soak_short$|ForkWhileTheBackgroundThread'
 qemu_excluded+='|PoolReclaimEnvironment|ArenaReclaim.RetainedChunksAreReusedCommitted'
 
 run_start=$(date +%s)
