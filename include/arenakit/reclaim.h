@@ -73,11 +73,13 @@ AK_API int ak_reclaim_set_page_delay(long ms);
 AK_API long ak_reclaim_get_page_delay(void);
 
 /** Starts the background thread, which applies the policy to every pool
- *  and to the malloc's spare (empty) segments periodically (sleeping until the next spare is due, at most 250
- * ms), so the memory of a program that went idle goes back. Also started by the environment variable
- * AK_BACKGROUND=1, read once, when the first pool is created or the malloc starts. Precedence: the calls win:
- * ak_reclaim_thread_stop() stops a thread the environment started, and AK_BACKGROUND=0 does not prevent
- *  ak_reclaim_thread_start(). Fork: the thread does not exist in a child
+ *  and to the malloc's spare (empty) segments periodically (sleeping until
+ *  the next spare is due, at most 250 ms), so the memory of a program that
+ *  went idle goes back. Also started by the environment variable
+ *  AK_BACKGROUND=1, read once, when the first pool is created or the
+ *  malloc starts. Precedence: the calls win: ak_reclaim_thread_stop()
+ *  stops a thread the environment started, and AK_BACKGROUND=0 does not
+ *  prevent ak_reclaim_thread_start(). Fork: the thread does not exist in a child
  *  (call this again there); the parent's keeps running. Returns 0 (also
  *  when it already runs), or the errno of pthread_create (errno set,
  *  message in ak_last_error()). Thread-safe. */
@@ -91,9 +93,9 @@ AK_API void ak_reclaim_thread_stop(void);
 /** True while the background thread runs. Thread-safe. */
 AK_API bool ak_reclaim_thread_running(void);
 
-/** Applies the policy to every pool and the malloc's spare segments now, as one pass of the background
- *  thread does: spares past their delays are decommitted or unmapped.
- *  Thread-safe. */
+/** Applies the policy to every pool and the malloc's spare segments now,
+ *  as one pass of the background thread does: spares past their delays
+ *  are decommitted or unmapped. Thread-safe. */
 AK_API void ak_reclaim_collect(void);
 
 #ifdef __cplusplus
