@@ -74,9 +74,8 @@ typedef struct ak_pool_options {
   size_t slab_size;   /**< power of two >= page size; 0 = 64 KiB (grown to
                            hold at least 8 objects) */
   ak_backing backing; /**< default AK_BACKING_MMAP */
-  const char *path;   /**< AK_BACKING_FILE: the file (created or truncated),
-                           locked while the pool lives (another pool's gets
-                           EBUSY) */
+  const char *path;   /**< AK_BACKING_FILE: the file (created or truncated;
+                           locked while the pool lives: EBUSY for another) */
   bool defragment;    /**< start with strict fullest-first ordering */
   size_t spare_slabs; /**< cap on the empty slabs kept for reuse (0: only
                            the reclaim policy's delays; past the cap the
@@ -91,8 +90,7 @@ typedef struct ak_pool_options {
                            program faults its slabs again (default false) */
 } ak_pool_options;
 
-/** Statistics of one pool (ak_pool_stats_get()). Version 2 (added
- *  bytes_committed, bytes_spare, bytes_purged). */
+/** Statistics of one pool (ak_pool_stats_get()), version 2. */
 typedef struct ak_pool_stats {
   unsigned version;      /**< AK_POOL_STATS_VERSION */
   size_t object_size;    /**< bytes per object as configured */
