@@ -952,6 +952,48 @@ TEST_P(PoolMagazine, TrimEmptiesOtherThreadsMagazines) {
   expect_all_back(t, resident_full);
 }
 
+// A trim takes the magazines while their owners allocate and free (the
+// owner and the thief each claim a chain with one exchange,
+// src/pool/pool_magazine.c): no object is ever held by two at once. Each
+// owner stamps all of its objects' words and finds them intact before it
+// frees them.
+TEST_P(PoolMagazine, TrimWhileOwnersRunHandsNoObjectOutTwice) {
+  Pool t(64, GetParam());
+  std::atomic<bool> stop{false};
+  std::atomic<long> bad{0}, rounds{0};
+  auto owner = [&](uint64_t id) {
+    std::vector<uint64_t *> v;
+    for (uint64_t seq = 1; !stop.load(std::memory_order_relaxed); rounds++) {
+      for (size_t i = 0, k = 1 + seq % 150; i < k; i++, seq++) {
+        auto *o = static_cast<uint64_t *>(ak_pool_alloc(t.p));
+        if (!o) {
+          bad++;
+          break;
+        }
+        for (int w = 0; w < 8; w++) o[w] = id << 56 | seq;
+        v.push_back(o);
+      }
+      for (uint64_t *o : v)
+        for (int w = 0; w < 8; w++)
+          if (o[w] >> 56 != id || o[w] != o[0]) bad++;
+      for (uint64_t *o : v) ak_pool_free(t.p, o);
+      v.clear();
+    }
+  };
+  std::thread a(owner, 1), b(owner, 2);
+  long trims = 0;
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < until || trims < 50 || rounds.load() < 50) {
+    ak_pool_trim(t.p);
+    trims++;
+  }
+  stop = true;
+  a.join();
+  b.join();
+  EXPECT_EQ(bad.load(), 0) << "objects held by two owners at once";
+  EXPECT_EQ(t.stats().live, 0u);
+}
+
 // The cap counts exactly, whatever the magazines cache: with 4 threads
 // allocating until refused, exactly max_objects succeed; frees by other
 // threads make exactly that much room again; live and peak are exact.
