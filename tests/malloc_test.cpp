@@ -586,6 +586,60 @@ TEST(Threads, FreeIntoExitedThreadsSegmentAdoptsIt) {
   ak_collect(true);
 }
 
+// A heap that has committed free pages of its own adopts no abandoned
+// segment beyond one per other running thread: a thread that starts beside
+// it adopts the one left instead of mapping a fresh segment (larson, two
+// threads a generation: each fresh segment cost ~270 page faults).
+TEST(Threads, AHeapWithCommittedPagesLeavesAnAbandonedSegmentToAnotherThread) {
+  ak_collect(true);
+  ak_free(ak_malloc(16));  // this thread has a heap: two running with t1
+  ak_malloc_stats s;
+  ak_malloc_stats_get(&s);
+  ASSERT_EQ(s.abandoned, 0u);
+  // Two threads that run at once exit, each leaving a segment with live
+  // 48-byte blocks and free pages that held 1000-byte blocks (committed).
+  std::vector<void *> kept[2];
+  std::atomic<int> ready{0};
+  auto fill = [&ready](std::vector<void *> *k) {
+    std::vector<void *> tmp(400);
+    for (auto &p : tmp) p = ak_malloc(1000);
+    for (int i = 0; i < 2000; i++) k->push_back(ak_malloc(48));
+    for (void *p : tmp) ak_free(p);
+    ready++;
+    while (ready.load() != 2) std::this_thread::yield();  // both own a segment before either exits
+  };
+  std::thread e1(fill, &kept[0]), e2(fill, &kept[1]);
+  e1.join();
+  e2.join();
+  ak_malloc_stats_get(&s);
+  ASSERT_EQ(s.abandoned, 2u);
+  std::atomic<int> step{0};
+  size_t abandoned_after_t1 = 0;
+  std::thread t1([&] {
+    void *a = ak_malloc(48);  // no segment yet: adopts one
+    void *b = ak_malloc(3000);  // a new class, committed free pages at hand
+    ak_malloc_stats st;
+    ak_malloc_stats_get(&st);
+    abandoned_after_t1 = st.abandoned;
+    step = 1;
+    while (step.load() != 2) std::this_thread::yield();
+    ak_free(a);
+    ak_free(b);
+  });
+  while (step.load() != 1) std::this_thread::yield();
+  EXPECT_EQ(abandoned_after_t1, 1u) << "the second segment was left to another thread";
+  _ak_os_counters c0, c1;
+  _ak_os_get_counters(&c0);
+  std::thread([] { ak_free(ak_malloc(48)); }).join();  // beside t1: adopts the one left
+  _ak_os_get_counters(&c1);
+  EXPECT_EQ(c1.map_calls, c0.map_calls) << "a thread beside t1 mapped a fresh segment";
+  step = 2;
+  t1.join();
+  for (auto &k : kept)
+    for (void *p : k) ak_free(p);
+  ak_collect(true);
+}
+
 // Frees from a thread without a heap go on the remote lists of an
 // abandoned segment; ak_collect (here from that thread) settles them and
 // releases the segment: nothing stays stranded.
