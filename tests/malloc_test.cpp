@@ -616,7 +616,7 @@ TEST(Threads, AHeapWithCommittedPagesLeavesAnAbandonedSegmentToAnotherThread) {
   std::atomic<int> step{0};
   size_t abandoned_after_t1 = 0;
   std::thread t1([&] {
-    void *a = ak_malloc(48);  // no segment yet: adopts one
+    void *a = ak_malloc(48);    // no segment yet: adopts one
     void *b = ak_malloc(3000);  // a new class, committed free pages at hand
     ak_malloc_stats st;
     ak_malloc_stats_get(&st);
