@@ -217,8 +217,7 @@ static bool adopt_for(_ak_mheap *h, unsigned k) {
  * fresh span, but no more of them than it takes to have a page of this
  * class or a free page to carve one from (a thread that starts adopts
  * one, not all of its predecessors'), and none beyond one per other
- * running thread while this heap has committed free pages (larson, two
- * threads a generation: 0.6x the page faults and 0.8x the peak RSS). */
+ * running thread while this heap has committed free pages. */
 static _ak_page *page_refill(_ak_mheap *h, unsigned cls) {
   _ak_page *pg = h->pages[cls];
   if (pg->free) return pg; /* blocks above 1 KiB come here with one on the list: no call */
@@ -229,7 +228,8 @@ static _ak_page *page_refill(_ak_mheap *h, unsigned cls) {
    * pages of its own that are still committed (no fault to reuse) leaves
    * one abandoned segment per other running thread: a thread that starts
    * beside it would otherwise find none and map a fresh segment. */
-  size_t others = atomic_load_explicit(&live_heaps, memory_order_relaxed) - 1;
+  size_t live = atomic_load_explicit(&live_heaps, memory_order_relaxed);
+  size_t others = live > 0 ? live - 1 : 0; /* 0 while the first heap is being made */
   if (!heap_has_run(h, k, true) || atomic_load_explicit(&abandoned_count, memory_order_relaxed) > others) {
     while (adopt(h)) {
       /* Its pages of this class, else room to carve one: enough (adopting
