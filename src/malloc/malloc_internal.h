@@ -121,16 +121,21 @@ typedef struct _ak_segment {
 /* A thread's heap. `pages[c]` is never NULL: it is the first page of
  * `queue[c]`, or, when that is empty, a shared sentinel whose free list is
  * empty, so the fast path has one test (first member: the fast path
- * indexes the heap's address). */
+ * indexes the heap's address). Then the fields heap_new writes, then the
+ * class lists, which a thread touches only for the classes it uses: a
+ * fresh heap is zeroed memory, and the `full` lists of the classes above
+ * about 800 bytes lie on its second page, which a thread of smaller
+ * blocks never faults in. */
 struct _ak_mheap {
   _ak_page *pages[AK_NCLS]; /* queue[c]'s first page, or &_ak_empty_page */
+  _ak_dnode gnode;          /* on _ak_heap_list, or the reused heaps once its thread exited */
+  pthread_t thread;
+  uint64_t slow_calls;      /* to pace purging */
+  _ak_dlist segs;           /* segments this heap owns (_ak_segment.node) */
   _ak_dlist queue[AK_NCLS]; /* pages with free or uncarved blocks, per class */
   _ak_dlist full[AK_NCLS];  /* pages without free blocks, per class */
-  _ak_dlist segs;           /* segments this heap owns (_ak_segment.node) */
-  _ak_dnode gnode;          /* on _ak_heap_list, or the reused heaps once its thread exited */
-  uint64_t slow_calls;      /* to pace purging */
-  pthread_t thread;
 };
+_Static_assert(offsetof(_ak_mheap, queue) <= 4096, "what heap_new writes must fit a heap's first page");
 
 /** The page, segment or heap whose list node is `n` (NULL stays NULL). */
 static inline _ak_page *_ak_page_at(_ak_dnode *n) { return _AK_DLIST_ENTRY(n, _ak_page, node); }

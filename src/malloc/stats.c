@@ -51,8 +51,11 @@ atomic_long _ak_options[AK_OPTION_COUNT_];
 static atomic_bool options_set_by_api[AK_OPTION_COUNT_];
 
 /* AK_SHOW_STATS=file:PATH / json:PATH: where the exit report goes ("" =
- * stderr). Written once by _ak_options_init, before any report. */
-static char report_path[PATH_MAX];
+ * stderr). Set by the first parse of the option (before main), before any
+ * report; its copy lives in a mapping of its own (report_map): the report's
+ * buffers stay out of .bss, where they would spread the small variables
+ * that every process touches over more pages (each a page fault at start). */
+static const char *report_path = "";
 /* When and in which process the heap started (the exit report's header). */
 static struct timespec heap_started;
 static pid_t heap_pid;
@@ -60,6 +63,11 @@ static pid_t heap_pid;
  * from AK_SHOW_STATS_PID, 0 to follow heap_pid. */
 static long report_owner;
 static const char owner_env[] = "AK_SHOW_STATS_PID";
+
+/* Memory for the report's path and buffers, mapped when first needed and
+ * kept (no malloc: they serve the exit report and run before the heap
+ * exists). NULL when the system has none. */
+static void *report_map(size_t size) { return _ak_os_alloc(size, 1); }
 
 /* A decimal integer with nothing after it, within [min, max]. */
 static bool parse_long(const char *s, long min, long max, long *out) {
@@ -87,8 +95,13 @@ static bool parse_option(int i, const char *s, long *out) {
     return true;
   }
   long form = !strncmp(s, "file:", 5) ? AK_SHOW_STATS_TEXT : !strncmp(s, "json:", 5) ? AK_SHOW_STATS_JSON : 0;
-  if (!form || !s[5] || strlen(s + 5) >= sizeof report_path) return false;
-  strcpy(report_path, s + 5);
+  if (!form || !s[5] || strlen(s + 5) >= PATH_MAX) return false;
+  if (strcmp(report_path, s + 5) != 0) { /* parsed twice: before main and at the first call */
+    char *copy = report_map(strlen(s + 5) + 1);
+    if (!copy) return false;
+    strcpy(copy, s + 5);
+    report_path = copy;
+  }
   *out = form;
   return true;
 }
@@ -332,10 +345,21 @@ static void format_json(report *r, const ak_malloc_stats *s, const process_mem *
 }
 
 /* One report at a time: the snapshot and the text are big (not on the stack
- * of an exiting thread) and shared. */
+ * of an exiting thread) and shared, mapped at the first report
+ * (report_map). */
 static pthread_mutex_t report_mu = PTHREAD_MUTEX_INITIALIZER;
-static ak_malloc_stats report_stats;
-static char report_text[16384];
+typedef struct report_bufs {
+  ak_malloc_stats stats;
+  char text[16384];
+} report_bufs;
+static report_bufs *report_bufs_ptr;
+
+/* Under report_mu: the report's buffers (NULL, errno ENOMEM, if they
+ * cannot be mapped). */
+static report_bufs *report_bufs_get(void) {
+  if (!report_bufs_ptr) report_bufs_ptr = report_map(sizeof(report_bufs));
+  return report_bufs_ptr;
+}
 
 int ak_malloc_stats_print(FILE *f) {
   if (!f) {
@@ -343,12 +367,18 @@ int ak_malloc_stats_print(FILE *f) {
     return -1;
   }
   pthread_mutex_lock(&report_mu);
-  ak_malloc_stats_get(&report_stats);
+  report_bufs *b = report_bufs_get();
+  if (!b) {
+    pthread_mutex_unlock(&report_mu);
+    _ak_error(ENOMEM, "ak_malloc_stats_print: no memory for the report's buffers");
+    return -1;
+  }
+  ak_malloc_stats_get(&b->stats);
   process_mem m;
   process_mem_get(&m);
-  report r = {report_text, 0, sizeof report_text};
+  report r = {b->text, 0, sizeof b->text};
   put(&r, "arenakit malloc:\n");
-  format_text(&r, &report_stats, &m);
+  format_text(&r, &b->stats, &m);
   int saved = errno;
   errno = 0; /* what stdio sets below is the failure's cause */
   size_t wrote = fwrite(r.buf, 1, r.len, f);
@@ -420,17 +450,23 @@ static void print_at_exit(void) {
       (double)(now.tv_sec - heap_started.tv_sec) + (double)(now.tv_nsec - heap_started.tv_nsec) / 1e9;
   long pid = (long)getpid();
   pthread_mutex_lock(&report_mu);
-  ak_malloc_stats_get(&report_stats);
+  report_bufs *b = report_bufs_get();
+  if (!b) {
+    pthread_mutex_unlock(&report_mu);
+    _ak_warn("AK_SHOW_STATS: no memory for the report's buffers; no report");
+    return;
+  }
+  ak_malloc_stats_get(&b->stats);
   process_mem m;
   process_mem_get(&m);
-  report r = {report_text, 0, sizeof report_text};
+  report r = {b->text, 0, sizeof b->text};
   if (form == AK_SHOW_STATS_JSON) {
-    format_json(&r, &report_stats, &m, elapsed);
+    format_json(&r, &b->stats, &m, elapsed);
   } else {
     put(&r, "arenakit: %s (pid %ld", program_invocation_short_name, pid);
     if (pid != (long)heap_pid) put(&r, ", forked from pid %ld", (long)heap_pid);
     put(&r, "): heap statistics at exit, %.3f s after the heap started\n", elapsed);
-    format_text(&r, &report_stats, &m);
+    format_text(&r, &b->stats, &m);
   }
   int fd = 2;
   if (report_path[0]) {
