@@ -97,8 +97,6 @@ void *ak_calloc(size_t count, size_t size) {
 
 size_t ak_usable_size(const void *p) { return p ? _ak_block_checked_size("malloc_usable_size", p) : 0; }
 
-/* realloc's new block when it grows: in the solo range, a span placed
- * with free pages after it, so that the next growth happens in place. */
 /* realloc's new block when it grows. A block of a size class moves to a
  * block of at least twice its size (up to AK_SOLO_MIN), so that a buffer
  * grown step by step is copied about once per doubling, not at each of

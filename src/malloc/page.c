@@ -88,15 +88,19 @@ uint32_t _ak_page_collect(_ak_page *pg) {
   return n;
 }
 
-/* Carves up to a page's worth of never-used blocks onto the free list. */
+/* Carves the never-used blocks that start in the 4 KiB page of `bump`
+ * onto the free list (at least one). Each block's link is written at its
+ * start, so a carve touches that one page (which, when `bump` is inside
+ * it, holds a block carved before): memory is faulted in a page at a time
+ * as blocks are needed, never a page ahead. */
 static bool carve(_ak_page *pg) {
   /* Bump limits: block-aligned, within the span's block area. */
   AK_ASSERT(pg->bump >= pg->start && pg->bump <= pg->end && (pg->bump - pg->start) % pg->block_size == 0);
   if (pg->bump >= pg->end) return false;
-  uintptr_t stop = pg->bump + 4096;
-  if (stop < pg->bump + pg->block_size) stop = pg->bump + pg->block_size;
-  if (stop > pg->end) stop = pg->end;
-  size_t n = (stop - pg->bump) / pg->block_size;
+  uintptr_t stop = (pg->bump & ~(uintptr_t)4095) + 4096; /* the end of bump's page */
+  size_t n = (stop - pg->bump + pg->block_size - 1) / pg->block_size;
+  size_t left = (pg->end - pg->bump) / pg->block_size;
+  if (n > left) n = left;
   uintptr_t b = pg->bump;
   if (_ak_malloc_checked && pg->block_size > sizeof(void *))
     for (size_t i = 0; i < n; i++)
