@@ -58,5 +58,9 @@ else
   probe ak_probe_pool_free_none 10 2
   probe ak_probe_pool_alloc_threads 17 2
   probe ak_probe_pool_free_threads 21 3
+  # SPINLOCK and LOCKFREE: the thread's magazine (the hardened headers
+  # leave it to the library, which checks its links).
+  probe ak_probe_pool_alloc_magazine 19 2
+  probe ak_probe_pool_free_magazine 30 6
 fi
 exit $status

@@ -23,6 +23,8 @@ void *ak_probe_pool_alloc_none(ak_pool *p);
 void ak_probe_pool_free_none(ak_pool *p, void *o);
 void *ak_probe_pool_alloc_threads(ak_pool *p);
 void ak_probe_pool_free_threads(ak_pool *p, void *o);
+void *ak_probe_pool_alloc_magazine(ak_pool *p);
+void ak_probe_pool_free_magazine(ak_pool *p, void *o);
 
 void *ak_probe_pool_alloc_none(ak_pool *p) { return ak_pool_alloc(p); }
 void ak_probe_pool_free_none(ak_pool *p, void *o) { ak_pool_free(p, o); }
@@ -32,5 +34,13 @@ void *ak_probe_pool_alloc_threads(ak_pool *p) {
 }
 void ak_probe_pool_free_threads(ak_pool *p, void *o) {
   if (p->cur.hot_slab != 1 || p->cur.mask != 0 || p->tkey == 0) __builtin_unreachable();
+  ak_pool_free(p, o);
+}
+void *ak_probe_pool_alloc_magazine(ak_pool *p) {
+  if (p->cur.hot.first != NULL || p->tkey != 0 || p->cur.mask != 0 || p->mkey == 0) __builtin_unreachable();
+  return ak_pool_alloc(p);
+}
+void ak_probe_pool_free_magazine(ak_pool *p, void *o) {
+  if (p->cur.hot_slab != 1 || p->cur.mask != 0 || p->tkey != 0 || p->mkey == 0) __builtin_unreachable();
   ak_pool_free(p, o);
 }

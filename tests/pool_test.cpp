@@ -870,6 +870,51 @@ TEST_P(PoolMagazine, ThreadExitHandsMagazineBack) {
   for (void *o : v) ak_pool_free(t.p, o);
 }
 
+// The magazine's hit paths are inline (arenakit/detail/pool.h) where the
+// library's would check nothing more: a release pool gets a magazine key,
+// and its first call puts the thread's magazine in the thread cache, where
+// the inline paths find it; a pool whose every call is counted (max_objects,
+// checked and tracked builds) or whose links are encoded has none. Calls
+// through the inline paths keep the counts exact, and destroying the pool
+// takes its entry out of the cache.
+TEST_P(PoolMagazine, InlinePathsServeTheThreadsMagazine) {
+  const bool inline_on = !AK_CHECKED && !_ak_track_mode() && !AK_POOL_INLINE_ENCODE;
+  Pool capped(48, GetParam(), 100000);
+  EXPECT_EQ(capped.p->mkey, 0u) << "max_objects counts every call in the library";
+  auto *t = new Pool(48, GetParam());
+  ASSERT_EQ(t->p->mkey != 0, inline_on);
+  const uint64_t key = t->p->mkey;
+  const _ak_pool_tentry *e = &_ak_pool_tcache[key & (AK_POOL_TCACHE - 1)];
+  std::vector<void *> v;
+  for (int round = 0; round < 50; round++) {
+    for (int i = 0; i < 300; i++) v.push_back(ak_pool_alloc(t->p));  // past a magazine: refills
+    if (inline_on) {
+      ASSERT_EQ(e->key, key) << "the thread's magazine is in the thread cache";
+      EXPECT_LE(e->state.mag->n, 128u);
+    }
+    ASSERT_EQ(t->stats().live, v.size());
+    for (int i = 0; i < 200; i++) {  // pairs: the magazine alone
+      void *o = ak_pool_alloc(t->p);
+      ASSERT_NE(o, nullptr);
+      std::memset(o, 0x5a, 48);
+      ak_pool_free(t->p, o);
+    }
+    for (int i = 0; i < 250; i++) {  // back through the magazine, spilling
+      ak_pool_free(t->p, v.back());
+      v.pop_back();
+    }
+    ASSERT_EQ(t->stats().live, v.size());
+  }
+  std::set<void *> distinct(v.begin(), v.end());
+  EXPECT_EQ(distinct.size(), v.size()) << "an object handed out twice";
+  for (void *o : v) ak_pool_free(t->p, o);
+  EXPECT_EQ(t->stats().live, 0u);
+  delete t;
+  if (inline_on) {
+    EXPECT_NE(e->key, key) << "a destroyed pool's entry stays in the cache";
+  }
+}
+
 // A thread that alternates between two pools (each call switches the
 // magazine it uses last) gets every object from the pool it asked and
 // gives it back there: the counts stay exact, each pool owns exactly its

@@ -15,8 +15,7 @@
  * Errors: NULL with errno (EINVAL, ENOMEM, a file operation's errno) and
  * ak_last_error() naming the call, pool and reason. Misuse (double free, a
  * foreign pointer, the wrong pool) aborts with a message where detected:
- * where cheap, and always in the checked build (AK_CHECKED).
- */
+ * where cheap, and always in the checked build (AK_CHECKED). */
 #ifndef ARENAKIT_POOL_H
 #define ARENAKIT_POOL_H
 
@@ -38,11 +37,10 @@ typedef enum ak_sync {
    *  own slabs without atomics or locks; a free from another thread is one
    *  atomic push. A thread's slabs are handed back when it exits. */
   AK_SYNC_THREADS = 0,
-  /** No synchronisation: one thread at a time. Inline fast paths. */
-  AK_SYNC_NONE = 1,
+  AK_SYNC_NONE = 1, /**< no synchronisation: one thread at a time; inline fast paths */
   /** A spinlock (backoff, sched_yield()) behind per-thread magazines of up
-   *  to 128 free objects, filled and spilled 64 at a time under the lock;
-   *  a magazine goes back at thread exit, ak_pool_trim() and the last free. */
+   *  to 128 free objects (inline fast paths), filled and spilled 64 at a
+   *  time under the lock; back at thread exit, ak_pool_trim(), last free. */
   AK_SYNC_SPINLOCK = 2,
   /** A lock-free stack of batches of up to 64 free objects whose head
    *  carries a 16-bit ABA tag, behind per-thread magazines as in
@@ -95,17 +93,16 @@ typedef struct ak_pool_stats {
   unsigned version;      /**< AK_POOL_STATS_VERSION */
   size_t object_size;    /**< bytes per object as configured */
   size_t slot_size;      /**< bytes per slot (object size rounded) */
-  size_t live;           /**< objects allocated and not yet freed (THREADS: a
-                              remote free counts until the owner collects it) */
+  size_t live;           /**< objects allocated, not yet freed (THREADS: remote
+                              frees count until the owner collects them) */
   size_t peak_live;      /**< high-water mark of `live`: exact with max_objects,
                               else sampled (off by < 128 per thread in SPINLOCK
                               and LOCKFREE, < one slab in NONE, < 8 slabs per
                               thread in THREADS) */
   size_t slabs;          /**< slabs held (in use or spare) */
-  size_t peak_slabs;     /**< high-water mark of `slabs`, never below it; exact
-                              while the pool only grows, else sampled when a
-                              1/64 part of the slab table reaches a new high
-                              and at every stats call */
+  size_t peak_slabs;     /**< high-water mark of `slabs` (>= it): exact while
+                              the pool only grows, else sampled (a 1/64 part of
+                              the slab table at a new high, every stats call) */
   size_t bytes_reserved; /**< bytes of slabs held */
   size_t bytes_resident; /**< of those, resident (mincore; a file's pages in
                               the page cache) */
@@ -134,22 +131,19 @@ typedef struct ak_pool ak_pool;
 AK_API ak_pool *ak_pool_create(const ak_pool_options *opts);
 
 /** ak_pool_create as these headers call it (`inline_abi` =
- *  AK_POOL_INLINE_ABI: their layout version and link encoding). A layout
- *  version other than the library's is refused: NULL with EPROTO and a
- *  message to rebuild against the library's headers, so inline paths never
- *  read a layout they were not compiled for. A link encoding other than the
- *  library's gives a pool whose calls all go to the library. */
+ *  AK_POOL_INLINE_ABI: their layout version and link encoding). Another
+ *  layout version than the library's: NULL, EPROTO and a message to rebuild
+ *  (inline paths never read a layout they were not compiled for); another
+ *  link encoding: a pool whose calls all go to the library. */
 AK_API ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi);
 #define ak_pool_create(opts) ak_pool_create_inline((opts), AK_POOL_INLINE_ABI)
 
-/** Destroys `p` and gives every slab back, live objects included (the
- *  checked build reports how many were still live). `p` must not be in use
- *  by other threads. NULL is ignored. */
+/** Destroys `p` and gives every slab back, live objects included (the checked
+ *  build reports them). `p` must not be in use elsewhere. NULL is ignored. */
 AK_API void ak_pool_destroy(ak_pool *p);
 
-/** Slow paths of the inline functions below; call those instead. */
-AK_API void *ak_pool_alloc_slow(ak_pool *p);
-AK_API void ak_pool_free_slow(ak_pool *p, void *obj);
+AK_API void *ak_pool_alloc_slow(ak_pool *p);          /* the slow paths of the */
+AK_API void ak_pool_free_slow(ak_pool *p, void *obj); /* inline functions below */
 
 /** Allocates one object, aligned to the pool's alignment, contents
  *  unspecified, owned by the caller until ak_pool_free() (valid until then
@@ -157,7 +151,8 @@ AK_API void ak_pool_free_slow(ak_pool *p, void *obj);
  *  exist or memory runs out. `p` must not be NULL. Thread-safety: as the
  *  pool's sync mode. Inline: the current slab's free list or never-used
  *  slots (AK_SYNC_NONE: the pool's, then the next slab's list; THREADS: the
- *  calling thread's heap's, no atomic operation); else the library. */
+ *  calling thread's heap's, no atomic operation; SPINLOCK, LOCKFREE: the
+ *  thread's magazine, one uncontended exchange); else the library. */
 AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
   void *o = _ak_pool_cur_pop_list(&p->cur, false);
   if (AK_LIKELY(o != NULL)) return o;
@@ -166,7 +161,7 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
   if (p->tkey) { /* AK_SYNC_THREADS: the thread's heap, if cached */
     const _ak_pool_tentry *e = &_ak_pool_tcache[p->tkey & (AK_POOL_TCACHE - 1)];
     if (AK_LIKELY(e->key == p->tkey) &&
-        AK_LIKELY((o = _ak_pool_cur_pop(&e->heap->cur, &p->slot, true)) != NULL))
+        AK_LIKELY((o = _ak_pool_cur_pop(&e->state.heap->cur, &p->slot, true)) != NULL))
       return o;
   } else if (p->cur.mask != 0) {
     /* AK_SYNC_NONE with the inline paths on (`mask` is 0 in every other
@@ -174,6 +169,8 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
      * slab's never-used slots, then the next slab's list. */
     if ((o = _ak_pool_cur_pop_bump(&p->cur, &p->slot, false)) != NULL) return o;
     if (p->alt != NULL && (o = _ak_pool_slab_pop(p->alt, p->cur.mask)) != NULL) return o;
+  } else if ((o = _ak_pool_mag_alloc(p)) != NULL) { /* SPINLOCK, LOCKFREE: the thread's magazine */
+    return o;
   }
   return ak_pool_alloc_slow(p);
 }
@@ -190,14 +187,17 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
  *  twice), the hardened build catches most, the checked build all.
  *  Inline: an object of the current slab (THREADS: of the calling thread's
  *  heap) or of another slab with free slots that keeps an object (THREADS:
- *  the heap's own); else the library (ordering, spares, remote frees). */
+ *  the heap's own); SPINLOCK, LOCKFREE: into the thread's magazine below
+ *  its spill; else the library (ordering, spares, remote frees). */
 AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
   uintptr_t sb = (uintptr_t)obj & p->cur.mask;
   if (AK_LIKELY(sb == p->cur.hot_slab)) {
     if (AK_LIKELY(_ak_pool_cur_push(p, &p->cur, obj, false))) return;
   } else if (p->tkey) { /* AK_SYNC_THREADS: the thread's heap, if cached */
     const _ak_pool_tentry *e = &_ak_pool_tcache[p->tkey & (AK_POOL_TCACHE - 1)];
-    if (AK_LIKELY(e->key == p->tkey) && AK_LIKELY(_ak_pool_heap_free(p, e->heap, obj))) return;
+    if (AK_LIKELY(e->key == p->tkey) && AK_LIKELY(_ak_pool_heap_free(p, e->state.heap, obj))) return;
+  } else if (!AK_POOL_INLINE_ENCODE && p->mkey) { /* SPINLOCK, LOCKFREE: the thread's magazine */
+    if (AK_LIKELY(_ak_pool_mag_free(p, obj))) return;
   } else if (AK_LIKELY(_ak_pool_slab_push(p, sb, obj, p->cur.mask, NULL))) {
     return;
   }
@@ -229,8 +229,8 @@ AK_API void ak_pool_trim(ak_pool *p);
 AK_API void ak_pool_set_defragment(ak_pool *p, bool on);
 
 /** Fills `out` (exact when no other thread uses the pool, else a consistent
- *  approximation), after applying the reclaim policy's due steps to the
- *  pool's spares, as the slow paths do. Thread-safe. */
+ *  approximation), after the reclaim policy's due steps on the pool's
+ *  spares (as the slow paths take them). Thread-safe. */
 AK_API void ak_pool_stats_get(const ak_pool *p, ak_pool_stats *out);
 
 /** Prints the stats of `p` in one readable block to `f` and flushes `f`.

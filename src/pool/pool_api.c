@@ -256,6 +256,7 @@ void ak_pool_destroy(ak_pool *pub) {
      * the destroyed pool; the oldest tombstone is freed. */
     _ak_pool_inline_off(p);
     p->pub.tkey = 0;
+    p->pub.mkey = 0;
     p->destroyed = true;
     p = _ak_pools_bury(p);
   }

@@ -40,7 +40,12 @@
  * (alloc: the chain is not empty; free: n is below `hi`, which folds the
  * spill, the last-free check and the counted modes into one bound); every
  * other case is a tail call to the slow path (alloc_slow, free_slow), so
- * that the fast paths set up no frame.
+ * that the fast paths set up no frame. With plain links they are written
+ * once, in the headers (_ak_pool_mag_pop, _ak_pool_mag_push in
+ * arenakit/detail/pool.h): ak_pool_alloc and ak_pool_free run them inline
+ * on the magazine they find in the thread cache (_ak_pool_tcache, under
+ * the pool's `mkey`; mag_find puts it there), with no call, and the library
+ * runs them when the inline paths are off or missed.
  *
  * Thread exit (a pthread key destructor) hands a thread's magazines back.
  * The thread's table of magazines, the registry of live pools, the key and
@@ -61,24 +66,25 @@
 #include "pool/pool_internal.h"
 
 struct _ak_pool_mag {
-  /* The owner's line: only the owner stores non-NULL chains; a thief only
-   * exchanges them with NULL. */
-  _Atomic(void *) list; /* at most AK_MAG_BATCH objects */
+  /* The owner's line. The inline paths' part (arenakit/detail/pool.h):
+   * - list: at most AK_MAG_BATCH objects; only the owner stores non-NULL
+   *   chains, a thief only exchanges them with NULL (accessed with
+   *   __atomic builtins, as the headers do: list_take, list_put);
+   * - n: owner stores, stats read: the length of `list` as the owner last
+   *   left it (stale once a thief took the chain: the owner then finds
+   *   `list` NULL and drops it, see claim_lost);
+   * - hi: owner: a free that finds n >= hi takes the slow path
+   *   (free_slow): the spill at AK_MAG_BATCH, the drain check, and every
+   *   free of a counted magazine (hi 0). Recomputed by every slow path
+   *   (set_hi). */
+  _ak_pool_maghead head;
   _Atomic(void *) full; /* NULL or a spilled batch of full_n objects */
-  /* Owner stores, stats read: the length of `list` as the owner last left
-   * it (stale once a thief took the chain: the owner then finds `list`
-   * NULL and drops it, see claim_lost). */
-  _Atomic uint32_t n;
-  /* Owner: a free that finds n >= hi takes the slow path (free_slow): the
-   * spill at AK_MAG_BATCH, the drain check, and every free of a counted
-   * magazine (hi 0). Recomputed by every slow path (set_hi). */
-  uint32_t hi;
-  uint32_t full_n;  /* owner: length of `full` (AK_MAG_BATCH) */
-  uint32_t takes;   /* owner: batches taken from the shared structure since the
-                       last drain_self (see there) */
-  bool counted;     /* owner: every call takes the slow path (max_objects: the
-                       exact count; checked or tracked builds: the hooks) */
-  size_t live_seen; /* owner: mag_live as of its last flush */
+  uint32_t full_n;      /* owner: length of `full` (AK_MAG_BATCH) */
+  uint32_t takes;       /* owner: batches taken from the shared structure since the
+                           last drain_self (see there) */
+  bool counted;         /* owner: every call takes the slow path (max_objects: the
+                           exact count; checked or tracked builds: the hooks) */
+  size_t live_seen;     /* owner: mag_live as of its last flush */
   /* Owner stores, stats read: net + n, where net (allocations minus frees
    * not yet added to mag_live) is base - n. A fast path changes n by one
    * and net by the opposite one, so base changes only on slow paths: the
@@ -121,9 +127,16 @@ static void shared_give(_ak_pool_impl *p, void *chain, uint32_t n) {
 
 /* ---- counting ----------------------------------------------------------------------- */
 
-static inline uint32_t n_get(_ak_pool_mag *m) { return atomic_load_explicit(&m->n, memory_order_relaxed); }
-static inline void n_set(_ak_pool_mag *m, uint32_t v) {
-  atomic_store_explicit(&m->n, v, memory_order_relaxed);
+static inline uint32_t n_get(_ak_pool_mag *m) { return __atomic_load_n(&m->head.n, __ATOMIC_RELAXED); }
+static inline void n_set(_ak_pool_mag *m, uint32_t v) { __atomic_store_n(&m->head.n, v, __ATOMIC_RELAXED); }
+
+/* Claims the chain (any thread): NULL if empty or taken. */
+static inline void *list_take(_ak_pool_mag *m) {
+  return __atomic_exchange_n(&m->head.list, NULL, __ATOMIC_ACQUIRE);
+}
+/* The owner stores the chain it holds (back). */
+static inline void list_put(_ak_pool_mag *m, void *c) {
+  __atomic_store_n(&m->head.list, c, __ATOMIC_RELEASE);
 }
 static inline intptr_t base_get(_ak_pool_mag *m) {
   return atomic_load_explicit(&m->base, memory_order_relaxed);
@@ -154,7 +167,7 @@ static void set_hi(_ak_pool_mag *m) {
     intptr_t drain = base_get(m) + (seen > 0 ? seen : 0) - 1; /* n before the push */
     if (drain < hi) hi = drain < 0 ? 0 : drain;
   }
-  m->hi = (uint32_t)hi;
+  m->head.hi = (uint32_t)hi;
 }
 
 static void peak_raise(_ak_pool_impl *p, size_t live) {
@@ -194,7 +207,8 @@ size_t _ak_mag_peak(_ak_pool_impl *p) {
 static inline bool mag_is_last(const _ak_pool_impl *p) { return AK_LIKELY(tl_last.id == p->id); }
 
 /* The calling thread's magazine of `p` from the cache or the thread's
- * table, made if it has none (NULL if out of memory); it becomes tl_last. */
+ * table, made if it has none (NULL if out of memory); it becomes tl_last,
+ * and the inline paths' entry in _ak_pool_tcache when they are on. */
 static _ak_pool_mag *mag_find(_ak_pool_impl *p) {
   tl_entry *e = &tl_cache[p->id & 7];
   if (e->id != p->id) {
@@ -203,6 +217,8 @@ static _ak_pool_mag *mag_find(_ak_pool_impl *p) {
     *e = (tl_entry){p->id, m};
   }
   tl_last = *e;
+  if (p->pub.mkey)
+    _ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)] = (_ak_pool_tentry){.key = p->id, .state.mag = &e->m->head};
   return e->m;
 }
 
@@ -232,7 +248,7 @@ static void mag_unlink(_ak_pool_impl *p, _ak_pool_mag *m) { _ak_dlist_remove(&p-
 /* Takes everything `m` holds (any thread) and gives it back. */
 static void mag_empty(_ak_pool_impl *p, _ak_pool_mag *m) {
   shared_give(p, atomic_exchange_explicit(&m->full, NULL, memory_order_acquire), 0);
-  shared_give(p, atomic_exchange_explicit(&m->list, NULL, memory_order_acquire), 0);
+  shared_give(p, list_take(m), 0);
 }
 
 /* _ak_tls_mode.thread_exit (under g_mu): the exiting thread's magazine of
@@ -248,10 +264,12 @@ static void mag_exit(_ak_pool_impl *p, void *state) {
   free(m);
 }
 
-/* _ak_tls_mode.forget: the exiting thread's cache of magazines is emptied. */
+/* _ak_tls_mode.forget: the exiting thread's caches of magazines are
+ * emptied (the inline paths' entries with the rest of _ak_pool_tcache). */
 static void mag_forget(void) {
   memset(tl_cache, 0, sizeof tl_cache);
   memset(&tl_last, 0, sizeof tl_last);
+  memset(_ak_pool_tcache, 0, sizeof _ak_pool_tcache);
 }
 
 /* _ak_tls_mode.destroy (under g_mu, `p` unregistered): every magazine of
@@ -267,6 +285,8 @@ static void mags_destroy(_ak_pool_impl *p) {
   for (size_t i = 0; i < 8; i++)
     if (tl_cache[i].id == p->id) memset(&tl_cache[i], 0, sizeof tl_cache[i]);
   if (tl_last.id == p->id) memset(&tl_last, 0, sizeof tl_last);
+  for (size_t i = 0; i < AK_POOL_TCACHE; i++)
+    if (_ak_pool_tcache[i].key == p->id) memset(&_ak_pool_tcache[i], 0, sizeof _ak_pool_tcache[i]);
 }
 
 const _ak_tls_mode _ak_mag_tls = {
@@ -284,7 +304,11 @@ void _ak_mag_flush_all(_ak_pool_impl *p) {
  * (uncontended), work on it, and store it back: `list` non-NULL holds
  * n_get(m) >= 1 free slots of the pool, held by nobody else. Everything
  * else (an empty or stolen chain, a spill, the drain check, a counted
- * magazine) is the slow path, which keeps `base`, `hi` and the counts. */
+ * magazine) is the slow path, which keeps `base`, `hi` and the counts.
+ * With plain links the fast paths are the headers' _ak_pool_mag_pop and
+ * _ak_pool_mag_push (arenakit/detail/pool.h), which the inline paths of
+ * ak_pool_alloc and ak_pool_free run before any call; the hardened build
+ * (links encoded) has its own below, which check the links. */
 
 static _Noreturn AK_COLD void corrupt(_ak_pool_impl *p, void *o, void *next) {
   _ak_slab_corrupt(_ak_pool_slab_base(p, o), o, next, "ak_pool_alloc");
@@ -301,7 +325,7 @@ static inline void *chain_pop(_ak_pool_impl *p, _ak_pool_mag *m, void *o, uint32
   if (ak_harden_links && AK_UNLIKELY(!_ak_pool_plausible(p, (uintptr_t)next))) corrupt(p, o, next);
   AK_ASSERT(n > 0 && n <= AK_MAG_BATCH); /* `list` holds at most one batch */
   n_set(m, n - 1);
-  atomic_store_explicit(&m->list, next, memory_order_release);
+  list_put(m, next);
   /* The next allocation reads `next` and its caller writes it: fetch its
    * line now (it may sit in another core's cache), overlapping the miss
    * with the caller's work on `o`. */
@@ -334,7 +358,7 @@ static AK_COLD __attribute__((noinline)) void *alloc_slow(_ak_pool_impl *p, _ak_
     size_t live = atomic_fetch_add_explicit(&p->mag_live, 1, memory_order_relaxed) + 1;
     if (AK_UNLIKELY(live > p->max_objects)) {
       atomic_fetch_sub_explicit(&p->mag_live, 1, memory_order_relaxed);
-      if (o) atomic_store_explicit(&m->list, o, memory_order_release);
+      if (o) list_put(m, o);
       _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "max_objects live objects already");
       return NULL;
     }
@@ -358,8 +382,12 @@ static AK_COLD __attribute__((noinline)) void *alloc_slow(_ak_pool_impl *p, _ak_
 /* The allocation from magazine `m` of the calling thread. Invariant: a
  * counted magazine's pool allocates through alloc_counted, never here. */
 static inline void *alloc_in(_ak_pool_impl *p, _ak_pool_mag *m) {
-  void *o = atomic_exchange_explicit(&m->list, NULL, memory_order_acquire);
   AK_ASSERT(!m->counted);
+  if (!ak_harden_encode) { /* plain links: the headers' pop (their inline path's) */
+    void *o = _ak_pool_mag_pop(&m->head);
+    return AK_LIKELY(o != NULL) ? o : alloc_slow(p, m, list_take(m));
+  }
+  void *o = list_take(m);
   if (AK_UNLIKELY(o == NULL)) return alloc_slow(p, m, o);
   /* net + 1 and n - 1: base unchanged. */
   return chain_pop(p, m, o, n_get(m));
@@ -390,12 +418,20 @@ void *_ak_mag_alloc(_ak_pool_impl *p) {
 static void *alloc_counted(_ak_pool_impl *p) {
   _ak_pool_mag *m = mag_is_last(p) ? tl_last.m : mag_or_error(p);
   if (!m) return NULL;
-  return alloc_slow(p, m, atomic_exchange_explicit(&m->list, NULL, memory_order_acquire));
+  return alloc_slow(p, m, list_take(m));
 }
 
+/* The inline paths (arenakit/detail/pool.h: _ak_pool_mag_alloc and
+ * _ak_pool_mag_free, the fast paths below written in the headers) are on
+ * unless every call is counted, the links are encoded (the library's pops
+ * and frees check them), or the caller's headers do not match. */
 void _ak_mag_init(_ak_pool_impl *p) {
   _ak_pool_inline_off(p);
   if (mag_counted(p)) p->alloc = alloc_counted;
+  if (p->inline_ok && !mag_counted(p) && !ak_harden_encode && !_ak_config_checked && !p->tracked) {
+    p->pub.mkey = p->id;
+    p->pub.mag_mask = ~(uintptr_t)(p->slab_size - 1);
+  }
 }
 
 /* True if `o` is on the chain `c` (which the caller holds). */
@@ -465,7 +501,7 @@ static AK_COLD __attribute__((noinline)) void free_slow(_ak_pool_impl *p, _ak_po
   _ak_chain_set(p, o, c);
   AK_ASSERT(n < AK_MAG_BATCH); /* a full batch was spilled above */
   n_set(m, n + 1);
-  atomic_store_explicit(&m->list, o, memory_order_release);
+  list_put(m, o);
   if (p->max_objects) {
     base_set(m, (intptr_t)(n + 1)); /* counted in mag_live: net stays 0 */
     if (AK_UNLIKELY(atomic_fetch_sub_explicit(&p->mag_live, 1, memory_order_relaxed) == 1) && m->takes >= 2)
@@ -485,20 +521,24 @@ static AK_COLD __attribute__((noinline)) void free_slow(_ak_pool_impl *p, _ak_po
 
 /* The free of `o` (slot of `s`) into magazine `m` of the calling thread. */
 static inline void free_in(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab *s, void *o) {
-  void *c = atomic_exchange_explicit(&m->list, NULL, memory_order_acquire);
+  if (!ak_harden_encode) { /* plain links: the headers' push (their inline path's) */
+    if (AK_UNLIKELY(!_ak_pool_mag_push(&m->head, o))) free_slow(p, m, s, o, list_take(m));
+    return;
+  }
+  void *c = list_take(m);
   uint32_t n = n_get(m);
   if (ak_harden_double_free && AK_UNLIKELY(hardened_looks_free(p, o)) && hardened_is_free(p, m, s, c, o))
     _ak_pool_double_free(p, o);
   /* Fast path: a chain to push on, not the head of it (a double free in a
    * row), below `hi` (no spill, no drain check, not counted). net - 1 and
    * n + 1: base unchanged. */
-  if (AK_UNLIKELY(c == NULL || o == c || n >= m->hi)) {
+  if (AK_UNLIKELY(c == NULL || o == c || n >= m->head.hi)) {
     free_slow(p, m, s, o, c);
     return;
   }
   _ak_chain_set(p, o, c);
   n_set(m, n + 1);
-  atomic_store_explicit(&m->list, o, memory_order_release);
+  list_put(m, o);
 }
 
 /* _ak_mag_free when the quick ownership check fails (the report) or `p` is

@@ -190,13 +190,14 @@ static __attribute__((noinline)) _ak_pool_heap *heap_find(_ak_pool_impl *p, bool
  * the search and creation out of line. */
 static inline _ak_pool_heap *heap_get(_ak_pool_impl *p, bool create) {
   _ak_pool_tentry *e = &_ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)];
-  if (AK_LIKELY(e->key == p->id)) return (_ak_pool_heap *)e->heap;
+  if (AK_LIKELY(e->key == p->id)) return (_ak_pool_heap *)e->state.heap;
   return heap_find(p, create);
 }
 
 static _ak_pool_heap *heap_find(_ak_pool_impl *p, bool create) {
   _ak_pool_heap *h = _ak_tls_get(p, create);
-  if (h) _ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)] = (_ak_pool_tentry){p->id, &h->pub};
+  if (h)
+    _ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)] = (_ak_pool_tentry){.key = p->id, .state.heap = &h->pub};
   return h;
 }
 

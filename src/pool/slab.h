@@ -21,12 +21,13 @@
 
 #include "arenakit/common.h"
 #include "arenakit/detail/link.h"
+#include "arenakit/detail/pool.h"
 #include "common/assert.h"
 #include "common/harden.h"
 #include "common/list.h"
 #include "common/reclaim.h"
 
-#define AK_SLAB_MAGIC UINT64_C(0x616b2d736c616221) /* "ak-slab!" */
+#define AK_SLAB_MAGIC _AK_POOL_SLAB_MAGIC /* arenakit/detail/pool.h: the inline frees check it */
 
 typedef struct _ak_slab _ak_slab;
 

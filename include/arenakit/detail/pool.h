@@ -42,7 +42,7 @@ extern "C" {
  *  ak_pool_create_inline), and the library refuses a pool to a program
  *  built against another layout (NULL, EPROTO, a message) instead of
  *  letting its inline paths misread the pool. */
-#define AK_POOL_LAYOUT_VERSION 2
+#define AK_POOL_LAYOUT_VERSION 3
 
 /** Bits of AK_CONFIG_HARDENED (the hardened library's mitigations; the
  *  library's own names are in src/common/harden.h) that change the inline
@@ -97,6 +97,9 @@ typedef struct _ak_pool_slab_head {
   void *pool;          /**< the owning pool (the ak_pool *) */
 } _ak_pool_slab_head;
 
+/** _ak_pool_slab_head.magic of a live slab of pool `p`: this ^ (uintptr_t)p. */
+#define _AK_POOL_SLAB_MAGIC UINT64_C(0x616b2d736c616221) /* "ak-slab!" */
+
 /** _ak_pool_slab_head.state of a slab on a list of slabs with free slots. */
 #define _AK_POOL_SLAB_AVAIL 1u
 
@@ -130,12 +133,29 @@ typedef struct _ak_pool_theap {
   size_t live;      /**< live objects of this heap outside `cur.hot_used`'s changes */
 } _ak_pool_theap;
 
-/** An entry of the calling thread's cache of heaps: the heap of the pool
- *  whose `tkey` equals `key` (pool ids are never reused, so an entry of a
- *  destroyed pool never matches). */
+/** A thread's magazine of an AK_SYNC_SPINLOCK or AK_SYNC_LOCKFREE pool:
+ *  the part the inline paths use (the library's _ak_pool_mag begins with
+ *  it; src/pool/pool_magazine.c has the protocol). `list` is claimed with
+ *  an atomic exchange before it is read and stored back after, since
+ *  ak_pool_trim may take it from another thread at any time; non-NULL, it
+ *  holds `n` >= 1 free slots chained through their first words. Only the
+ *  owner stores `n` (stats read it) and `hi`. */
+typedef struct _ak_pool_maghead {
+  void *list;  /**< atomic: the chain of free slots, or NULL */
+  uint32_t n;  /**< atomic (relaxed): the length of `list` */
+  uint32_t hi; /**< a free that finds n >= hi goes to the library */
+} _ak_pool_maghead;
+
+/** An entry of the calling thread's cache of per-thread state: the heap
+ *  (AK_SYNC_THREADS) or magazine (SPINLOCK, LOCKFREE) of the pool whose
+ *  `tkey` or `mkey` equals `key` (pool ids are never reused, so an entry
+ *  of a destroyed pool never matches). */
 typedef struct _ak_pool_tentry {
-  uint64_t key;         /**< the pool's tkey; 0: empty */
-  _ak_pool_theap *heap; /**< this thread's heap of that pool */
+  uint64_t key; /**< the pool's tkey or mkey; 0: empty */
+  union {
+    _ak_pool_theap *heap;  /**< this thread's heap of that pool */
+    _ak_pool_maghead *mag; /**< this thread's magazine of that pool */
+  } state;
 } _ak_pool_tentry;
 
 /** Entries of the thread cache (a power of two); a pool uses entry
@@ -154,7 +174,8 @@ AK_API extern __thread _ak_pool_tentry _ak_pool_tcache[AK_POOL_TCACHE]
  *  (fullest first), whose own header keeps its list and count. The inline
  *  paths keep no pool-wide count: a pool with max_objects runs every call
  *  through the library, which counts. In AK_SYNC_THREADS with the inline
- *  paths on, `tkey` is the pool's key in the thread cache. When a pool's
+ *  paths on, `tkey` is the pool's key in the thread cache; in
+ *  AK_SYNC_SPINLOCK and AK_SYNC_LOCKFREE `mkey`. When a pool's
  *  own inline paths are off (any mode other than AK_SYNC_NONE,
  *  max_objects, the defragmenter, checked or tracked builds) `cur` has no
  *  slab (`hot` NULL, `hot_slab` 1, `mask` 0, no bump slots) and `alt` is
@@ -163,6 +184,9 @@ struct ak_pool {
   _ak_pool_cur cur;        /**< AK_SYNC_NONE: the current slab */
   uint64_t tkey;           /**< AK_SYNC_THREADS with inline paths: the pool's
                                 id, its key in _ak_pool_tcache; 0 otherwise */
+  uint64_t mkey;           /**< SPINLOCK, LOCKFREE with inline paths: the
+                                same, for the thread's magazine; 0 otherwise */
+  uintptr_t mag_mask;      /**< with mkey: ~(slab_size - 1) */
   size_t slot;             /**< slot size: the step of `bump` */
   _ak_pool_slab_head *alt; /**< the next slab to allocate from once the
                                 current one is full (NULL: none) */
@@ -346,6 +370,65 @@ AK_FAST_PATH bool _ak_pool_heap_free(const struct ak_pool *p, _ak_pool_theap *h,
   if (AK_UNLIKELY(!_ak_pool_slab_push(p, sb, obj, h->cur.mask, h))) return false;
   _ak_pool_count(&h->live, (size_t)-1, true);
   return true;
+}
+
+/** Pops the first slot of magazine `m`'s chain: NULL if the chain is
+ *  empty or taken (by a trim), with nothing held. The fast path of
+ *  SPINLOCK and LOCKFREE allocations, inline and in the library, in builds
+ *  whose links are plain (the hardened library checks them on its own
+ *  path). */
+AK_FAST_PATH void *_ak_pool_mag_pop(_ak_pool_maghead *m) {
+  void *o = __atomic_exchange_n(&m->list, NULL, __ATOMIC_ACQUIRE);
+  if (AK_UNLIKELY(o == NULL)) return NULL;
+  /* The chain is ours: n >= 1 slots (the magazine invariant). */
+  void *next = _ak_link_get(o, 0);
+  _AK_POOL_STORE(m->n, _AK_POOL_LOAD(m->n) - 1);
+  __atomic_store_n(&m->list, next, __ATOMIC_RELEASE);
+  /* The next allocation reads `next`'s link and its caller writes it:
+   * fetch its line now, overlapping the miss with the work on `o`. */
+  __builtin_prefetch(next, 1, 3);
+  return o;
+}
+
+/** Pushes `obj` (a slot of the magazine's pool) on magazine `m`'s chain
+ *  if that needs nothing of the library: a chain to push on whose head is
+ *  not `obj` (a double free in a row) and below `hi` (the spill, the
+ *  last-free check, a counted magazine). False otherwise, with the chain
+ *  stored back untouched: the library claims it again and decides. Plain
+ *  links, as _ak_pool_mag_pop. */
+AK_FAST_PATH bool _ak_pool_mag_push(_ak_pool_maghead *m, void *obj) {
+  void *c = __atomic_exchange_n(&m->list, NULL, __ATOMIC_ACQUIRE);
+  uint32_t n = _AK_POOL_LOAD(m->n);
+  if (AK_UNLIKELY(c == NULL || c == obj || n >= m->hi)) {
+    if (c != NULL) __atomic_store_n(&m->list, c, __ATOMIC_RELEASE);
+    return false;
+  }
+  _ak_link_set(obj, c, 0);
+  _AK_POOL_STORE(m->n, n + 1);
+  __atomic_store_n(&m->list, obj, __ATOMIC_RELEASE);
+  return true;
+}
+
+/** SPINLOCK, LOCKFREE: allocates from the calling thread's magazine of
+ *  `p`, if the thread cache has it (NULL otherwise: the library). Never
+ *  in a build whose links are encoded. */
+AK_FAST_PATH void *_ak_pool_mag_alloc(const struct ak_pool *p) {
+  if (AK_POOL_INLINE_ENCODE || !p->mkey) return NULL;
+  const _ak_pool_tentry *e = &_ak_pool_tcache[p->mkey & (AK_POOL_TCACHE - 1)];
+  return AK_LIKELY(e->key == p->mkey) ? _ak_pool_mag_pop(e->state.mag) : NULL;
+}
+
+/** SPINLOCK, LOCKFREE (`p->mkey` set): frees `obj` into the calling
+ *  thread's magazine of `p`, if the thread cache has it and `obj` lies in
+ *  a slab of `p` (the slab's magic, as the library's release build checks
+ *  it), as _ak_pool_mag_push says. False: the library. */
+AK_FAST_PATH bool _ak_pool_mag_free(const struct ak_pool *p, void *obj) {
+  const _ak_pool_tentry *e = &_ak_pool_tcache[p->mkey & (AK_POOL_TCACHE - 1)];
+  uintptr_t sb = (uintptr_t)obj & p->mag_mask;
+  if (AK_UNLIKELY(e->key != p->mkey || sb == 0 ||
+                  ((const _ak_pool_slab_head *)sb)->magic != (_AK_POOL_SLAB_MAGIC ^ (uintptr_t)p)))
+    return false;
+  return _ak_pool_mag_push(e->state.mag, obj);
 }
 
 #ifdef __cplusplus
