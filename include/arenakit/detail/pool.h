@@ -11,8 +11,11 @@
  * the thread's heap (_ak_pool_theap), found through the thread cache
  * (_ak_pool_tcache). One pop (_ak_pool_cur_pop, _ak_pool_list_pop) and one
  * push (_ak_pool_list_push) serve both; the hardened build's checks are a
- * compile-time branch inside them. Links go through arenakit/detail/link.h
- * only. */
+ * compile-time branch inside them. AK_SYNC_SPINLOCK and AK_SYNC_LOCKFREE
+ * pools have a magazine per thread instead (_ak_pool_maghead, in the same
+ * thread cache), with a pop and a push of its own (_ak_pool_mag_pop,
+ * _ak_pool_mag_push), plain-link builds only. Links go through
+ * arenakit/detail/link.h only. */
 #ifndef ARENAKIT_DETAIL_POOL_H
 #define ARENAKIT_DETAIL_POOL_H
 
