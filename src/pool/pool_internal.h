@@ -437,10 +437,12 @@ struct _ak_tls_mode {
   void (*thread_exit)(_ak_pool_impl *p, void *state);
   /** Pool destroy, under g_mu, once `p` left the registry (so no thread
    *  exit reaches its states): frees every thread's state of `p` and drops
-   *  `p` from the calling thread's cache. */
+   *  `p` from the mode's own cache of the calling thread (pool_tls.c drops
+   *  it from _ak_pool_tcache). */
   void (*destroy)(_ak_pool_impl *p);
-  /** Thread exit, after the walk: empties the mode's thread-local cache,
-   *  whose entries may point to freed states. */
+  /** Thread exit, after the walk: empties the mode's own thread-local
+   *  cache, whose entries may point to freed states (NULL: the mode has
+   *  none besides _ak_pool_tcache, which pool_tls.c empties). */
   void (*forget)(void);
 };
 

@@ -265,11 +265,10 @@ static void mag_exit(_ak_pool_impl *p, void *state) {
 }
 
 /* _ak_tls_mode.forget: the exiting thread's caches of magazines are
- * emptied (the inline paths' entries with the rest of _ak_pool_tcache). */
+ * emptied (pool_tls.c empties the inline paths' _ak_pool_tcache). */
 static void mag_forget(void) {
   memset(tl_cache, 0, sizeof tl_cache);
   memset(&tl_last, 0, sizeof tl_last);
-  memset(_ak_pool_tcache, 0, sizeof _ak_pool_tcache);
 }
 
 /* _ak_tls_mode.destroy (under g_mu, `p` unregistered): every magazine of
@@ -285,8 +284,6 @@ static void mags_destroy(_ak_pool_impl *p) {
   for (size_t i = 0; i < 8; i++)
     if (tl_cache[i].id == p->id) memset(&tl_cache[i], 0, sizeof tl_cache[i]);
   if (tl_last.id == p->id) memset(&tl_last, 0, sizeof tl_last);
-  for (size_t i = 0; i < AK_POOL_TCACHE; i++)
-    if (_ak_pool_tcache[i].key == p->id) memset(&_ak_pool_tcache[i], 0, sizeof _ak_pool_tcache[i]);
 }
 
 const _ak_tls_mode _ak_mag_tls = {

@@ -271,9 +271,6 @@ static void heap_exit(_ak_pool_impl *p, void *state) {
   free(h);
 }
 
-/* _ak_tls_mode.forget: the exiting thread's cache of heaps is emptied. */
-static void tcache_forget(void) { memset(_ak_pool_tcache, 0, sizeof _ak_pool_tcache); }
-
 /* _ak_tls_mode.destroy (under g_mu, `p` unregistered): every heap of `p`
  * is freed with its slabs, and `p` leaves the calling thread's cache. */
 static void heaps_destroy(_ak_pool_impl *p) {
@@ -291,8 +288,6 @@ static void heaps_destroy(_ak_pool_impl *p) {
     free(h);
   }
   pthread_mutex_unlock(&p->mu);
-  for (size_t i = 0; i < AK_POOL_TCACHE; i++)
-    if (_ak_pool_tcache[i].key == p->id) memset(&_ak_pool_tcache[i], 0, sizeof _ak_pool_tcache[i]);
 }
 
 /* fork(): a heap's lists are its owner's, changed without a lock (the
@@ -339,7 +334,7 @@ static void threads_fork_child(_ak_pool_impl *p) {
 }
 
 const _ak_tls_mode _ak_threads_tls = {
-    .create = heap_create, .thread_exit = heap_exit, .destroy = heaps_destroy, .forget = tcache_forget};
+    .create = heap_create, .thread_exit = heap_exit, .destroy = heaps_destroy};
 
 /* Under p->mu: collects the remote lists of the abandoned slabs and gives
  * back those that are empty. A remote free that read the owner just before

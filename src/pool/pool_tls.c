@@ -113,9 +113,19 @@ void *_ak_tls_get(_ak_pool_impl *p, bool create) {
   return state;
 }
 
+/* Empties the calling thread's entries of _ak_pool_tcache whose key is
+ * `id` (all of them if `id` is 0). A loop of stores, not memset: GCC 12's
+ * UBSan check of a TLS array's address passed to memset tests stale flags
+ * and reports a null pointer at random. */
+static void tcache_drop(uint64_t id) {
+  for (size_t i = 0; i < AK_POOL_TCACHE; i++)
+    if (id == 0 || _ak_pool_tcache[i].key == id) _ak_pool_tcache[i] = (_ak_pool_tentry){0};
+}
+
 /* The pthread key's destructor: hands each state of the exiting thread
  * back to its pool (skipping destroyed pools, whose states destroy freed),
- * frees the table and empties the modes' caches. A later use of a pool by
+ * frees the table and empties the thread caches (_ak_pool_tcache and the
+ * modes' own). A later use of a pool by
  * this thread (another destructor) starts a new table and sets the key
  * again, so this runs again. */
 static void thread_exit(void *arg) {
@@ -129,8 +139,9 @@ static void thread_exit(void *arg) {
   for (size_t i = 0; i < tl_n; i++) {
     size_t j = 0;
     while (j < i && tl_all[j].mode != tl_all[i].mode) j++;
-    if (j == i) tl_all[i].mode->forget(); /* once per mode */
+    if (j == i && tl_all[i].mode->forget) tl_all[i].mode->forget(); /* once per mode */
   }
+  tcache_drop(0);
   free(tl_all);
   tl_all = NULL;
   tl_n = tl_cap = 0;
@@ -161,4 +172,5 @@ void _ak_tls_unregister(_ak_pool_impl *p) {
   }
   p->tls_mode->destroy(p);
   pthread_mutex_unlock(&g_mu);
+  tcache_drop(p->id);
 }
