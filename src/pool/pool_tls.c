@@ -125,9 +125,8 @@ static void tcache_drop(uint64_t id) {
 /* The pthread key's destructor: hands each state of the exiting thread
  * back to its pool (skipping destroyed pools, whose states destroy freed),
  * frees the table and empties the thread caches (_ak_pool_tcache and the
- * modes' own). A later use of a pool by
- * this thread (another destructor) starts a new table and sets the key
- * again, so this runs again. */
+ * modes' own). A later use of a pool by this thread (another destructor)
+ * starts a new table and sets the key again, so this runs again. */
 static void thread_exit(void *arg) {
   (void)arg;
   pthread_mutex_lock(&g_mu);
