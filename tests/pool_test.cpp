@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1420,6 +1421,64 @@ TEST(PoolThreadExit, ThreadThatUsedEveryModeExits) {
     }).join();
     EXPECT_EQ(t->stats().live, 0u);
   }
+}
+
+// A pool used from a thread-specific destructor that runs after the
+// library's thread-exit walk (glibc repeats the destructor passes while a
+// key is set again): the walk left none of the thread's inline cache
+// entries behind (they pointed to the heap and magazine it freed), so the
+// late calls take the library's path, get a new heap and magazine, count
+// exactly, and their state goes back at the next walk.
+struct LateUse {
+  ak_pool *pools[2];
+  int calls = 0;
+  size_t stale_entries = 0;
+  size_t live[2] = {0, 0};
+  bool owned = false;
+};
+pthread_key_t late_key;
+
+void late_use(void *arg) {
+  auto *u = static_cast<LateUse *>(arg);
+  if (++u->calls == 1) { /* maybe before the library's walk: once more */
+    pthread_setspecific(late_key, u);
+    return;
+  }
+  for (const _ak_pool_tentry &e : _ak_pool_tcache) u->stale_entries += e.key != 0;
+  void *o[2];
+  u->owned = true;
+  for (int k = 0; k < 2; k++) {
+    o[k] = ak_pool_alloc(u->pools[k]);
+    u->owned = u->owned && o[k] != nullptr && ak_pool_owns(u->pools[k], o[k]);
+    ak_pool_stats st;
+    ak_pool_stats_get(u->pools[k], &st);
+    u->live[k] = st.live;
+  }
+  for (int k = 0; k < 2; k++) ak_pool_free(u->pools[k], o[k]);
+}
+
+TEST(PoolThreadExit, PoolUsedByALaterDestructorStartsAfresh) {
+  Pool th(64, AK_SYNC_THREADS), sp(48, AK_SYNC_SPINLOCK);
+  ASSERT_EQ(pthread_key_create(&late_key, late_use), 0);
+  LateUse u;
+  u.pools[0] = th.p;
+  u.pools[1] = sp.p;
+  std::thread([&] {
+    pthread_setspecific(late_key, &u);
+    for (int k = 0; k < 2; k++) { /* fills the inline cache */
+      std::vector<void *> v;
+      for (int i = 0; i < 100; i++) v.push_back(ak_pool_alloc(u.pools[k]));
+      for (void *o : v) ak_pool_free(u.pools[k], o);
+    }
+  }).join();
+  pthread_key_delete(late_key);
+  EXPECT_EQ(u.calls, 2);
+  EXPECT_EQ(u.stale_entries, 0u) << "the thread-exit walk left inline cache entries";
+  EXPECT_TRUE(u.owned);
+  EXPECT_EQ(u.live[0], 1u);
+  EXPECT_EQ(u.live[1], 1u);
+  EXPECT_EQ(th.stats().live, 0u);
+  EXPECT_EQ(sp.stats().live, 0u);
 }
 
 // Pools destroyed (with live objects) while the threads that used them run

@@ -272,7 +272,7 @@ static void heap_exit(_ak_pool_impl *p, void *state) {
 }
 
 /* _ak_tls_mode.destroy (under g_mu, `p` unregistered): every heap of `p`
- * is freed with its slabs, and `p` leaves the calling thread's cache. */
+ * is freed with its slabs (pool_tls.c drops `p` from the thread cache). */
 static void heaps_destroy(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
   for (_ak_pool_heap *h; (h = heap_first(p)) != NULL;) {
