@@ -559,10 +559,11 @@ TEST(Threads, ShortLivedThreadsReuseSegmentsWithoutSystemCalls) {
   ak_collect(true);
 }
 
-// A thread that frees a block of an exited thread adopts its segment at
-// once (one lock per segment): the segment is no longer abandoned, and the
-// frees that follow are local.
-TEST(Threads, FreeIntoExitedThreadsSegmentAdoptsIt) {
+// A thread that frees the blocks of an exited thread does not take its
+// segment: the frees are remote, the segment stays abandoned until the
+// abandoned sweep settles it (here ak_collect), which gives it to the spare
+// segments once entirely free, and allocating the blocks again maps nothing.
+TEST(Threads, FreeIntoExitedThreadsSegmentLeavesItAbandoned) {
   ak_collect(true);
   ak_free(ak_malloc(16));  // this thread has a heap
   std::vector<void *> blocks(2000);
@@ -571,18 +572,66 @@ TEST(Threads, FreeIntoExitedThreadsSegmentAdoptsIt) {
   }).join();
   ak_malloc_stats s;
   ak_malloc_stats_get(&s);
-  ASSERT_GE(s.abandoned, 1u);
-  ak_free(blocks[0]);
+  ASSERT_EQ(s.abandoned, 1u);
+  for (void *p : blocks) ak_free(p);
   ak_malloc_stats_get(&s);
-  EXPECT_EQ(s.abandoned, 0u) << "the free adopted the segment";
-  for (size_t i = 1; i < blocks.size(); i++) ak_free(blocks[i]);
-  // The blocks are this heap's now: allocating them again maps nothing.
+  EXPECT_EQ(s.abandoned, 1u) << "a free adopted the segment";
+  ak_collect(false);
+  ak_malloc_stats_get(&s);
+  EXPECT_EQ(s.abandoned, 0u) << "the sweep left an entirely free segment abandoned";
   _ak_os_counters c0, c1;
   _ak_os_get_counters(&c0);
   for (auto &p : blocks) p = ak_malloc(48);
   _ak_os_get_counters(&c1);
-  EXPECT_EQ(c1.map_calls, c0.map_calls);
+  EXPECT_EQ(c1.map_calls, c0.map_calls) << "the freed segment was not reused";
   for (void *p : blocks) ak_free(p);
+  ak_collect(true);
+}
+
+// Threads that take over the blocks of exited threads (larson: each
+// generation frees its predecessors' objects) each find a segment to adopt:
+// a running thread that frees blocks of a segment it did not adopt leaves
+// that segment to the thread that starts beside it, which then maps none.
+TEST(Threads, FreeingAnotherSegmentsBlocksLeavesItToTheNextThread) {
+  ak_collect(true);
+  ak_free(ak_malloc(16));  // this thread has a heap: three running with t1, t2
+  std::vector<void *> kept[2];
+  std::atomic<int> ready{0};
+  auto fill = [&ready](std::vector<void *> *k) {
+    for (int i = 0; i < 2000; i++) k->push_back(ak_malloc(48));
+    ready++;
+    while (ready.load() != 2) std::this_thread::yield();  // both own a segment before either exits
+  };
+  std::thread e1(fill, &kept[0]), e2(fill, &kept[1]);
+  e1.join();
+  e2.join();
+  ak_malloc_stats s;
+  ak_malloc_stats_get(&s);
+  ASSERT_EQ(s.abandoned, 2u);
+  std::atomic<int> step{0};
+  size_t abandoned_after_t1 = 0;
+  std::thread t1([&] {
+    void *a = ak_malloc(48);  // no segment yet: adopts one
+    for (auto &k : kept)      // frees into both exited threads' segments
+      for (size_t i = 0; i < k.size(); i += 2) ak_free(k[i]);
+    ak_malloc_stats st;
+    ak_malloc_stats_get(&st);
+    abandoned_after_t1 = st.abandoned;
+    step = 1;
+    while (step.load() != 2) std::this_thread::yield();
+    ak_free(a);
+  });
+  while (step.load() != 1) std::this_thread::yield();
+  EXPECT_EQ(abandoned_after_t1, 1u) << "t1's frees adopted the segment it did not need";
+  _ak_os_counters c0, c1;
+  _ak_os_get_counters(&c0);
+  std::thread([] { ak_free(ak_malloc(48)); }).join();  // beside t1: adopts the one left
+  _ak_os_get_counters(&c1);
+  EXPECT_EQ(c1.map_calls, c0.map_calls) << "a thread beside t1 mapped a fresh segment";
+  step = 2;
+  t1.join();
+  for (auto &k : kept)
+    for (size_t i = 1; i < k.size(); i += 2) ak_free(k[i]);
   ak_collect(true);
 }
 

@@ -54,8 +54,6 @@ static const bool _ak_malloc_checked = AK_CHECKED;
 #define AK_SEG_MAGIC UINT64_C(0x616b2d7365676d21) /* "ak-segm!" */
 
 enum { AK_SEG_SMALL = 1, AK_SEG_LARGE = 2 };
-/* Segment flags (owner only). */
-enum { AK_SEG_RELEASE_EMPTY = 1u /* adopted by a free: released, not kept, once all free */ };
 #define AK_OWNER_NONE ((uintptr_t)1)
 /* Page flags seen by the free fast path (any flag sends frees slow). */
 /* AK_PG_FULL is the lowest bit: the free fast path takes pages whose flags
@@ -97,7 +95,6 @@ _Static_assert(sizeof(_ak_page) == 128, "_ak_page must stay 128 bytes");
 typedef struct _ak_segment {
   uint64_t magic;          /* AK_SEG_MAGIC */
   uint32_t kind;           /* AK_SEG_SMALL or AK_SEG_LARGE */
-  uint32_t flags;          /* AK_SEG_* flags (owner only) */
   _Atomic uintptr_t owner; /* owning heap, or AK_OWNER_NONE (abandoned, large);
                               never 0, so a thread without a heap
                               (_ak_tl_heap == NULL) owns nothing */

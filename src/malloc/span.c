@@ -186,11 +186,10 @@ void _ak_span_free(_ak_mheap *h, _ak_segment *seg, _ak_page *pg) {
   long delay = ak_reclaim_get_page_delay();
   if (delay == 0) _ak_segment_purge(seg, 0, seg->active_ms);
   if (seg->free_mask == AK_ALL_PAGES && h) {
-    /* Keep one empty segment per heap; release any other at once, and one
-     * that the heap took over only to settle frees (AK_SEG_RELEASE_EMPTY). */
+    /* Keep one empty segment per heap; release any other at once. */
     for (_ak_dnode *n = h->segs.head; n; n = n->next) {
       _ak_segment *s = _ak_seg_at(n);
-      if ((s != seg && s->free_mask == AK_ALL_PAGES) || (seg->flags & AK_SEG_RELEASE_EMPTY)) {
+      if (s != seg && s->free_mask == AK_ALL_PAGES) {
         _ak_dlist_remove(&h->segs, &seg->node);
         _ak_segment_release(seg);
         return;
