@@ -165,35 +165,71 @@ TEST(MallocPageDelay, TheOptionIsTheReclaimPolicysPageDelay) {
   ASSERT_EQ(ak_reclaim_set_page_delay(old), 0);
 }
 
-// The free pages of a segment in use follow the page delay on the
-// reclaim clock: kept before it, decommitted after it.
-TEST(MallocPageDelay, FreePagesOfASegmentInUseFollowThePageDelay) {
-  long old = ak_reclaim_get_page_delay();
+// The free pages of a segment that a running thread holds are its spare
+// memory: they wait the policy's purge delay, not the page delay (kept
+// past the page delay, decommitted after the purge delay), on the reclaim
+// clock.
+TEST(MallocPageDelay, FreePagesOfARunningThreadsSegmentWaitThePurgeDelay) {
+  long old = ak_reclaim_get_page_delay(), old_purge, old_release;
+  ak_reclaim_get_delays(&old_purge, &old_release);
   ASSERT_EQ(ak_reclaim_set_page_delay(20), 0);
+  ASSERT_EQ(ak_reclaim_set_delays(300, 5000), 0);
   _ak_reclaim_set_clock(fake_now);
-  uintptr_t seg = 0;
   long before = 0, kept = 0, after = 0;
   std::thread([&] {
     void *keep = ak_malloc(24);  // the segment stays in use
-    seg = fill_and_free();
+    uintptr_t seg = fill_and_free();
     ak_collect(false);
     before = resident_pages(seg);
-    g_fake_ms += 10;
+    g_fake_ms += 100;  // past the page delay and any doubling of it (80 ms)
     ak_collect(false);
     kept = resident_pages(seg);
-    g_fake_ms += 1000;  // past the page delay, and any doubling of it
+    g_fake_ms += 300;  // past the purge delay
     ak_collect(false);
     after = resident_pages(seg);
     ak_free(keep);
   }).join();
   _ak_reclaim_set_clock(nullptr);
   ak_reclaim_set_page_delay(old);
+  ak_reclaim_set_delays(old_purge, old_release);
   ak_collect(true);
   EXPECT_GT(before, 100);
-  EXPECT_EQ(kept, before);
+  EXPECT_EQ(kept, before) << "a running thread's free pages went back after the page delay";
   // Decommitted but for the pages still in use: the live block's, and the
   // last page of the freed blocks' class, which a heap keeps (16 each).
   EXPECT_LT(after, 40);
+}
+
+// The free pages of a segment whose thread exited, holding a live block,
+// follow the page delay: no thread allocates there until one adopts it.
+TEST(MallocPageDelay, FreePagesOfAnExitedThreadsSegmentFollowThePageDelay) {
+  long old = ak_reclaim_get_page_delay(), old_purge, old_release;
+  ak_reclaim_get_delays(&old_purge, &old_release);
+  ASSERT_EQ(ak_reclaim_set_page_delay(20), 0);
+  ASSERT_EQ(ak_reclaim_set_delays(300, 5000), 0);
+  _ak_reclaim_set_clock(fake_now);
+  uintptr_t seg = 0;
+  void *keep = nullptr;
+  std::thread([&] {
+    keep = ak_malloc(24);  // outlives the thread: the segment is abandoned, not empty
+    seg = fill_and_free();
+  }).join();
+  ak_collect(false);
+  long before = resident_pages(seg);
+  g_fake_ms += 10;  // within the page delay
+  ak_collect(false);
+  long kept = resident_pages(seg);
+  g_fake_ms += 100;  // past it
+  ak_collect(false);
+  long after = resident_pages(seg);
+  ak_free(keep);
+  _ak_reclaim_set_clock(nullptr);
+  ak_reclaim_set_page_delay(old);
+  ak_reclaim_set_delays(old_purge, old_release);
+  ak_collect(true);
+  EXPECT_GT(before, 100);
+  EXPECT_EQ(kept, before) << "freed pages went back before the page delay";
+  EXPECT_LT(after, 40) << "an exited thread's free pages were kept past the page delay";
 }
 
 }  // namespace

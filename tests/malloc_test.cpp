@@ -822,10 +822,13 @@ TEST(MemoryReturn, BurstThenFreeGoesBackToBaseline) {
 }
 
 // Purge policy: free pages stay committed while their segment is busy and
-// are decommitted once it has been quiet for the purge delay.
+// are decommitted once it has been quiet for the delay (for this running
+// thread's segment, the reclaim policy's purge delay).
 TEST(MemoryReturn, QuietSegmentsArePurgedAfterTheDelay) {
-  long old = ak_option_get(AK_OPTION_PURGE_DELAY);
+  long old = ak_option_get(AK_OPTION_PURGE_DELAY), old_purge, old_release;
+  ak_reclaim_get_delays(&old_purge, &old_release);
   ak_option_set(AK_OPTION_PURGE_DELAY, 20);
+  ASSERT_EQ(ak_reclaim_set_delays(20, 1000), 0);
   ak_collect(true);
   void *keep = ak_malloc(100000);  // keeps the segment of the blocks below
   std::vector<void *> v;
@@ -842,6 +845,7 @@ TEST(MemoryReturn, QuietSegmentsArePurgedAfterTheDelay) {
   EXPECT_LE(committed() + (size_t{3} << 20), freed) << "3 MiB freed 60 ms ago are purged";
   ak_free(keep);
   ak_option_set(AK_OPTION_PURGE_DELAY, old);
+  ak_reclaim_set_delays(old_purge, old_release);
 }
 
 // Idle return: once the purge delays have passed, the next calls that

@@ -10,9 +10,11 @@
  * unmapped (an arena's chunks stay mapped: its retain option decides which
  * it keeps). So a program that churns memory reuses it without page faults
  * or munmap calls, and one that stops using it gets it back into the OS's
- * hands. Free pages inside memory still in use (a malloc segment that
- * holds live blocks) follow the same rule with a shorter delay, the page
- * delay (see AK_RECLAIM_PAGE_DELAY_MS).
+ * hands. The free pages of a malloc segment that a running thread holds
+ * are that thread's spares too (purge delay). Free pages that no running
+ * thread holds, among live blocks (a malloc segment whose thread exited),
+ * and the malloc's cached large mappings follow the same rule with a
+ * shorter delay, the page delay (see AK_RECLAIM_PAGE_DELAY_MS).
  *
  * Without the background thread the policy runs on the components' slow
  * paths (when they take or give a slab or chunk), which read a coarse
@@ -35,16 +37,18 @@ extern "C" {
 #define AK_RECLAIM_PURGE_DELAY_MS 250
 /** Default release delay: ms after emptying before a spare is unmapped. */
 #define AK_RECLAIM_RELEASE_DELAY_MS 1000
-/** Default page delay: ms the free pages inside memory still in use (the
- *  free pages of a malloc segment that holds live blocks, a large block's
- *  cached mapping) wait before they are decommitted. Shorter than the
- *  purge delay: a malloc segment of a thread that exited keeps a few live
- *  blocks among many free pages, and programs that run threads in rounds
- *  kept 1.2-1.5x more resident memory with 250 ms there (measured on the
- *  thread-churn workload). While such pages are taken again soon after
- *  they were decommitted, the delay in force doubles, up to 80 ms, so that
- *  a program reusing memory in cycles does not fault every page in again;
- *  it is the set delay again after a second without such a refault. */
+/** Default page delay: ms the free pages that no running thread holds
+ *  (those of a malloc segment whose thread exited, among its live blocks)
+ *  and a large block's cached mapping wait before they are decommitted.
+ *  Shorter than the purge delay: a segment of a thread that exited keeps a
+ *  few live blocks among many free pages, and programs that run threads in
+ *  rounds kept 1.2-1.5x more resident memory with 250 ms there (measured
+ *  on the thread-churn workload). While such pages are taken again soon
+ *  after they were decommitted, the delay in force doubles, up to 80 ms,
+ *  so that a program reusing memory in cycles does not fault every page in
+ *  again; it is the set delay again after a second without such a
+ *  refault. A running thread's free pages wait the purge delay (or this
+ *  one, if longer). */
 #define AK_RECLAIM_PAGE_DELAY_MS 10
 
 /** Sets the process-wide delays, in milliseconds: a spare unused for
@@ -61,9 +65,10 @@ AK_API int ak_reclaim_set_delays(long purge_ms, long release_ms);
 AK_API void ak_reclaim_get_delays(long *purge_ms, long *release_ms);
 
 /** Sets the page delay (AK_RECLAIM_PAGE_DELAY_MS), in milliseconds: free
- *  pages inside memory still in use are decommitted once unused for `ms`
- *  (0: at once, and the malloc caches no large mapping; -1: only on
- *  ak_collect()), at most 86400000. The malloc's environment variable
+ *  pages that no running thread holds, among live blocks, and cached large
+ *  mappings are decommitted once unused for `ms` (0: at once, every free
+ *  page of the malloc, and it caches no large mapping; -1: only on
+ *  ak_collect(), also a running thread's), at most 86400000. The malloc's environment variable
  *  AK_PURGE_DELAY and its option AK_OPTION_PURGE_DELAY set this delay.
  *  Returns 0, or EINVAL (errno set, message in ak_last_error()) for a value
  *  out of range. Thread-safe. */

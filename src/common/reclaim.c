@@ -63,7 +63,8 @@ void ak_reclaim_get_delays(long *purge_ms, long *release_ms) {
   if (release_ms) *release_ms = atomic_load_explicit(&g_release_ms, memory_order_relaxed);
 }
 
-/* The page delay (arenakit/reclaim.h): free pages inside memory in use.
+/* The page delay (arenakit/reclaim.h): free pages among live blocks that
+ * no running thread holds, cached large mappings.
  * While such pages are taken again within AK_PAGE_EXTEND_WINDOW_MS after
  * they were decommitted (_ak_reclaim_page_refault), the delay in force
  * doubles, up to AK_PAGE_EXTEND_MAX_MS; once the window passes without
