@@ -652,4 +652,8 @@ AKB_SCENARIO(
     "single-thread small-object churn; "
     "time, "
     "peak resident memory and minor page faults under arenakit, glibc, simple, jemalloc, tcmalloc, mimalloc",
-    {{"arenakit.*.time", akb::Better::lower, "s"}});
+    {{"arenakit.*.time", akb::Better::lower, "s"}},
+    // Five repetitions: the threaded workloads' page faults depend on how
+    // the threads are scheduled (larson, 8 runs pinned to one CPU: 680-905
+    // for arenakit, 742-1214 for mimalloc), too wide for a median of three.
+    5);

@@ -561,8 +561,9 @@ TEST(Threads, ShortLivedThreadsReuseSegmentsWithoutSystemCalls) {
 
 // A thread that frees the blocks of an exited thread does not take its
 // segment: the frees are remote, the segment stays abandoned until the
-// abandoned sweep settles it (here ak_collect), which gives it to the spare
-// segments once entirely free, and allocating the blocks again maps nothing.
+// abandoned sweep settles it (a purge tick, or ak_collect), which gives it
+// to the spare segments once entirely free, and allocating the blocks
+// again maps nothing.
 TEST(Threads, FreeIntoExitedThreadsSegmentLeavesItAbandoned) {
   ak_collect(true);
   ak_free(ak_malloc(16));  // this thread has a heap
@@ -573,9 +574,10 @@ TEST(Threads, FreeIntoExitedThreadsSegmentLeavesItAbandoned) {
   ak_malloc_stats s;
   ak_malloc_stats_get(&s);
   ASSERT_EQ(s.abandoned, 1u);
-  for (void *p : blocks) ak_free(p);
+  for (size_t i = 1; i < blocks.size(); i++) ak_free(blocks[i]);
   ak_malloc_stats_get(&s);
-  EXPECT_EQ(s.abandoned, 1u) << "a free adopted the segment";
+  EXPECT_EQ(s.abandoned, 1u) << "a free adopted the segment";  // which holds blocks[0] still
+  ak_free(blocks[0]);
   ak_collect(false);
   ak_malloc_stats_get(&s);
   EXPECT_EQ(s.abandoned, 0u) << "the sweep left an entirely free segment abandoned";
@@ -585,6 +587,35 @@ TEST(Threads, FreeIntoExitedThreadsSegmentLeavesItAbandoned) {
   _ak_os_get_counters(&c1);
   EXPECT_EQ(c1.map_calls, c0.map_calls) << "the freed segment was not reused";
   for (void *p : blocks) ak_free(p);
+  ak_collect(true);
+}
+
+// A thread that only frees the blocks of exited threads (a consumer that
+// outlives its producers) still gives their memory back: such frees tick
+// the purge clock, whose sweep settles the abandoned segments, so the
+// segment it emptied goes to the spares with no allocation and no
+// ak_collect.
+TEST(Threads, FreeingOnlyExitedThreadsBlocksSettlesTheirSegments) {
+  ak_collect(true);
+  ak_free(ak_malloc(16));  // this thread has a heap
+  std::vector<void *> blocks[2];
+  std::atomic<int> ready{0};
+  auto fill = [&ready](std::vector<void *> *b) {
+    for (int i = 0; i < 2000; i++) b->push_back(ak_malloc(48));
+    ready++;
+    while (ready.load() != 2) std::this_thread::yield();  // a segment each: both run before either exits
+  };
+  std::thread e1(fill, &blocks[0]), e2(fill, &blocks[1]);
+  e1.join();
+  e2.join();
+  ak_malloc_stats s;
+  ak_malloc_stats_get(&s);
+  ASSERT_EQ(s.abandoned, 2u);
+  for (void *p : blocks[0]) ak_free(p);                 // the first segment is entirely free now
+  for (int i = 0; i < 200; i++) ak_free(blocks[1][i]);  // more than a tick's worth of frees
+  ak_malloc_stats_get(&s);
+  EXPECT_EQ(s.abandoned, 1u) << "the emptied segment was not settled without a call to ak_collect";
+  for (size_t i = 200; i < blocks[1].size(); i++) ak_free(blocks[1][i]);
   ak_collect(true);
 }
 
@@ -722,6 +753,7 @@ TEST(Threads, AllocationInThreadDestructors) {
                                  ran++;
                                }),
             0);
+  ran = 0;
   std::thread([] { pthread_setspecific(key, ak_malloc(50)); }).join();
   EXPECT_EQ(ran.load(), 1);
   pthread_key_delete(key);

@@ -273,10 +273,11 @@ static void sweep_abandoned(bool force, uint64_t now) {
 }
 
 /* The purge tick, every 64 slow-path calls of a thread (allocations that
- * refill, frees that empty a page or come from another thread, blocks
- * above 1 KiB): decommits the free pages of this heap's quiet segments and
- * of abandoned ones, and trims the segment and large-block caches. A clock
- * read and a few compares when there is nothing to do. */
+ * refill, frees that empty a page or leave the fast path, frees into a
+ * segment whose thread exited, blocks above 1 KiB): decommits the free
+ * pages of this heap's quiet segments and of abandoned ones, and trims the
+ * segment and large-block caches. A clock read and a few compares when
+ * there is nothing to do. */
 static void maybe_purge(_ak_mheap *h) {
   if ((++h->slow_calls & 63) != 0) return;
   uint64_t now = _ak_reclaim_now();
@@ -346,10 +347,17 @@ void _ak_free_slow(void *p, _ak_segment *seg) {
    * allocate there: adopting on free let the first thread of a generation
    * take the segments that its peers' blocks share, so the peers mapped
    * fresh ones (larson: 1.5-2x the page faults, 1.3x the peak RSS). */
-  bool mine = h && atomic_load_explicit(&seg->owner, memory_order_relaxed) == (uintptr_t)h;
+  uintptr_t owner = atomic_load_explicit(&seg->owner, memory_order_relaxed);
+  bool mine = h && owner == (uintptr_t)h;
   if (_ak_malloc_checked || ak_harden_double_free) _ak_block_free_check(pg, p, mine);
   if (!mine) {
     _ak_blk_push_remote(pg, p);
+    /* Into a segment whose thread exited: the purge tick, whose sweep
+     * settles such segments, so that the memory a thread frees for an
+     * exited one goes back even if it allocates nothing (`owner` as read
+     * before the push: once pushed, the segment may be settled, released
+     * and unmapped by another thread). */
+    if (h && owner == AK_OWNER_NONE) maybe_purge(h);
     return;
   }
   if (pg->flags & AK_PG_SOLO) { /* its own span: give the pages back to the segment */
