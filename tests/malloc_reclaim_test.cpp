@@ -165,16 +165,32 @@ TEST(MallocPageDelay, TheOptionIsTheReclaimPolicysPageDelay) {
   ASSERT_EQ(ak_reclaim_set_page_delay(old), 0);
 }
 
+// Page delay 20 ms, purge delay 300 ms, release delay 5 s, on the fake
+// reclaim clock; the delays in force before are restored afterwards.
+class MallocPurgeDelays : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    old_page_ = ak_reclaim_get_page_delay();
+    ak_reclaim_get_delays(&old_purge_, &old_release_);
+    ASSERT_EQ(ak_reclaim_set_page_delay(20), 0);
+    ASSERT_EQ(ak_reclaim_set_delays(300, 5000), 0);
+    _ak_reclaim_set_clock(fake_now);
+  }
+  void TearDown() override {
+    _ak_reclaim_set_clock(nullptr);
+    ak_reclaim_set_page_delay(old_page_);
+    ak_reclaim_set_delays(old_purge_, old_release_);
+    ak_collect(true);
+  }
+
+ private:
+  long old_page_ = 0, old_purge_ = 0, old_release_ = 0;
+};
+
 // The free pages of a segment that a running thread holds are its spare
 // memory: they wait the policy's purge delay, not the page delay (kept
-// past the page delay, decommitted after the purge delay), on the reclaim
-// clock.
-TEST(MallocPageDelay, FreePagesOfARunningThreadsSegmentWaitThePurgeDelay) {
-  long old = ak_reclaim_get_page_delay(), old_purge, old_release;
-  ak_reclaim_get_delays(&old_purge, &old_release);
-  ASSERT_EQ(ak_reclaim_set_page_delay(20), 0);
-  ASSERT_EQ(ak_reclaim_set_delays(300, 5000), 0);
-  _ak_reclaim_set_clock(fake_now);
+// past the page delay, decommitted after the purge delay).
+TEST_F(MallocPurgeDelays, FreePagesOfARunningThreadsSegmentWaitThePurgeDelay) {
   long before = 0, kept = 0, after = 0;
   std::thread([&] {
     void *keep = ak_malloc(24);  // the segment stays in use
@@ -189,10 +205,6 @@ TEST(MallocPageDelay, FreePagesOfARunningThreadsSegmentWaitThePurgeDelay) {
     after = resident_pages(seg);
     ak_free(keep);
   }).join();
-  _ak_reclaim_set_clock(nullptr);
-  ak_reclaim_set_page_delay(old);
-  ak_reclaim_set_delays(old_purge, old_release);
-  ak_collect(true);
   EXPECT_GT(before, 100);
   EXPECT_EQ(kept, before) << "a running thread's free pages went back after the page delay";
   // Decommitted but for the pages still in use: the live block's, and the
@@ -202,12 +214,7 @@ TEST(MallocPageDelay, FreePagesOfARunningThreadsSegmentWaitThePurgeDelay) {
 
 // The free pages of a segment whose thread exited, holding a live block,
 // follow the page delay: no thread allocates there until one adopts it.
-TEST(MallocPageDelay, FreePagesOfAnExitedThreadsSegmentFollowThePageDelay) {
-  long old = ak_reclaim_get_page_delay(), old_purge, old_release;
-  ak_reclaim_get_delays(&old_purge, &old_release);
-  ASSERT_EQ(ak_reclaim_set_page_delay(20), 0);
-  ASSERT_EQ(ak_reclaim_set_delays(300, 5000), 0);
-  _ak_reclaim_set_clock(fake_now);
+TEST_F(MallocPurgeDelays, FreePagesOfAnExitedThreadsSegmentFollowThePageDelay) {
   uintptr_t seg = 0;
   void *keep = nullptr;
   std::thread([&] {
@@ -223,10 +230,6 @@ TEST(MallocPageDelay, FreePagesOfAnExitedThreadsSegmentFollowThePageDelay) {
   ak_collect(false);
   long after = resident_pages(seg);
   ak_free(keep);
-  _ak_reclaim_set_clock(nullptr);
-  ak_reclaim_set_page_delay(old);
-  ak_reclaim_set_delays(old_purge, old_release);
-  ak_collect(true);
   EXPECT_GT(before, 100);
   EXPECT_EQ(kept, before) << "freed pages went back before the page delay";
   EXPECT_LT(after, 40) << "an exited thread's free pages were kept past the page delay";

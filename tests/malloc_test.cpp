@@ -14,8 +14,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "malloc/size_class.h"
@@ -590,6 +592,51 @@ TEST(Threads, FreeIntoExitedThreadsSegmentLeavesItAbandoned) {
   ak_collect(true);
 }
 
+// Two threads that run at once, so that each maps a segment of its own,
+// allocate 2000 blocks of 48 bytes each into `kept` and exit, leaving two
+// abandoned segments. With `spare_pages`, each also leaves free pages that
+// held 1000-byte blocks (committed).
+void exit_two_threads_with_a_segment_each(std::vector<void *> kept[2], bool spare_pages) {
+  std::atomic<int> ready{0};
+  auto fill = [&ready, spare_pages](std::vector<void *> *k) {
+    std::vector<void *> tmp(spare_pages ? 400 : 0);
+    for (auto &p : tmp) p = ak_malloc(1000);
+    for (int i = 0; i < 2000; i++) k->push_back(ak_malloc(48));
+    for (void *p : tmp) ak_free(p);
+    ready++;
+    while (ready.load() != 2) std::this_thread::yield();  // both own a segment before either exits
+  };
+  std::thread e1(fill, &kept[0]), e2(fill, &kept[1]);
+  e1.join();
+  e2.join();
+}
+
+// Runs `work` in a thread t1 and, while t1 is still running, a thread that
+// allocates a block. Returns the abandoned segments once `work` is done
+// and the mappings the other thread made; t1 then frees what `work`
+// returned.
+std::pair<size_t, size_t> abandoned_after_and_maps_beside(const std::function<std::vector<void *>()> &work) {
+  std::atomic<int> step{0};
+  size_t abandoned_after = 0;
+  std::thread t1([&] {
+    std::vector<void *> mine = work();
+    ak_malloc_stats st;
+    ak_malloc_stats_get(&st);
+    abandoned_after = st.abandoned;
+    step = 1;
+    while (step.load() != 2) std::this_thread::yield();
+    for (void *p : mine) ak_free(p);
+  });
+  while (step.load() != 1) std::this_thread::yield();
+  _ak_os_counters c0, c1;
+  _ak_os_get_counters(&c0);
+  std::thread([] { ak_free(ak_malloc(48)); }).join();  // beside t1
+  _ak_os_get_counters(&c1);
+  step = 2;
+  t1.join();
+  return {abandoned_after, c1.map_calls - c0.map_calls};
+}
+
 // A thread that only frees the blocks of exited threads (a consumer that
 // outlives its producers) still gives their memory back: such frees tick
 // the purge clock, whose sweep settles the abandoned segments, so the
@@ -599,15 +646,7 @@ TEST(Threads, FreeingOnlyExitedThreadsBlocksSettlesTheirSegments) {
   ak_collect(true);
   ak_free(ak_malloc(16));  // this thread has a heap
   std::vector<void *> blocks[2];
-  std::atomic<int> ready{0};
-  auto fill = [&ready](std::vector<void *> *b) {
-    for (int i = 0; i < 2000; i++) b->push_back(ak_malloc(48));
-    ready++;
-    while (ready.load() != 2) std::this_thread::yield();  // a segment each: both run before either exits
-  };
-  std::thread e1(fill, &blocks[0]), e2(fill, &blocks[1]);
-  e1.join();
-  e2.join();
+  exit_two_threads_with_a_segment_each(blocks, false);
   ak_malloc_stats s;
   ak_malloc_stats_get(&s);
   ASSERT_EQ(s.abandoned, 2u);
@@ -627,40 +666,18 @@ TEST(Threads, FreeingAnotherSegmentsBlocksLeavesItToTheNextThread) {
   ak_collect(true);
   ak_free(ak_malloc(16));  // this thread has a heap: three running with t1, t2
   std::vector<void *> kept[2];
-  std::atomic<int> ready{0};
-  auto fill = [&ready](std::vector<void *> *k) {
-    for (int i = 0; i < 2000; i++) k->push_back(ak_malloc(48));
-    ready++;
-    while (ready.load() != 2) std::this_thread::yield();  // both own a segment before either exits
-  };
-  std::thread e1(fill, &kept[0]), e2(fill, &kept[1]);
-  e1.join();
-  e2.join();
+  exit_two_threads_with_a_segment_each(kept, false);
   ak_malloc_stats s;
   ak_malloc_stats_get(&s);
   ASSERT_EQ(s.abandoned, 2u);
-  std::atomic<int> step{0};
-  size_t abandoned_after_t1 = 0;
-  std::thread t1([&] {
-    void *a = ak_malloc(48);  // no segment yet: adopts one
-    for (auto &k : kept)      // frees into both exited threads' segments
+  auto [abandoned_after_t1, maps_beside] = abandoned_after_and_maps_beside([&kept] {
+    std::vector<void *> mine{ak_malloc(48)};  // no segment yet: adopts one
+    for (auto &k : kept)                      // frees into both exited threads' segments
       for (size_t i = 0; i < k.size(); i += 2) ak_free(k[i]);
-    ak_malloc_stats st;
-    ak_malloc_stats_get(&st);
-    abandoned_after_t1 = st.abandoned;
-    step = 1;
-    while (step.load() != 2) std::this_thread::yield();
-    ak_free(a);
+    return mine;
   });
-  while (step.load() != 1) std::this_thread::yield();
   EXPECT_EQ(abandoned_after_t1, 1u) << "t1's frees adopted the segment it did not need";
-  _ak_os_counters c0, c1;
-  _ak_os_get_counters(&c0);
-  std::thread([] { ak_free(ak_malloc(48)); }).join();  // beside t1: adopts the one left
-  _ak_os_get_counters(&c1);
-  EXPECT_EQ(c1.map_calls, c0.map_calls) << "a thread beside t1 mapped a fresh segment";
-  step = 2;
-  t1.join();
+  EXPECT_EQ(maps_beside, 0u) << "a thread beside t1 mapped a fresh segment";
   for (auto &k : kept)
     for (size_t i = 1; i < k.size(); i += 2) ak_free(k[i]);
   ak_collect(true);
@@ -679,42 +696,15 @@ TEST(Threads, AHeapWithCommittedPagesLeavesAnAbandonedSegmentToAnotherThread) {
   // Two threads that run at once exit, each leaving a segment with live
   // 48-byte blocks and free pages that held 1000-byte blocks (committed).
   std::vector<void *> kept[2];
-  std::atomic<int> ready{0};
-  auto fill = [&ready](std::vector<void *> *k) {
-    std::vector<void *> tmp(400);
-    for (auto &p : tmp) p = ak_malloc(1000);
-    for (int i = 0; i < 2000; i++) k->push_back(ak_malloc(48));
-    for (void *p : tmp) ak_free(p);
-    ready++;
-    while (ready.load() != 2) std::this_thread::yield();  // both own a segment before either exits
-  };
-  std::thread e1(fill, &kept[0]), e2(fill, &kept[1]);
-  e1.join();
-  e2.join();
+  exit_two_threads_with_a_segment_each(kept, true);
   ak_malloc_stats_get(&s);
   ASSERT_EQ(s.abandoned, 2u);
-  std::atomic<int> step{0};
-  size_t abandoned_after_t1 = 0;
-  std::thread t1([&] {
-    void *a = ak_malloc(48);    // no segment yet: adopts one
-    void *b = ak_malloc(3000);  // a new class, committed free pages at hand
-    ak_malloc_stats st;
-    ak_malloc_stats_get(&st);
-    abandoned_after_t1 = st.abandoned;
-    step = 1;
-    while (step.load() != 2) std::this_thread::yield();
-    ak_free(a);
-    ak_free(b);
+  auto [abandoned_after_t1, maps_beside] = abandoned_after_and_maps_beside([] {
+    return std::vector<void *>{ak_malloc(48),     // no segment yet: adopts one
+                               ak_malloc(3000)};  // a new class, committed free pages at hand
   });
-  while (step.load() != 1) std::this_thread::yield();
   EXPECT_EQ(abandoned_after_t1, 1u) << "the second segment was left to another thread";
-  _ak_os_counters c0, c1;
-  _ak_os_get_counters(&c0);
-  std::thread([] { ak_free(ak_malloc(48)); }).join();  // beside t1: adopts the one left
-  _ak_os_get_counters(&c1);
-  EXPECT_EQ(c1.map_calls, c0.map_calls) << "a thread beside t1 mapped a fresh segment";
-  step = 2;
-  t1.join();
+  EXPECT_EQ(maps_beside, 0u) << "a thread beside t1 mapped a fresh segment";
   for (auto &k : kept)
     for (void *p : k) ak_free(p);
   ak_collect(true);
