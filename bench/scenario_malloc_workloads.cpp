@@ -654,6 +654,6 @@ AKB_SCENARIO(
     "peak resident memory and minor page faults under arenakit, glibc, simple, jemalloc, tcmalloc, mimalloc",
     {{"arenakit.*.time", akb::Better::lower, "s"}},
     // Five repetitions: the threaded workloads' page faults depend on how
-    // the threads are scheduled (larson, 8 runs pinned to one CPU: 680-905
-    // for arenakit, 742-1214 for mimalloc), too wide for a median of three.
+    // the threads are scheduled (larson, 8 runs: 763-1252 for arenakit,
+    // 864-1184 for mimalloc), too wide for a median of three.
     5);
