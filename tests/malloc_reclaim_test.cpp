@@ -235,4 +235,48 @@ TEST_F(MallocPurgeDelays, FreePagesOfAnExitedThreadsSegmentFollowThePageDelay) {
   EXPECT_LT(after, 40) << "an exited thread's free pages were kept past the page delay";
 }
 
+// The page delay that an exited thread's segment follows is the one in
+// force: once a thread that adopted it faulted its decommitted pages in
+// again, its free pages wait the doubled delay (40 ms) when their thread
+// exits in turn, so threads that come in rounds do not decommit what the
+// next round faults in again; they go back once that has passed.
+TEST_F(MallocPurgeDelays, ExitedThreadsFreePagesWaitTheDoubledDelayAfterARefault) {
+  g_fake_ms += 2000;  // past the window (1 s) of any earlier refault
+  uintptr_t seg = 0, again = 0;
+  void *keep = nullptr, *keep2 = nullptr;
+  std::thread([&] {
+    keep = ak_malloc(24);              // the segment is abandoned at exit, not empty
+    std::vector<void *> blocks(4000);  // ~3.9 MiB: every page of the segment
+    for (void *&p : blocks) {
+      p = ak_malloc(1000);
+      ASSERT_NE(p, nullptr);
+      std::memset(p, 0x5a, 1000);
+    }
+    seg = segment_of(keep);
+    for (void *p : blocks) ak_free(p);
+  }).join();
+  g_fake_ms += 100;
+  ak_collect(false);
+  long decommitted = resident_pages(seg);
+  std::thread([&] {
+    keep2 = ak_malloc(24);
+    again = fill_and_free();  // the adopted segment's decommitted pages, faulted in
+  }).join();
+  ASSERT_EQ(again, seg) << "the next thread did not adopt the exited one's segment";
+  long before = resident_pages(seg);
+  g_fake_ms += 30;  // past the page delay set (20 ms), within the doubled one
+  ak_collect(false);
+  long kept = resident_pages(seg);
+  g_fake_ms += 100;  // past the doubled delay too
+  ak_collect(false);
+  long after = resident_pages(seg);
+  ak_free(keep);
+  ak_free(keep2);
+  EXPECT_LT(decommitted, 40);
+  EXPECT_GT(before, 100);
+  EXPECT_EQ(kept, before)
+      << "free pages faulted in again went back after the page delay set, not the doubled one";
+  EXPECT_LT(after, 40);
+}
+
 }  // namespace

@@ -183,11 +183,12 @@ void _ak_segment_release(_ak_segment *seg) {
  *     quiet segment's 63 free pages went back 10 ms after its last span
  *     and 257 of them were faulted in again, 3 % of the workload's faults,
  *     for 8 % less peak resident memory);
- *   - nobody (its thread exited; sweep_abandoned): the page delay (10 ms,
- *     AK_PURGE_DELAY). Such a segment keeps a few live blocks among many
- *     free pages and no thread allocates there until one adopts it:
- *     programs that run threads in rounds kept 1.2-1.5x more resident
- *     memory with 250 ms there (thread churn).
+ *   - nobody (its thread exited; sweep_abandoned): the page delay in
+ *     force (10 ms, AK_PURGE_DELAY, doubled up to 80 ms while decommitted
+ *     pages are taken again soon after). Such a segment keeps a few live
+ *     blocks among many free pages and no thread allocates there until one
+ *     adopts it: programs that run threads in rounds kept 1.1-1.2x more
+ *     resident memory with 250 ms there (thread churn).
  * A page delay of 0 or -1 (at once, or only on ak_collect) holds for
  * both. */
 void _ak_segment_purge(_ak_segment *seg, long delay, uint64_t now_ms) {
