@@ -40,14 +40,14 @@ inline std::string thread_label(int t, int cores) {
 }
 
 // The runner pins children to one CPU; multi-threaded scenarios widen the
-// affinity back to every online CPU and (`emit_cpus`) emit how many they got.
-inline void widen_affinity(bool emit_cpus = true) {
+// affinity back to every online CPU and emit how many they got ("cpus"),
+// which the report's method line quotes.
+inline void widen_affinity() {
   cpu_set_t set;
   CPU_ZERO(&set);
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   for (long i = 0; i < n && i < CPU_SETSIZE; i++) CPU_SET(static_cast<int>(i), &set);
   if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("ak_bench: sched_setaffinity");
-  if (!emit_cpus) return;
   cpu_set_t got;
   CPU_ZERO(&got);
   sched_getaffinity(0, sizeof got, &got);

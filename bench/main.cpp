@@ -65,10 +65,19 @@ int run_scenario(const Scenario &sc, const Options &opts, const std::vector<Allo
 
   std::string params_line;
   for (const auto &kv : params) params_line += (params_line.empty() ? "" : ", ") + kv.first + "=" + kv.second;
+  // A multi-threaded scenario's children widen the runner's pinning to every
+  // CPU (widen_affinity) and say how many they got.
+  std::string placement = opts.pinned;
+  for (const auto &al : allocs)
+    if (data.has(al.label, "cpus")) {
+      placement += opts.cpu >= 0 ? "; the children's threads on " : ", the children's threads on ";
+      placement += fmt_num(data.median(al.label, "cpus"), 0) + " CPUs";
+      break;
+    }
   std::string method =
       std::to_string(reps) + (reps == 1 ? " repetition" : " interleaved repetitions") +
       " of one child process per allocator (" + std::to_string(allocs.size()) + " allocators, LD_PRELOAD, " +
-      opts.pinned + "), medians quoted; parameters: " + params_line +
+      placement + "), medians quoted; parameters: " + params_line +
       (opts.quick ? " (--quick: not for publication)" : "") + "; " + fmt_num(elapsed, 0) + " s.";
 
   // stdout

@@ -81,7 +81,7 @@ int sub(const akb::Params &p) {
 
 int child(const akb::Params &p) {
   if (p.count("sub")) return sub(p);
-  akb::widen_affinity(false);
+  akb::widen_affinity();
   std::vector<std::string> tops = split(p.at("tops"));
   std::vector<akmw::Column> cols = akmw::child_columns(akb::arenakit_only(p));
   akmw::OverMemo memo(kName);

@@ -479,7 +479,7 @@ int sub(const akb::Params &p) {
 
 int child(const akb::Params &p) {
   if (p.count("sub")) return sub(p);
-  akb::widen_affinity(false);
+  akb::widen_affinity();
   std::vector<akmw::Column> cols = akmw::child_columns(akb::arenakit_only(p));
   akmw::OverMemo memo(kName);
   for (const char *wl : kWorkloads) {
