@@ -152,7 +152,7 @@ AK_API void ak_pool_free_slow(ak_pool *p, void *obj); /* inline functions below 
  *  pool's sync mode. Inline: the current slab's free list or never-used
  *  slots (AK_SYNC_NONE: the pool's, then the next slab's list; THREADS: the
  *  calling thread's heap's, no atomic operation; SPINLOCK, LOCKFREE: the
- *  thread's magazine, one uncontended exchange); else the library. */
+ *  thread's magazine: plain moves, no atomic exchange); else the library. */
 AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
   void *o = _ak_pool_cur_pop_list(&p->cur, false);
   if (AK_LIKELY(o != NULL)) return o;

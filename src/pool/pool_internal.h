@@ -493,6 +493,8 @@ void _ak_mag_free(_ak_pool_impl *p, void *o);
  *  structure now (each magazine is taken with one exchange, so the owner
  *  may keep running). */
 void _ak_mag_flush_all(_ak_pool_impl *p);
+/** fork() child: no magazine of `p` is at work or being taken. */
+void _ak_mag_fork_child(_ak_pool_impl *p);
 /** Objects allocated and not yet freed (exact when no call is running). */
 size_t _ak_mag_live(_ak_pool_impl *p);
 /** Its high-water mark (exact with max_objects, else sampled). */

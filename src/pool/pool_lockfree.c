@@ -381,4 +381,5 @@ const _ak_pool_mode _ak_mode_lockfree = {
     .take = _ak_lockfree_take,
     .give = lf_give,
     .on_lists = lf_on_lists,
+    .fork_child = _ak_mag_fork_child,
 };

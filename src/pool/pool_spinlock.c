@@ -38,4 +38,5 @@ const _ak_pool_mode _ak_mode_spinlock = {
     .take = spin_take,
     .give = spin_give,
     .on_lists = _ak_spin_on_lists,
+    .fork_child = _ak_mag_fork_child,
 };

@@ -14,7 +14,8 @@
  * compile-time branch inside them. AK_SYNC_SPINLOCK and AK_SYNC_LOCKFREE
  * pools have a magazine per thread instead (_ak_pool_maghead, in the same
  * thread cache), with a pop and a push of its own (_ak_pool_mag_pop,
- * _ak_pool_mag_push), plain-link builds only. Links go through
+ * _ak_pool_mag_push, inside the owner's mark: _ak_pool_mag_enter,
+ * _ak_pool_mag_leave), plain-link builds only. Links go through
  * arenakit/detail/link.h only. */
 #ifndef ARENAKIT_DETAIL_POOL_H
 #define ARENAKIT_DETAIL_POOL_H
@@ -45,7 +46,7 @@ extern "C" {
  *  ak_pool_create_inline), and the library refuses a pool to a program
  *  built against another layout (NULL, EPROTO, a message) instead of
  *  letting its inline paths misread the pool. */
-#define AK_POOL_LAYOUT_VERSION 3
+#define AK_POOL_LAYOUT_VERSION 4
 
 /** Bits of AK_CONFIG_HARDENED (the hardened library's mitigations; the
  *  library's own names are in src/common/harden.h) that change the inline
@@ -138,15 +139,19 @@ typedef struct _ak_pool_theap {
 
 /** A thread's magazine of an AK_SYNC_SPINLOCK or AK_SYNC_LOCKFREE pool:
  *  the part the inline paths use (the library's _ak_pool_mag begins with
- *  it; src/pool/pool_magazine.c has the protocol). `list` is claimed with
- *  an atomic exchange before it is read and stored back after, since
- *  ak_pool_trim may take it from another thread at any time; non-NULL, it
- *  holds `n` >= 1 free slots chained through their first words. Only the
- *  owner stores `n` (stats read it) and `hi`. */
+ *  it; src/pool/pool_magazine.c has the protocol). Only the owner reads or
+ *  writes `list` and `n` while `busy` is 1, and sets `busy` only when
+ *  `taken` is 0; ak_pool_trim (another thread) sets `taken`, makes the
+ *  owner's marks visible (membarrier(2)), waits until `busy` is 0, then
+ *  takes the chain. Non-NULL, `list` holds `n` >= 1 free slots chained
+ *  through their first words. Only the owner stores `n` (stats read it)
+ *  and `hi`. */
 typedef struct _ak_pool_maghead {
-  void *list;  /**< atomic: the chain of free slots, or NULL */
-  uint32_t n;  /**< atomic (relaxed): the length of `list` */
-  uint32_t hi; /**< a free that finds n >= hi goes to the library */
+  void *list;     /**< atomic (relaxed): the chain of free slots, or NULL */
+  uint32_t n;     /**< atomic (relaxed): the length of `list` */
+  uint32_t hi;    /**< a free that finds n >= hi goes to the library */
+  uint32_t busy;  /**< atomic: 1 while the owner works on `list` */
+  uint32_t taken; /**< atomic: 1 while another thread takes the magazine */
 } _ak_pool_maghead;
 
 /** An entry of the calling thread's cache of per-thread state: the heap
@@ -375,18 +380,42 @@ AK_FAST_PATH bool _ak_pool_heap_free(const struct ak_pool *p, _ak_pool_theap *h,
   return true;
 }
 
+/** The owner enters its work on magazine `m`: false (nothing held) while
+ *  another thread takes the magazine. `fenced` (a compile-time constant
+ *  on the inline paths): a full fence orders the mark before the load of
+ *  `taken`, for a process without membarrier(2); otherwise the taker's
+ *  membarrier(2) does, and the owner pays a plain store and load. */
+AK_FAST_PATH bool _ak_pool_mag_enter(_ak_pool_maghead *m, bool fenced) {
+  _AK_POOL_STORE(m->busy, 1);
+  if (fenced)
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  else
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  if (AK_LIKELY(!__atomic_load_n(&m->taken, __ATOMIC_ACQUIRE))) return true;
+  __atomic_store_n(&m->busy, 0, __ATOMIC_RELEASE);
+  return false;
+}
+
+/** The owner is done with `m`: what it wrote is visible to a taker that
+ *  sees `busy` 0. */
+AK_FAST_PATH void _ak_pool_mag_leave(_ak_pool_maghead *m) { __atomic_store_n(&m->busy, 0, __ATOMIC_RELEASE); }
+
 /** Pops the first slot of magazine `m`'s chain: NULL if the chain is
- *  empty or taken (by a trim), with nothing held. The fast path of
- *  SPINLOCK and LOCKFREE allocations, inline and in the library, in builds
- *  whose links are plain (the hardened library checks them on its own
- *  path). */
-AK_FAST_PATH void *_ak_pool_mag_pop(_ak_pool_maghead *m) {
-  void *o = __atomic_exchange_n(&m->list, NULL, __ATOMIC_ACQUIRE);
-  if (AK_UNLIKELY(o == NULL)) return NULL;
-  /* The chain is ours: n >= 1 slots (the magazine invariant). */
+ *  empty or being taken, with nothing held. The fast path of SPINLOCK and
+ *  LOCKFREE allocations, inline and in the library, in builds whose links
+ *  are plain (the hardened library checks them on its own path). */
+AK_FAST_PATH void *_ak_pool_mag_pop(_ak_pool_maghead *m, bool fenced) {
+  if (AK_UNLIKELY(!_ak_pool_mag_enter(m, fenced))) return NULL;
+  void *o = _AK_POOL_LOAD(m->list);
+  if (AK_UNLIKELY(o == NULL)) {
+    _ak_pool_mag_leave(m);
+    return NULL;
+  }
+  /* n >= 1 slots (the magazine invariant). */
   void *next = _ak_link_get(o, 0);
   _AK_POOL_STORE(m->n, _AK_POOL_LOAD(m->n) - 1);
-  __atomic_store_n(&m->list, next, __ATOMIC_RELEASE);
+  _AK_POOL_STORE(m->list, next);
+  _ak_pool_mag_leave(m);
   /* The next allocation reads `next`'s link and its caller writes it:
    * fetch its line now, overlapping the miss with the work on `o`. */
   __builtin_prefetch(next, 1, 3);
@@ -396,19 +425,20 @@ AK_FAST_PATH void *_ak_pool_mag_pop(_ak_pool_maghead *m) {
 /** Pushes `obj` (a slot of the magazine's pool) on magazine `m`'s chain
  *  if that needs nothing of the library: a chain to push on whose head is
  *  not `obj` (a double free in a row) and below `hi` (the spill, the
- *  last-free check, a counted magazine). False otherwise, with the chain
- *  stored back untouched: the library claims it again and decides. Plain
- *  links, as _ak_pool_mag_pop. */
-AK_FAST_PATH bool _ak_pool_mag_push(_ak_pool_maghead *m, void *obj) {
-  void *c = __atomic_exchange_n(&m->list, NULL, __ATOMIC_ACQUIRE);
+ *  last-free check, a counted magazine). False otherwise, nothing
+ *  changed: the library decides. Plain links, as _ak_pool_mag_pop. */
+AK_FAST_PATH bool _ak_pool_mag_push(_ak_pool_maghead *m, void *obj, bool fenced) {
+  if (AK_UNLIKELY(!_ak_pool_mag_enter(m, fenced))) return false;
+  void *c = _AK_POOL_LOAD(m->list);
   uint32_t n = _AK_POOL_LOAD(m->n);
   if (AK_UNLIKELY(c == NULL || c == obj || n >= m->hi)) {
-    if (c != NULL) __atomic_store_n(&m->list, c, __ATOMIC_RELEASE);
+    _ak_pool_mag_leave(m);
     return false;
   }
   _ak_link_set(obj, c, 0);
   _AK_POOL_STORE(m->n, n + 1);
-  __atomic_store_n(&m->list, obj, __ATOMIC_RELEASE);
+  _AK_POOL_STORE(m->list, obj);
+  _ak_pool_mag_leave(m);
   return true;
 }
 
@@ -418,7 +448,7 @@ AK_FAST_PATH bool _ak_pool_mag_push(_ak_pool_maghead *m, void *obj) {
 AK_FAST_PATH void *_ak_pool_mag_alloc(const struct ak_pool *p) {
   if (AK_POOL_INLINE_ENCODE || !p->mkey) return NULL;
   const _ak_pool_tentry *e = &_ak_pool_tcache[p->mkey & (AK_POOL_TCACHE - 1)];
-  return AK_LIKELY(e->key == p->mkey) ? _ak_pool_mag_pop(e->state.mag) : NULL;
+  return AK_LIKELY(e->key == p->mkey) ? _ak_pool_mag_pop(e->state.mag, false) : NULL;
 }
 
 /** SPINLOCK, LOCKFREE (`p->mkey` set): frees `obj` into the calling
@@ -431,7 +461,7 @@ AK_FAST_PATH bool _ak_pool_mag_free(const struct ak_pool *p, void *obj) {
   if (AK_UNLIKELY(e->key != p->mkey || sb == 0 ||
                   ((const _ak_pool_slab_head *)sb)->magic != (_AK_POOL_SLAB_MAGIC ^ (uintptr_t)p)))
     return false;
-  return _ak_pool_mag_push(e->state.mag, obj);
+  return _ak_pool_mag_push(e->state.mag, obj, false);
 }
 
 #ifdef __cplusplus
