@@ -218,8 +218,8 @@ AK_API bool ak_pool_owns(const ak_pool *p, const void *ptr);
 
 /** Gives cached and empty memory back now: spare and empty slabs, and
  *  those of exited threads. AK_SYNC_THREADS: the caller's slabs now, other
- *  threads' at their next slow path. SPINLOCK and LOCKFREE: every thread's
- *  magazine is emptied first; LOCKFREE with no live object then
+ *  threads' at their next slow path. SPINLOCK, LOCKFREE: every thread's
+ *  magazine first (one membarrier(2)); LOCKFREE with no live object then
  *  decommits every slab (they stay mapped). Thread-safe. */
 AK_API void ak_pool_trim(ak_pool *p);
 
