@@ -475,6 +475,16 @@ TEST(ArenaCppAllocator, VectorContentsComeFromTheArena) {
   EXPECT_TRUE(v.get_allocator() == ak::arena_allocator<int>(a));
 }
 
+TEST(ArenaCppAllocator, AllocatorsAreEqualWhenTheyShareTheArena) {
+  ak::arena a, b;
+  ak::arena_allocator<int> ai(a);
+  EXPECT_TRUE(ai == ak::arena_allocator<double>(a));
+  EXPECT_FALSE(ai != ak::arena_allocator<double>(a));
+  EXPECT_FALSE(ai == ak::arena_allocator<double>(b));
+  EXPECT_TRUE(ai != ak::arena_allocator<double>(b));
+  EXPECT_TRUE(ak::arena_allocator<char>(ai) == ai) << "a rebound copy uses the same arena";
+}
+
 TEST(ArenaCppAllocator, MapAndListNodesComeFromTheArena) {
   ak::arena a;
   using amap = std::map<int, int, std::less<int>, ak::arena_allocator<std::pair<const int, int>>>;

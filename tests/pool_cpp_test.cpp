@@ -747,6 +747,10 @@ TEST(PoolCppAllocator, DefaultConstructedUsesTheSharedDefaultSet) {
   for (int i = 0; i < 100; i++) fl.push_front(i);
   EXPECT_EQ(fl.get_allocator().set(), def);
   EXPECT_TRUE(ak::pool_allocator<int>() == ak::pool_allocator<long>());
+  EXPECT_FALSE(ak::pool_allocator<int>() != ak::pool_allocator<long>());
+  ak::pool_allocator<long> other(std::make_shared<ak::pool_set>(AK_SYNC_NONE));
+  EXPECT_FALSE(ak::pool_allocator<int>() == other) << "another set: neither frees the other's blocks";
+  EXPECT_TRUE(ak::pool_allocator<int>() != other);
   ak::pool_allocator<Payload> a;
   Payload *p = a.allocate(1);
   EXPECT_TRUE(def->owns(p));

@@ -101,6 +101,36 @@ namespace detail {
 /* Throws ak::bad_alloc naming `who`, with the thread's last arenakit error. */
 [[noreturn]] inline void throw_bad_alloc(const char *who) { throw ak::bad_alloc(who, ak_last_error()); }
 
+/* The base of this header's allocators: the memory source that an
+ * allocator, its copies and its rebound copies draw on (an arena, a pool
+ * set); whether a container's assignment and swap carry the source over
+ * (`Travels`) or keep the container on the one it was built with; and the
+ * equality the standard asks of allocators: equal when the source is the
+ * same (then either may free what the other allocated), whatever their
+ * element types. The operators are hidden friends of the base, which
+ * argument-dependent lookup finds through each allocator. */
+template <template <class> class Alloc, class Source, bool Travels>
+class allocator_source {
+ public:
+  using propagate_on_container_copy_assignment = std::bool_constant<Travels>;
+  using propagate_on_container_move_assignment = std::bool_constant<Travels>;
+  using propagate_on_container_swap = std::bool_constant<Travels>;
+  using is_always_equal = std::false_type;
+
+  template <class T, class U>
+  friend bool operator==(const Alloc<T> &x, const Alloc<U> &y) noexcept {
+    return x.source_ == y.source_;
+  }
+  template <class T, class U>
+  friend bool operator!=(const Alloc<T> &x, const Alloc<U> &y) noexcept {
+    return x.source_ != y.source_;
+  }
+
+ protected:
+  explicit allocator_source(Source s) noexcept : source_(std::move(s)) {}
+  Source source_;
+};
+
 }  // namespace detail
 
 /* ===========================================================================
@@ -396,30 +426,26 @@ class arena {
  *
  *  Thread-safety: that of the arena (one thread). Copying is O(1). */
 template <class T>
-class arena_allocator {
+class arena_allocator : public detail::allocator_source<arena_allocator, ak_arena *, false> {
  public:
   using value_type = T;
-  using propagate_on_container_copy_assignment = std::false_type;
-  using propagate_on_container_move_assignment = std::false_type;
-  using propagate_on_container_swap = std::false_type;
-  using is_always_equal = std::false_type;
 
   /** An allocator over `a` (which must outlive it). Implicit, so that a
    *  container can be built straight from an arena. Never throws. */
-  arena_allocator(arena &a) noexcept : a_(a.get()) {}  // NOLINT(google-explicit-constructor)
+  arena_allocator(arena &a) noexcept : allocator_source(a.get()) {}  // NOLINT(google-explicit-constructor)
   /** An allocator over the C arena `a` (must be initialised and outlive
    *  the allocator). Never throws. */
-  explicit arena_allocator(ak_arena *a) noexcept : a_(a) {}
+  explicit arena_allocator(ak_arena *a) noexcept : allocator_source(a) {}
   /** Rebinding copy: same arena, another value type. Never throws. */
   template <class U>
-  arena_allocator(const arena_allocator<U> &other) noexcept : a_(other.get()) {}
+  arena_allocator(const arena_allocator<U> &other) noexcept : allocator_source(other.get()) {}
 
   /** Memory for `n` T aligned to alignof(T), owned by the arena.
    *  Throws std::bad_array_new_length (a std::bad_alloc) if n * sizeof(T)
    *  overflows, ak::bad_alloc if the arena is out of memory. */
   T *allocate(std::size_t n) {
     if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_array_new_length();
-    void *p = ak_arena_alloc(a_, n * sizeof(T), alignof(T));
+    void *p = ak_arena_alloc(source_, n * sizeof(T), alignof(T));
     if (!p) detail::throw_bad_alloc("ak::arena_allocator::allocate");
     return static_cast<T *>(p);
   }
@@ -429,26 +455,12 @@ class arena_allocator {
    *  when `p` is not a block of this allocator's arena; a normal build
    *  ignores `p`. Never throws. */
   void deallocate(T *p, std::size_t n) noexcept {
-    ak_arena_check_block(a_, p, n * sizeof(T), "ak::arena_allocator::deallocate");
+    ak_arena_check_block(source_, p, n * sizeof(T), "ak::arena_allocator::deallocate");
   }
 
   /** The C arena this allocator uses. Never throws. */
-  ak_arena *get() const noexcept { return a_; }
-
- private:
-  ak_arena *a_;
+  ak_arena *get() const noexcept { return source_; }
 };
-
-/** True when both allocators use the same arena. */
-template <class T, class U>
-bool operator==(const arena_allocator<T> &x, const arena_allocator<U> &y) noexcept {
-  return x.get() == y.get();
-}
-/** True when the allocators use different arenas. */
-template <class T, class U>
-bool operator!=(const arena_allocator<T> &x, const arena_allocator<U> &y) noexcept {
-  return x.get() != y.get();
-}
 
 #if AK_HAS_PMR
 /** A std::pmr::memory_resource over an arena, for the std::pmr containers:
@@ -901,26 +913,22 @@ class pool_set {
  *  (AK_SYNC_THREADS by default: any thread, cross-thread deallocation
  *  included); copying is an atomic reference-count increment. */
 template <class T>
-class pool_allocator {
+class pool_allocator : public detail::allocator_source<pool_allocator, std::shared_ptr<pool_set>, true> {
  public:
   using value_type = T;
-  using propagate_on_container_copy_assignment = std::true_type;
-  using propagate_on_container_move_assignment = std::true_type;
-  using propagate_on_container_swap = std::true_type;
-  using is_always_equal = std::false_type;
 
   /** An allocator over pool_set::default_set() (AK_SYNC_THREADS). Throws
    *  ak::bad_alloc only if that set cannot be created. */
-  pool_allocator() : set_(pool_set::default_set()) {}
+  pool_allocator() : allocator_source(pool_set::default_set()) {}
   /** An allocator over `set`, which must not be null. Implicit, so that a
    *  container can be built straight from a set. Never throws. */
   pool_allocator(std::shared_ptr<pool_set> set) noexcept  // NOLINT(google-explicit-constructor)
-      : set_(std::move(set)) {}
+      : allocator_source(std::move(set)) {}
   /** Copies share the set. Declared so that a move copies too. */
   pool_allocator(const pool_allocator &) noexcept = default;
   /** Rebinding copy: same set, another value type. Never throws. */
   template <class U>
-  pool_allocator(const pool_allocator<U> &other) noexcept : set_(other.set()) {}
+  pool_allocator(const pool_allocator<U> &other) noexcept : allocator_source(other.set()) {}
   /** Shares `other`'s set. Never throws. */
   pool_allocator &operator=(const pool_allocator &) noexcept = default;
 
@@ -933,7 +941,7 @@ class pool_allocator {
    *  pool_set::get() throws when the pool cannot be created. */
   T *allocate(std::size_t n) {
     if (n == 1) {
-      void *p = ak_pool_alloc(set_->get(sizeof(T), alignof(T)));
+      void *p = ak_pool_alloc(source_->get(sizeof(T), alignof(T)));
       if (!p) detail::throw_bad_alloc("ak::pool_allocator::allocate");
       return static_cast<T *>(p);
     }
@@ -949,7 +957,7 @@ class pool_allocator {
    *  same `n`. Never throws. */
   void deallocate(T *p, std::size_t n) noexcept {
     if (n == 1) {
-      ak_pool_free(set_->find(sizeof(T), alignof(T)), p);
+      ak_pool_free(source_->find(sizeof(T), alignof(T)), p);
     } else if constexpr (alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
       ::operator delete(p, std::align_val_t(alignof(T)));
     } else {
@@ -958,22 +966,8 @@ class pool_allocator {
   }
 
   /** The pool set this allocator uses. Never throws. */
-  const std::shared_ptr<pool_set> &set() const noexcept { return set_; }
-
- private:
-  std::shared_ptr<pool_set> set_;
+  const std::shared_ptr<pool_set> &set() const noexcept { return source_; }
 };
-
-/** True when both allocators use the same pool set. */
-template <class T, class U>
-bool operator==(const pool_allocator<T> &x, const pool_allocator<U> &y) noexcept {
-  return x.set() == y.set();
-}
-/** True when the allocators use different pool sets. */
-template <class T, class U>
-bool operator!=(const pool_allocator<T> &x, const pool_allocator<U> &y) noexcept {
-  return x.set() != y.set();
-}
 
 #if AK_HAS_PMR
 namespace detail {
