@@ -380,8 +380,9 @@ static inline void _ak_blk_pop(_ak_page *pg, void *b, const char *call) {
     _ak_malloc_fatal(call, b, "corrupted free list (a write after free or a forged link)", pg->cls);
   pg->free = next;
   /* Hardened: no stale link in a handed-out block, so that freeing it
-   * untouched does not look like a double free (and search the lists). */
-  if (ak_harden_double_free) *(uintptr_t *)b = 0;
+   * untouched does not look like a double free (and search the lists):
+   * the stored word 0 (key 0), which decodes to no block of the page. */
+  if (ak_harden_double_free) _ak_link_set(b, NULL, 0);
 }
 
 /** Hardened double-free check, cheap part: true if the first word of `b`

@@ -73,7 +73,9 @@ static _Noreturn AK_COLD void corrupt(_ak_pool_impl *p, void *o, void *next) {
 /* The benign race of a Treiber stack: the link of the head slot may be
  * written by the thread that just popped it. Read it atomically; TSan is
  * told to ignore this one function. */
-static AK_NO_TSAN uintptr_t read_link(void *slot) { return *(uintptr_t volatile *)slot; }
+static AK_NO_TSAN uintptr_t read_link(void *slot) {
+  return (uintptr_t)((const volatile _ak_link *)slot)->next; /* the stored word, decoded by decode() */
+}
 
 /* The second word of the first slot of a batch: length << 48 | the next
  * batch (encoded like a link, with the key of the slot's slab). */
@@ -245,7 +247,7 @@ size_t _ak_lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n) {
  * (bounded search; a link changed under the walk by a concurrent pop ends
  * it). Called with no pool lock held. */
 bool _ak_lockfree_on_stack(_ak_pool_impl *p, void *o) {
-  if (!_ak_pool_plausible(p, (uintptr_t)decode(p, o, *(uintptr_t *)o))) return false;
+  if (!_ak_pool_plausible(p, (uintptr_t)decode(p, o, _ak_link_word(o, 0)))) return false;
   pthread_mutex_lock(&p->mu);
   bool spare = slab_of(p, o)->list == AK_SLAB_SPARE;
   pthread_mutex_unlock(&p->mu);
