@@ -9,9 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -264,6 +266,60 @@ TEST_F(PoolReclaimThreads, ForkWhileTheBackgroundThreadPurges) {
   EXPECT_TRUE(ak_reclaim_thread_running());
   ak_reclaim_thread_stop();
   ak_pool_free(p, mine);
+  ak_pool_destroy(p);
+}
+
+// AK_SYNC_LOCKFREE: a pool that empties takes its stack down, so that the
+// next allocations carve the slabs again in address order; when one thread
+// empties it again and again, at most every 100 ms of the reclaim clock,
+// and at once when a thread leaves it empty.
+class PoolLockfreeReorder : public ::testing::Test, public FakeClockTest {
+ protected:
+  void SetUp() override { use_fake_clock(); }
+  void TearDown() override { restore_clock(); }
+};
+
+TEST_F(PoolLockfreeReorder, AnEmptiedPoolIsReorderedAtMostEvery100Ms) {
+  if (std::string(ak_hardening()).find("shuffle") != std::string::npos)
+    GTEST_SKIP() << "fresh slots are shuffled in this build";
+  ak_pool_options o{};
+  o.object_size = 48;
+  o.sync = AK_SYNC_LOCKFREE;
+  ak_pool *p = ak_pool_create(&o);
+  ASSERT_NE(p, nullptr) << ak_last_error();
+  ak_pool_stats st;
+  ak_pool_stats_get(p, &st);
+  const size_t n = 5000, slot = st.slot_size;
+  std::vector<void *> v(n);
+  // Allocates n objects; returns how many lie one slot after the previous.
+  auto alloc = [&] {
+    size_t in_order = 0;
+    for (size_t i = 0; i < n; i++) {
+      v[i] = ak_pool_alloc(p);
+      if (i > 0 && static_cast<char *>(v[i]) == static_cast<char *>(v[i - 1]) + slot) in_order++;
+    }
+    return in_order;
+  };
+  // Frees them all in a random order: the pool is empty after it.
+  auto free_all = [&](unsigned seed) {
+    std::shuffle(v.begin(), v.end(), std::mt19937(seed));
+    for (void *x : v) ak_pool_free(p, x);
+  };
+  alloc();
+  free_all(1);  // the first time the pool empties: reordered
+  EXPECT_GE(alloc(), n * 9 / 10) << "the first emptying reorders";
+  free_all(2);  // again, at the same time on the clock: not reordered
+  EXPECT_LT(alloc(), n / 10) << "emptied again within 100 ms: the stack keeps the order of the frees";
+  g_fake_ms += 100;
+  free_all(3);  // 100 ms after the last reorder: reordered
+  EXPECT_GE(alloc(), n * 9 / 10) << "emptied 100 ms after the last reorder";
+  free_all(4);  // not reordered
+  std::thread([&] {
+    void *x = ak_pool_alloc(p);
+    ak_pool_free(p, x);
+  }).join();  // a thread leaves the pool empty: reordered at once
+  EXPECT_GE(alloc(), n * 9 / 10) << "a thread that leaves an empty pool reorders it";
+  free_all(5);
   ak_pool_destroy(p);
 }
 

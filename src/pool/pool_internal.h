@@ -173,6 +173,8 @@ typedef struct _ak_pool_mode {
   uint32_t (*take)(_ak_pool_impl *p, void **chain);
   void (*give)(_ak_pool_impl *p, void *chain, uint32_t n);
   bool (*on_lists)(_ak_pool_impl *p, _ak_slab *s, void *o);
+  /** A thread left the pool, its magazine given back (NULL: nothing to do). */
+  void (*thread_left)(_ak_pool_impl *p);
 } _ak_pool_mode;
 
 extern const _ak_pool_mode _ak_mode_none, _ak_mode_spinlock, _ak_mode_lockfree, _ak_mode_threads;
@@ -241,6 +243,9 @@ struct _ak_pool_impl {
    * excess). Never below the true count, so 0 proves that every slot is
    * on the stack (trim). */
   atomic_size_t lf_out;
+  /* LOCKFREE: the reclaim clock (ms) when the stack was last taken down
+   * for address order (0: never; reorder in pool_lockfree.c). */
+  _Atomic uint64_t lf_reordered;
   /* live = mag_live + the `net` of every magazine (exact when no thread
    * is inside a call); with max_objects every call updates mag_live, so
    * it is exact at all times and the cap is enforced with it. */

@@ -335,6 +335,7 @@ static void mag_exit(_ak_pool_impl *p, void *state) {
   pthread_mutex_unlock(&p->mu);
   mag_empty(p, m);
   free(m);
+  if (p->mode->thread_left) p->mode->thread_left(p);
 }
 
 /* _ak_tls_mode.forget: the exiting thread's caches of magazines are
