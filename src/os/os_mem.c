@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* os_mem.c - the OS memory layer: the only file that calls mmap, munmap
- * and madvise. See os_mem.h for the contract.
+/* os_mem.c - the OS memory layer: the only file that calls mmap, munmap,
+ * madvise and membarrier. See os_mem.h for the contract.
  *
  * Portability (docs/platforms.md): mremap, mincore and getrandom are
  * Linux system calls that glibc and musl both wrap; CMake checks for each
@@ -36,6 +36,7 @@
 #endif
 #include <sys/resource.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
@@ -615,4 +616,28 @@ int _ak_os_file_decommit(int fd, void *p, size_t offset, size_t size) {
 
 void _ak_os_file_close(int fd) {
   if (fd >= 0) close(fd);
+}
+
+/* membarrier(2) commands (linux/membarrier.h, not in every libc's headers). */
+#define MB_QUERY 0
+#define MB_PRIVATE_EXPEDITED (1 << 3)
+#define MB_REGISTER_PRIVATE_EXPEDITED (1 << 4)
+
+bool _ak_os_barrier_register(void) {
+#ifdef SYS_membarrier
+  long cmds = syscall(SYS_membarrier, MB_QUERY, 0);
+  return cmds >= 0 && (cmds & MB_PRIVATE_EXPEDITED) &&
+         syscall(SYS_membarrier, MB_REGISTER_PRIVATE_EXPEDITED, 0) == 0;
+#else
+  return false;
+#endif
+}
+
+int _ak_os_barrier(void) {
+#ifdef SYS_membarrier
+  return syscall(SYS_membarrier, MB_PRIVATE_EXPEDITED, 0) == 0 ? 0 : -1;
+#else
+  errno = ENOSYS;
+  return -1;
+#endif
 }

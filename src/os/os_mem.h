@@ -2,7 +2,7 @@
 /* os_mem.h - the OS memory layer (internal).
  *
  * The only code in arenakit that calls mmap, munmap, madvise, ftruncate,
- * fallocate or flock.
+ * fallocate, flock or membarrier.
  * Every function is thread-safe. Errors: NULL or -1 with errno set to what
  * the system call said (ENOMEM when the kernel refuses memory).
  *
@@ -174,6 +174,17 @@ int _ak_os_file_decommit(int fd, void *p, size_t offset, size_t size);
 
 /** Closes the descriptor. */
 void _ak_os_file_close(int fd);
+
+/* ---- process-wide barriers (membarrier(2)) ---------------------------------- */
+
+/** Registers the process for _ak_os_barrier (MEMBARRIER_CMD_PRIVATE_EXPEDITED).
+ *  False when the kernel, an emulator or a seccomp filter does not offer it;
+ *  call once, before the first _ak_os_barrier. */
+bool _ak_os_barrier_register(void);
+
+/** A full memory barrier on every CPU that runs a thread of the process,
+ *  after a successful _ak_os_barrier_register. 0 or -1 + errno. */
+int _ak_os_barrier(void);
 
 /* ---- fault injection (tests only) ------------------------------------------
  * The layer can be told to fail the Nth call of one kind, once, with a given

@@ -495,8 +495,8 @@ void _ak_mag_init(_ak_pool_impl *p);
 void *_ak_mag_alloc(_ak_pool_impl *p);
 void _ak_mag_free(_ak_pool_impl *p, void *o);
 /** Hands the contents of every thread's magazine back to the shared
- *  structure now (each magazine is taken with one exchange, so the owner
- *  may keep running). */
+ *  structure now: marks them all taken, one barrier (membarrier(2)), waits
+ *  out each owner at work on its magazine, then takes it. */
 void _ak_mag_flush_all(_ak_pool_impl *p);
 /** fork() child: no magazine of `p` is at work or being taken. */
 void _ak_mag_fork_child(_ak_pool_impl *p);

@@ -69,11 +69,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "common/error.h"
 #include "common/track.h"
+#include "os/os_mem.h"
 #include "pool/pool_internal.h"
 
 struct _ak_pool_mag {
@@ -143,11 +142,6 @@ static inline void n_set(_ak_pool_mag *m, uint32_t v) { __atomic_store_n(&m->hea
 
 /* ---- the owner and a taker ----------------------------------------------------------- */
 
-/* membarrier(2) commands (linux/membarrier.h, not in every libc's headers). */
-#define MB_QUERY 0
-#define MB_PRIVATE_EXPEDITED (1 << 3)
-#define MB_REGISTER_PRIVATE_EXPEDITED (1 << 4)
-
 /* Whether the owners fence their `busy` mark themselves: only in a process
  * where membarrier(2) with MEMBARRIER_CMD_PRIVATE_EXPEDITED is not
  * available (an old kernel, a seccomp filter, an emulator that does not
@@ -155,15 +149,7 @@ static inline void n_set(_ak_pool_mag *m, uint32_t v) { __atomic_store_n(&m->hea
 static bool g_fenced;
 static pthread_once_t g_barrier_once = PTHREAD_ONCE_INIT;
 
-static void barrier_setup(void) {
-#ifdef SYS_membarrier
-  long cmds = syscall(SYS_membarrier, MB_QUERY, 0);
-  if (cmds >= 0 && (cmds & MB_PRIVATE_EXPEDITED) &&
-      syscall(SYS_membarrier, MB_REGISTER_PRIVATE_EXPEDITED, 0) == 0)
-    return;
-#endif
-  g_fenced = true;
-}
+static void barrier_setup(void) { g_fenced = !_ak_os_barrier_register(); }
 
 /* A taker, after setting `taken`: every owner's `busy` mark stored before
  * this is visible afterwards, and every owner's load of `taken` after it
@@ -174,9 +160,7 @@ static void owners_barrier(void) {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     return;
   }
-#ifdef SYS_membarrier
-  if (syscall(SYS_membarrier, MB_PRIVATE_EXPEDITED, 0) == 0) return;
-#endif
+  if (_ak_os_barrier() == 0) return;
   _ak_fatal("ak_pool_trim: membarrier(2) failed after it was registered (%s)", strerror(errno));
 }
 
