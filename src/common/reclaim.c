@@ -23,6 +23,7 @@
 
 #include "common/assert.h"
 #include "common/error.h"
+#include "common/lifecycle.h"
 #include "common/list.h"
 
 /* ---- the delays and the clock ----------------------------------------------- */
@@ -290,9 +291,11 @@ static void fork_child(void) {
   pthread_mutex_unlock(&g_mu);
 }
 
-/* Once: the condition variables and the atfork handlers. */
-static void once_init(void) {
-  conds_init();
+/* Once: the condition variables. */
+static void once_init(void) { conds_init(); }
+
+/* The fork handlers, at load (common/lifecycle.h). */
+__attribute__((constructor(AK_CTOR_RECLAIM))) static void fork_register(void) {
   (void)pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 

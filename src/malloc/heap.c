@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/lifecycle.h"
 #include "malloc/malloc_internal.h"
 #include "os/os_mem.h"
 
@@ -108,11 +109,18 @@ static void tables_init(void) {
 
 void _ak_malloc_tables_init(void) { pthread_once(&tables_once, tables_init); }
 
-/* May call malloc (pthread_atfork, atexit): runs once the calling thread's
- * heap is in place, so such a call is served normally. */
+/* At load, before the pool's and the reclaim module's handlers
+ * (common/lifecycle.h): a handler the program registers later runs its
+ * prepare step before these take the malloc's locks. pthread_atfork may
+ * call malloc: the heap starts on demand at any time. */
+__attribute__((constructor(AK_CTOR_MALLOC))) static void fork_register(void) {
+  (void)pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+
+/* May call malloc (atexit): runs once the calling thread's heap is in
+ * place, so such a call is served normally. */
 static void global_init(void) {
   (void)pthread_key_create(&heap_key, heap_exit);
-  (void)pthread_atfork(before_fork, after_fork_parent, after_fork_child);
   _ak_stats_at_exit();
   _ak_segment_spares_register(); /* may start the background thread (AK_BACKGROUND=1) */
 }

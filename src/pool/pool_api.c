@@ -204,7 +204,6 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
   }
   /* The concurrent modes keep per-thread state (pool_tls.c). */
   if (p->mode->tls) _ak_tls_register(p, p->mode->tls);
-  _ak_pools_atfork(); /* before the spare set: the handlers' order (pool_core.c) */
   /* The reclaim policy by default: spares kept for reuse and given back by
    * time (spare_slabs, if set, caps them); with release_empty:
    * spare_slabs kept, any other empty slab released at once. */

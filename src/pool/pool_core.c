@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/lifecycle.h"
 #include "common/track.h"
 #include "os/os_mem.h"
 #include "pool/pool_internal.h"
@@ -53,10 +54,9 @@ static size_t g_grave_next;
  * backing's `file_mu`, the 64 shard locks of its slab table and the lock of
  * its spare set (the reclaim module's own handlers take its registry; its
  * background thread holds no lock while it waits for one of these). They run
- * before the malloc's (they are registered after it: the pool's block is
- * allocated first), as the pool's locks are taken around malloc calls and
- * never inside them. The child's only thread is the one that took them all,
- * so it releases them as the parent does (default mutexes: no owner check). */
+ * before the malloc's (registered after them, at load: common/lifecycle.h),
+ * as the pool's locks are taken around malloc calls and never inside them. The child's only thread is the one
+ * that took them all, so it releases them as the parent does (default mutexes: no owner check). */
 static void fork_prepare(void) {
   pthread_mutex_lock(&g_pools_mu);
   _ak_tls_fork_lock();
@@ -91,12 +91,12 @@ static void fork_child(void) {
   pthread_mutex_unlock(&g_pools_mu);
 }
 
-static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
-static void fork_register(void) { (void)pthread_atfork(fork_prepare, fork_release, fork_child); }
+/* At load, after the malloc's handlers (common/lifecycle.h). */
+__attribute__((constructor(AK_CTOR_POOL))) static void fork_register(void) {
+  (void)pthread_atfork(fork_prepare, fork_release, fork_child);
+}
 
 uint64_t _ak_pools_new_id(void) { return atomic_fetch_add(&g_next_id, 1); }
-
-void _ak_pools_atfork(void) { pthread_once(&g_fork_once, fork_register); }
 
 void _ak_pools_add(_ak_pool_impl *p) {
   pthread_mutex_lock(&g_pools_mu);

@@ -283,10 +283,6 @@ static inline _ak_pool_impl *_ak_impl(const ak_pool *p) { return (_ak_pool_impl 
 
 /** A new pool id (never reused over the process lifetime). */
 uint64_t _ak_pools_new_id(void);
-/** Registers the fork handlers, once: after the malloc's own (the pool's
- *  block is allocated first) and before the reclaim module's (a pool's
- *  spare set registers it), as ak_pool_create calls it (see fork_prepare). */
-void _ak_pools_atfork(void);
 /** Adds `p` to the registry of live pools. */
 void _ak_pools_add(_ak_pool_impl *p);
 /** Takes `p` out of the registry. */

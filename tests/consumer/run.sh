@@ -11,7 +11,9 @@
 #                     arenakit::malloc_static
 #   pkg-config        pkg-config --cflags --libs [--static] arenakit against
 #                     the install prefix, plain compiler driver; --static
-#                     gives a binary without libarenakit.so
+#                     gives a binary without libarenakit.so; a program
+#                     dlopens, uses and dlcloses the installed library and
+#                     plugins linked with it, shared and static, 300 times
 #   add_subdirectory  add_subdirectory(<arenakit source dir>) in a consumer
 #   FetchContent      FetchContent_MakeAvailable from a git clone of the
 #                     checkout (its HEAD; the source directory itself when
@@ -369,6 +371,30 @@ pkgconfig_way() {
     check_link "$o/app_c_static" static || return 1
     run_app "$log" "$o/app_c_static" || return 1
   done
+  # Unloading (docs/design.md, "Lifecycle"): a program built as users build
+  # (-O2, lazy binding) dlopens the installed libarenakit.so, and plugins
+  # linked with `pkg-config --libs` and `--static --libs`, uses and closes
+  # them 300 times with threads that exit after each close, with and
+  # without the background thread.
+  local lc=$here/../lifecycle u=$bdir/unload
+  mkdir -p "$u"
+  step "$log" "$cc" -std=c11 -O2 $cflags "$lc/unload_ctest.c" -o "$u/unload" -ldl -pthread &&
+    step "$log" "$cc" -std=c11 -O2 -fPIC -shared $cflags "$lc/unload_plugin.c" -o "$u/plugin_shared.so" $libs \
+      -Wl,-rpath,"$libdir" &&
+    step "$log" "$cc" -std=c11 -O2 -fPIC -shared $cflags "$lc/unload_plugin.c" -o "$u/plugin_static.so" $slibs || {
+    echo "building the dlopen/dlclose program and plugins with pkg-config failed"
+    return 1
+  }
+  local bg what
+  for bg in 0 1; do
+    for what in "lib $libdir/libarenakit.so" "plugin $u/plugin_shared.so" "plugin $u/plugin_static.so"; do
+      # shellcheck disable=SC2086
+      AK_BACKGROUND=$bg step "$log" "$u/unload" $what 300 || {
+        echo "dlopen, use, dlclose 300 times failed: unload $what (AK_BACKGROUND=$bg)"
+        return 1
+      }
+    done
+  done
   return 0
 }
 if [ $installed -ne 1 ]; then
@@ -376,7 +402,7 @@ if [ $installed -ne 1 ]; then
 elif [ -z "$pkgconfig" ]; then
   fail $way "" "neither pkg-config nor pkgconf is installed (scripts/deps.sh test installs pkgconf)"
 elif why=$(pkgconfig_way); then
-  echo "$way: ok (shared via rpath and LD_LIBRARY_PATH, --static; -O0 and -O2)"
+  echo "$way: ok (shared via rpath and LD_LIBRARY_PATH, --static; -O0 and -O2; dlopen/dlclose x300)"
 else
   fail $way "$log" "$why"
 fi
