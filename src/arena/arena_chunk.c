@@ -165,8 +165,15 @@ static ak_arena_chunk *next_regular(ak_arena *a, size_t size, size_t align) {
   }
   if (want < need) want = need;
   ak_arena_chunk *c = map_chunk(a, want);
+  /* Degrade, not give up: the doubled size may exceed what the system
+   * grants (an address-space limit, overcommit) while the request fits a
+   * smaller chunk; the growth step stays for the next refill. */
+  if (!c && want > need) {
+    want = need; /* not a growth step: next_chunk stays */
+    c = map_chunk(a, want);
+  }
   if (!c) {
-    _ak_error(errno ? errno : ENOMEM, "ak_arena_alloc: the OS refused a new chunk");
+    _ak_error(errno ? errno : ENOMEM, "ak_arena_alloc: the OS refused a new chunk of %zu bytes", need);
     return NULL;
   }
   if (!place(data_start(c), budget_end(a, c), size, align)) {

@@ -174,8 +174,12 @@ void *ak_aligned_alloc(size_t align, size_t n) {
   uintptr_t p = ((uintptr_t)b + align - 1) & ~(uintptr_t)(align - 1);
   if (p != (uintptr_t)b) {
     _ak_segment *seg = _ak_seg_of(b);
-    if (seg->kind == AK_SEG_SMALL) /* free() will normalise; atomic: remote frees read flags */
-      __atomic_fetch_or(&_ak_page_of(seg, b)->flags, AK_PG_ALIGNED, __ATOMIC_RELAXED);
+    if (seg->kind != AK_SEG_SMALL) { /* a solo size served by a mapping of its own (no segment to be had) */
+      ak_free(b);
+      return _ak_large_alloc(n, align, false);
+    }
+    /* free() will normalise; atomic: remote frees read flags */
+    __atomic_fetch_or(&_ak_page_of(seg, b)->flags, AK_PG_ALIGNED, __ATOMIC_RELAXED);
   }
   return (void *)p;
 }

@@ -308,7 +308,12 @@ void *_ak_heap_solo_alloc(_ak_mheap *h, size_t n, bool zero) {
     seg = _ak_solo_place(h, k, &at);
   }
   if (!seg && adopt_for(h, k)) seg = _ak_solo_place(h, k, &at); /* exited threads' pages */
-  return _ak_solo_take(h, seg, at, n, zero);                    /* seg NULL: a fresh segment */
+  void *p = _ak_solo_take(h, seg, at, n, zero);                 /* seg NULL: a fresh segment */
+  /* No segment to be had (an address-space limit, overcommit): a mapping
+   * of the block's own size may still be (degrade, not fail). Aligned as
+   * a span is (64 KiB): ak_aligned_alloc relies on it. */
+  if (!p && !seg) p = _ak_large_alloc(n, AK_PAGE_SIZE, zero);
+  return p;
 }
 
 void *_ak_malloc_slow(size_t n) {
