@@ -56,6 +56,7 @@ const char *errno_name(int e) {
     case ENOENT: return "ENOENT";
     case ENOTDIR: return "ENOTDIR";
     case EISDIR: return "EISDIR";
+    case ENODEV: return "ENODEV";
     case EACCES: return "EACCES";
     case EROFS: return "EROFS";
     case EBADF: return "EBADF";
@@ -124,6 +125,8 @@ struct ScratchDir {
     chmod((path + "/readonly").c_str(), 0700);
     rmdir((path + "/readonly").c_str());
     unlink((path + "/plain").c_str());
+    unlink((path + "/fifo").c_str());
+    unlink((path + "/zero-link").c_str());
     rmdir(path.c_str());
   }
 };
@@ -150,6 +153,20 @@ std::string file_parent_path() {
   FILE *fp = fopen(f.c_str(), "w");
   if (fp) fclose(fp);
   return f + "/pool.dat";
+}
+
+// A FIFO in the scratch directory (a file that is not a regular one).
+std::string fifo_path() {
+  std::string f = scratch_dir() + "/fifo";
+  mkfifo(f.c_str(), 0600);
+  return f;
+}
+
+// A symbolic link to a device (/dev/zero): followed, then refused.
+std::string device_link_path() {
+  std::string f = scratch_dir() + "/zero-link";
+  (void)!symlink("/dev/zero", f.c_str());
+  return f;
 }
 
 Got create_file_pool(const std::string &path) {
@@ -672,6 +689,18 @@ const std::vector<Row> &table() {
           [] { return create_file_pool(file_parent_path()); }),
       ret("ak_pool_create", "AK_BACKING_FILE, path is a directory", "NULL", "EISDIR",
           "^ak_pool_create: pool 'bad': cannot create file", [] { return create_file_pool(scratch_dir()); }),
+      ret("ak_pool_create", "AK_BACKING_FILE, path is a FIFO", "NULL", "EINVAL",
+          "^ak_pool_create: pool 'bad': file '.*/fifo' is not a regular file",
+          [] { return create_file_pool(fifo_path()); }),
+      ret("ak_pool_create", "AK_BACKING_FILE, path is a device (/dev/null)", "NULL", "EINVAL",
+          "^ak_pool_create: pool 'bad': file '/dev/null' is not a regular file",
+          [] { return create_file_pool("/dev/null"); }),
+      ret("ak_pool_create", "AK_BACKING_FILE, path is a link to a device (/dev/zero)", "NULL", "EINVAL",
+          "^ak_pool_create: pool 'bad': file '.*/zero-link' is not a regular file",
+          [] { return create_file_pool(device_link_path()); }),
+      ret("ak_pool_create", "AK_BACKING_FILE, a /proc file (no shared mapping)", "NULL", "ENODEV",
+          "^ak_pool_create: pool 'bad': file '/proc/self/clear_refs' is on a file system that cannot map it shared",
+          [] { return create_file_pool("/proc/self/clear_refs"); }),
 
       // ---- pool.h: allocation and free ------------------------------------------------------------
       dies("ak_pool_alloc", "p = NULL (the inline fast path reads the pool)", "",

@@ -121,13 +121,13 @@ typedef struct ak_pool_stats {
 /** A pool. Opaque: its head, read by the inline paths, is not API. */
 typedef struct ak_pool ak_pool;
 
-/** Creates a pool, owned by the caller until ak_pool_destroy(). Returns
- *  NULL with EINVAL if object_size is 0, align is not a power of two or
- *  exceeds the slab size, slab_size is not a power of two >= the page
- *  size, the object does not fit a slab, backing is FILE without a path or
- *  another backing with one, or an enum is out of range; with the errno of
- *  open/ftruncate if the file cannot be created (message naming the path);
- *  ENOMEM if memory runs out. Thread-safe. */
+/** Creates a pool, owned by the caller until ak_pool_destroy(). NULL with
+ *  EINVAL if object_size is 0, align is not a power of two or exceeds the
+ *  slab size, slab_size is not a power of two >= the page size, the object
+ *  does not fit a slab, an enum is out of range, backing is FILE without a
+ *  path (another with one) or the path is not a regular file; EBUSY if
+ *  another pool has the file; the errno of open, ftruncate or a probe
+ *  (ENODEV: /proc) if it cannot be mapped shared or allocated. Thread-safe. */
 AK_API ak_pool *ak_pool_create(const ak_pool_options *opts);
 
 /** ak_pool_create as these headers call it (`inline_abi` =

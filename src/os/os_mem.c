@@ -35,6 +35,7 @@
 #include <sys/random.h>
 #endif
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysinfo.h>
@@ -524,15 +525,57 @@ size_t _ak_os_commit_limit(void) {
   return limit;
 }
 
-int _ak_os_file_open(const char *path) {
-  /* Not O_TRUNC: the lock decides first whether the file may be emptied. */
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+/* The file system backs the file as the pool will use it: a page mapped
+ * shared (tried first: it writes nothing, and pseudo files such as /proc's
+ * have no mmap), then a page of blocks allocated (posix_fallocate), then
+ * the file emptied again. 0, or -1 + errno and `*why`. */
+static int file_probe(int fd, const char **why) {
+  size_t ps = system_page_size();
+  void *m = mmap(NULL, ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    *why = "is on a file system that cannot map it shared (mmap MAP_SHARED)";
+    return -1;
+  }
+  munmap(m, ps);
+  int e;
+  while ((e = posix_fallocate(fd, 0, (off_t)ps)) == EINTR) {
+  }
+  if (e) {
+    *why = "is on a file system that cannot allocate blocks for it (posix_fallocate)";
+    errno = e;
+    return -1;
+  }
+  if (ftruncate(fd, 0) != 0) {
+    *why = "cannot be truncated";
+    return -1;
+  }
+  return 0;
+}
+
+int _ak_os_file_open(const char *path, const char **why) {
+  /* Not O_TRUNC: the type and the lock decide first whether the file may
+   * be emptied. O_NONBLOCK: opening a FIFO or a device never waits. */
+  *why = NULL;
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0600);
   if (fd < 0) return -1;
+  struct stat st;
   int e = 0;
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0)
-    e = errno == EWOULDBLOCK ? EBUSY : errno;
-  else if (ftruncate(fd, 0) != 0)
+  if (fstat(fd, &st) != 0) {
     e = errno;
+  } else if (!S_ISREG(st.st_mode)) {
+    *why = "is not a regular file";
+    e = EINVAL;
+  } else if (fcntl(fd, F_SETFL, 0) != 0) {
+    e = errno;
+  } else if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    e = errno == EWOULDBLOCK ? EBUSY : errno;
+    *why = "is in use by another pool (locked)";
+  } else if (ftruncate(fd, 0) != 0) {
+    e = errno;
+    *why = "cannot be truncated";
+  } else if (file_probe(fd, why) != 0) {
+    e = errno;
+  }
   if (e) {
     close(fd);
     errno = e;

@@ -135,12 +135,21 @@ void _ak_os_heap_free(void *p, size_t size);
 /* ---- file backing ----------------------------------------------------------
  * A file whose contents are mapped MAP_SHARED, one aligned window per slab. */
 
-/** Creates the file at `path` for read-write (or opens it) and takes an
- *  exclusive advisory lock on it (flock: one per open file, so a second
- *  pool in the same process is refused too), then truncates it to 0.
- *  Returns the descriptor, or -1 + errno: EBUSY when another open of the
- *  file holds the lock (a live pool uses it; nothing was truncated). */
-int _ak_os_file_open(const char *path);
+/** Creates the file at `path` for read-write (or opens it, following
+ *  links), checks that it is a regular file, takes an exclusive advisory
+ *  lock on it (flock: one per open file, so a second pool in the same
+ *  process is refused too), truncates it to 0 and proves that its file
+ *  system can do what the backing needs: map a page shared, then allocate
+ *  its blocks (posix_fallocate); the file is left empty. Returns the
+ *  descriptor, or -1 + errno with `*why` the reason for the message
+ *  ("file 'PATH' <why>"), NULL when open itself failed (the message says
+ *  the file cannot be created): EINVAL "is not a regular file" (a FIFO, a
+ *  device, a directory opened somehow, a socket; also through a link;
+ *  nothing was truncated); EBUSY "is in use by another pool (locked)"
+ *  (nothing was truncated); the probe's errno with "is on a file system
+ *  that cannot map it shared" (ENODEV: /proc and sysfs files) or "... that
+ *  cannot allocate blocks for it". */
+int _ak_os_file_open(const char *path, const char **why);
 
 /** Sets the file's size to `size` bytes (ftruncate); used to shrink it.
  *  0 or -1 + errno. */

@@ -188,11 +188,12 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
   }
   if (o.backing == AK_BACKING_FILE) {
     p->path = strdup(o.path);
-    p->fd = p->path ? _ak_os_file_open(o.path) : -1;
+    const char *why = NULL;
+    p->fd = p->path ? _ak_os_file_open(o.path, &why) : -1;
     if (p->fd < 0) {
       int e = p->path ? errno : ENOMEM;
-      if (e == EBUSY)
-        _ak_error(e, "%s: pool '%s': file '%s' is in use by another pool (locked)", call, p->name, o.path);
+      if (why)
+        _ak_error(e, "%s: pool '%s': file '%s' %s: %s", call, p->name, o.path, why, strerror(e));
       else
         _ak_error(e, "%s: pool '%s': cannot create file '%s': %s", call, p->name, o.path, strerror(e));
       free(p->path);
