@@ -132,13 +132,14 @@ AK_API int ak_malloc_stats_print(FILE *f);
  *  (not a number, out of range, trailing text) is rejected with one line on
  *  stderr naming the variable and the value, and the default is used. */
 typedef enum ak_option {
-  AK_OPTION_SHOW_STATS = 0,  /**< AK_SHOW_STATS: a report at exit by the
-                                  process the variable was set for (or the
-                                  program it execs), not by its children;
-                                  every process with "%p" in PATH
+  AK_OPTION_SHOW_STATS = 0,  /**< AK_SHOW_STATS: a report at exit by
+                                  every process that used the heap
                                   (AK_SHOW_STATS_OFF, _TEXT, _JSON;
-                                  environment: 0, 1, json, file:PATH or
-                                  json:PATH, "%p" in PATH = the pid) */
+                                  environment: 0, 1, json or 2, file:PATH
+                                  or json:PATH, "%p" in PATH = the pid);
+                                  to stderr, or when stderr is closed to
+                                  arenakit-stats.<pid>.txt in the current
+                                  directory (else $TMPDIR) */
   AK_OPTION_VERBOSE = 1,     /**< AK_VERBOSE: print options and warnings (0/1) */
   AK_OPTION_PURGE_DELAY = 2, /**< AK_PURGE_DELAY: ms before a free page of
                                   a segment whose thread exited, or a

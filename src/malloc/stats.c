@@ -13,19 +13,23 @@
  * ak_malloc_stats_print hands to a stdio stream and the AK_SHOW_STATS exit
  * report writes with write(2) (stdio may be closed or torn down at exit).
  *
- * Which processes report: the one AK_SHOW_STATS was set for, and the
- * programs it execs in its place (same pid: a launcher script's final
- * `exec`), not the children it starts or forks - one report per command
- * line. The first process that reads the variable from its environment
- * records its pid in AK_SHOW_STATS_PID, which its children inherit; a
- * process reports only if that pid is its own (or, for an option set with
- * ak_option_set, if it is the process that started the heap). A report
- * path with "%p" (one file per process) asks for a report from every
- * process. */
+ * Which processes report: every process that started the heap, once, at
+ * its exit (a forked child that exits through exit() too, its header
+ * saying which process it was forked from; one that execs reports as the
+ * new program): a wrapper (`time prog`, a shell) and the program it runs
+ * each print their own report, headed by their names.
+ *
+ * Where the report goes: the file of file:PATH / json:PATH ("%p" = the
+ * pid), else stderr. A report that cannot be written there (stderr closed,
+ * as `sort` closes it at exit, or not writable; the file not openable) is
+ * never lost silently: it goes to arenakit-stats.<pid>.txt in the current
+ * directory (else in $TMPDIR, else /tmp), and a line saying where goes to
+ * the next channel that takes it: stderr, else the terminal (/dev/tty). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,18 +55,13 @@ atomic_long _ak_options[AK_OPTION_COUNT_];
 static atomic_bool options_set_by_api[AK_OPTION_COUNT_];
 
 /* AK_SHOW_STATS=file:PATH / json:PATH: where the exit report goes ("" =
- * stderr). Set by the first parse of the option (before main), before any
- * report; its copy lives in a mapping of its own (report_map): the report's
- * buffers stay out of .bss, where they would spread the small variables
- * that every process touches over more pages (each a page fault at start). */
+ * stderr). Set when the heap reads its options, before any report; its copy lives in a mapping of its own
+ * (report_map): the report's buffers stay out of .bss, where they would spread the small variables that every
+ * process touches over more pages (each a page fault at start). */
 static const char *report_path = "";
 /* When and in which process the heap started (the exit report's header). */
 static struct timespec heap_started;
 static pid_t heap_pid;
-/* The process whose report is wanted (see the top of this file): the pid
- * from AK_SHOW_STATS_PID, 0 to follow heap_pid. */
-static long report_owner;
-static const char owner_env[] = "AK_SHOW_STATS_PID";
 
 /* Memory for the report's path and buffers, mapped when first needed and
  * kept (no malloc: they serve the exit report and run before the heap
@@ -96,7 +95,7 @@ static bool parse_option(int i, const char *s, long *out) {
   }
   long form = !strncmp(s, "file:", 5) ? AK_SHOW_STATS_TEXT : !strncmp(s, "json:", 5) ? AK_SHOW_STATS_JSON : 0;
   if (!form || !s[5] || strlen(s + 5) >= PATH_MAX) return false;
-  if (strcmp(report_path, s + 5) != 0) { /* parsed twice: before main and at the first call */
+  if (strcmp(report_path, s + 5) != 0) { /* the same path again: the copy stays */
     char *copy = report_map(strlen(s + 5) + 1);
     if (!copy) return false;
     strcpy(copy, s + 5);
@@ -394,37 +393,6 @@ int ak_malloc_stats_print(FILE *f) {
   return -1;
 }
 
-/* Decides, before main, which process reports (the top of this file): a
- * constructor, so that AK_SHOW_STATS_PID is in the environment before the
- * program copies it (a shell reads environ into its variables in main) and
- * before any child starts. setenv may call malloc: the heap is ready for it
- * (its first call initialises it). */
-__attribute__((constructor)) static void stats_choose_owner(void) {
-  const char *set = getenv("AK_SHOW_STATS");
-  int saved = errno; /* parsing and setenv may set it: the program's start sees it untouched */
-  long form;
-  bool on = set && *set && parse_option(AK_OPTION_SHOW_STATS, set, &form) && form != AK_SHOW_STATS_OFF;
-  errno = saved;
-  if (!on) return;
-  const char *owner = getenv(owner_env);
-  if (owner && *owner) {
-    report_owner = atol(owner);
-    return;
-  }
-  char pid[24];
-  snprintf(pid, sizeof pid, "%ld", (long)getpid());
-  report_owner = (long)getpid();
-  (void)setenv(owner_env, pid, 1);
-  errno = saved;
-}
-
-/* True if this process prints the AK_SHOW_STATS report. */
-static bool report_is_ours(void) {
-  if (strstr(report_path, "%p")) return true; /* a file per process: every one */
-  long owner = report_owner ? report_owner : (long)heap_pid;
-  return owner == (long)getpid();
-}
-
 /* report_path with each "%p" replaced by the pid (one file per process). */
 static void expand_path(char *out, size_t cap, long pid) {
   report r = {out, 0, cap};
@@ -438,12 +406,90 @@ static void expand_path(char *out, size_t cap, long pid) {
   }
 }
 
-/* The AK_SHOW_STATS report: one per command line (see the top of this
- * file), headed by the program's name
- * and pid, written with write(2) to stderr or appended to the chosen file. */
+/* True if `fd` is open for writing. */
+static bool fd_writable(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  return fl >= 0 && (fl & O_ACCMODE) != O_RDONLY;
+}
+
+/* Writes the report to `fd`; SIGPIPE (a reader that went away) is held
+ * back and discarded, so a failed write is a return value, not the end of
+ * the process. 0, or -1 with errno. */
+static int write_report(int fd, const char *buf, size_t n) {
+  sigset_t pipe_only, old;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  int rc = _ak_write_all(fd, buf, n);
+  int e = errno;
+  if (rc != 0 && e == EPIPE && !sigismember(&old, SIGPIPE)) {
+    struct timespec none = {0, 0};
+    (void)sigtimedwait(&pipe_only, NULL, &none); /* the one this write raised */
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  errno = e;
+  return rc;
+}
+
+/* The fallback: arenakit-stats.<pid>.txt in the current directory, else
+ * $TMPDIR, else /tmp. The descriptor (its path in `path`), or -1. */
+static int open_fallback(char *path, size_t cap, long pid) {
+  const char *tmp = getenv("TMPDIR");
+  const char *dirs[] = {".", tmp && *tmp ? tmp : "/tmp", "/tmp"};
+  for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+    report r = {path, 0, cap};
+    put(&r, "%s/arenakit-stats.%ld.txt", dirs[i], pid);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) return fd;
+  }
+  return -1;
+}
+
+/* A line to the first channel that takes it: stderr, else the terminal. */
+static void tell(const char *line, size_t n) {
+  if (fd_writable(2) && write_report(2, line, n) == 0) return;
+  int tty = open("/dev/tty", O_WRONLY | O_NOCTTY | O_CLOEXEC);
+  if (tty < 0) return;
+  (void)write_report(tty, line, n);
+  close(tty);
+}
+
+/* Under report_mu: writes the finished report to where it was asked for
+ * (see the top of this file), or to the fallback file. */
+static void deliver(const char *text, size_t n, long pid) {
+  char path[PATH_MAX];
+  if (report_path[0]) {
+    expand_path(path, sizeof path, pid);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      _ak_warn("AK_SHOW_STATS: cannot open %s: %s; the report goes to stderr", path, strerror(errno));
+    } else {
+      int rc = write_report(fd, text, n);
+      int e = errno;
+      close(fd);
+      if (rc == 0) return;
+      _ak_warn("AK_SHOW_STATS: cannot write %s: %s; the report goes to stderr", path, strerror(e));
+    }
+  }
+  if (fd_writable(2) && write_report(2, text, n) == 0) return;
+  int fd = open_fallback(path, sizeof path, pid);
+  if (fd < 0) return; /* nowhere left to write */
+  int rc = write_report(fd, text, n);
+  close(fd);
+  char line[PATH_MAX + 96];
+  report r = {line, 0, sizeof line};
+  if (rc == 0)
+    put(&r, "arenakit: AK_SHOW_STATS: stderr is closed; the report of pid %ld is in %s\n", pid, path);
+  else
+    put(&r, "arenakit: AK_SHOW_STATS: stderr is closed and %s cannot be written\n", path);
+  tell(r.buf, r.len);
+}
+
+/* The AK_SHOW_STATS report of this process (see the top of this file),
+ * headed by the program's name and pid. */
 static void print_at_exit(void) {
   long form = atomic_load(&_ak_options[AK_OPTION_SHOW_STATS]);
-  if (form == AK_SHOW_STATS_OFF || !report_is_ours()) return;
+  if (form == AK_SHOW_STATS_OFF) return;
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
   double elapsed =
@@ -468,17 +514,7 @@ static void print_at_exit(void) {
     put(&r, "): heap statistics at exit, %.3f s after the heap started\n", elapsed);
     format_text(&r, &b->stats, &m);
   }
-  int fd = 2;
-  if (report_path[0]) {
-    char path[PATH_MAX];
-    expand_path(path, sizeof path, pid);
-    fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0)
-      _ak_warn("AK_SHOW_STATS: cannot open %s: %s; the report goes to stderr", path, strerror(errno));
-    if (fd < 0) fd = 2;
-  }
-  (void)_ak_write_all(fd, r.buf, r.len);
-  if (fd != 2) close(fd);
+  deliver(r.buf, r.len, pid);
   pthread_mutex_unlock(&report_mu);
 }
 

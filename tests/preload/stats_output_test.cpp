@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 // stats_output_test.cpp - what a user reads: the AK_SHOW_STATS exit report
-// (one per command line, headed by program name and pid, human units, the
-// kernel's RSS and faults; JSON and file forms), the rejection of invalid
+// (one per process, headed by program name and pid, human units, the
+// kernel's RSS and faults; JSON and file forms; a file when stderr is
+// closed), the rejection of invalid
 // option values in the environment, tested from outside:
 // tests/preload/stats_prog.c runs under LD_PRELOAD with the variables set.
 // (The printers and ak_option_set are tested in tests/stats_print_test.cpp.)
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,13 +35,15 @@ std::string slurp(const std::string &path) {
 }
 
 // Runs stats_prog with `mode` under the preload and the given environment
-// assignments (NAME=VALUE), capturing stdout and stderr apart.
-ProgRun run_prog(const std::vector<std::string> &env, const char *mode = "plain") {
+// assignments (NAME=VALUE), capturing stdout and stderr apart; in `cwd` if
+// given.
+ProgRun run_prog(const std::vector<std::string> &env, const char *mode = "plain",
+                 const std::string &cwd = "") {
   char dir[] = "/tmp/ak_stats_XXXXXX";
   EXPECT_NE(mkdtemp(dir), nullptr);
   std::string out = std::string(dir) + "/out", err = std::string(dir) + "/err";
-  std::string cmd =
-      "env -u AK_SHOW_STATS -u AK_SHOW_STATS_PID -u AK_VERBOSE -u AK_PURGE_DELAY LD_PRELOAD=" AK_TEST_PRELOAD;
+  std::string cmd = (cwd.empty() ? std::string() : "cd '" + cwd + "' && ") +
+                    "env -u AK_SHOW_STATS -u AK_VERBOSE -u AK_PURGE_DELAY LD_PRELOAD=" AK_TEST_PRELOAD;
   for (const std::string &e : env) cmd += " '" + e + "'";
   cmd += " " AK_TEST_STATS_PROG " ";
   cmd += mode;
@@ -95,12 +99,14 @@ TEST(StatsReport, NothingWithoutTheOption) {
   EXPECT_EQ(r.err, "");
 }
 
-TEST(StatsReport, AForkedChildDoesNotReport) {
+// A forked child that exits through exit() reports too, saying whose copy
+// of the heap it is.
+TEST(StatsReport, AForkedChildReportsAndSaysWhoseCopyItIs) {
   ProgRun r = run_prog({"AK_SHOW_STATS=1"}, "fork");
   ASSERT_EQ(r.status, 0) << r.err;
   long parent = first_pid(r);
-  EXPECT_EQ(count(r.err, header_re), 1u) << r.err;
-  EXPECT_EQ(count(r.err, "forked from pid"), 0u) << r.err;
+  EXPECT_EQ(count(r.err, header_re), 2u) << r.err;
+  EXPECT_EQ(count(r.err, "forked from pid " + std::to_string(parent) + "\\)"), 1u) << r.err;
   EXPECT_NE(r.err.find("(pid " + std::to_string(parent) + "): "), std::string::npos) << r.err;
 }
 
@@ -121,17 +127,15 @@ TEST(StatsReport, APerProcessFileAsksEveryProcessAndAForkedChildSaysWhoseCopyItI
   EXPECT_EQ(count(both, "forked from pid " + std::to_string(parent) + "\\)"), 1u) << both;
 }
 
-// A launcher (here sh) that starts a program, then execs another in its
-// place, as a version manager's shim script does: one report, from the
-// program the command line ran (the exec'd one, which has the launcher's
-// pid), none from the child the launcher started.
-TEST(StatsReport, OneReportPerCommandLineThroughALauncherScript) {
+// A wrapper that runs programs (here bash, as `time prog` or a script does)
+// and the programs each print their own report, headed by their names.
+TEST(StatsReport, AWrapperAndTheProgramItRunsReportEach) {
   char dir[] = "/tmp/ak_stats_sh_XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   std::string out = std::string(dir) + "/out", err = std::string(dir) + "/err";
-  std::string cmd = "env -u AK_SHOW_STATS -u AK_SHOW_STATS_PID LD_PRELOAD=" AK_TEST_PRELOAD
-                    " AK_SHOW_STATS=1 sh -c '" AK_TEST_STATS_PROG
-                    " plain >/dev/null; exec " AK_TEST_STATS_PROG " plain' >" +
+  std::string cmd = "env -u AK_SHOW_STATS LD_PRELOAD=" AK_TEST_PRELOAD
+                    " AK_SHOW_STATS=1 bash -c '" AK_TEST_STATS_PROG " plain; " AK_TEST_STATS_PROG
+                    " plain; true' >" +
                     out + " 2>" + err;
   int rc = std::system(cmd.c_str());
   std::string o = slurp(out), e = slurp(err);
@@ -139,11 +143,34 @@ TEST(StatsReport, OneReportPerCommandLineThroughALauncherScript) {
   std::remove(err.c_str());
   rmdir(dir);
   ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << e;
-  long pid = std::atol(o.c_str());
-  ASSERT_GT(pid, 0);
-  EXPECT_EQ(count(e, "heap statistics at exit"), 1u) << e;
-  EXPECT_NE(e.find("arenakit: preload_stats_prog (pid " + std::to_string(pid) + "): "), std::string::npos)
-      << e;
+  EXPECT_EQ(count(e, "arenakit: preload_stats_prog \\(pid [0-9]+\\): heap statistics at exit"), 2u) << e;
+  EXPECT_EQ(count(e, "arenakit: bash \\(pid [0-9]+\\): heap statistics at exit"), 1u) << e;
+}
+
+// A program that closes stderr (as coreutils do at exit): the report goes
+// to arenakit-stats.<pid>.txt in the current directory, never nowhere.
+TEST(StatsReport, AProgramThatClosesStderrGetsItsReportInAFile) {
+  char dir[] = "/tmp/ak_stats_closed_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  ProgRun r = run_prog({"AK_SHOW_STATS=1"}, "close-stderr", dir);
+  ASSERT_EQ(r.status, 0);
+  std::string path = std::string(dir) + "/arenakit-stats." + std::to_string(first_pid(r)) + ".txt";
+  std::string text = slurp(path);
+  EXPECT_EQ(count(text, header_re), 1u) << path << ":\n" << text;
+  std::remove(path.c_str());
+  // A current directory that cannot be written: $TMPDIR.
+  std::string ro = std::string(dir) + "/ro", tmp = std::string(dir) + "/tmp";
+  ASSERT_EQ(mkdir(ro.c_str(), 0555), 0);
+  ASSERT_EQ(mkdir(tmp.c_str(), 0700), 0);
+  if (geteuid() != 0) {  // root writes anywhere
+    r = run_prog({"AK_SHOW_STATS=1", "TMPDIR=" + tmp}, "close-stderr", ro);
+    path = tmp + "/arenakit-stats." + std::to_string(first_pid(r)) + ".txt";
+    EXPECT_EQ(count(slurp(path), header_re), 1u) << path;
+    std::remove(path.c_str());
+  }
+  rmdir(ro.c_str());
+  rmdir(tmp.c_str());
+  rmdir(dir);
 }
 
 TEST(StatsReport, JsonFormIsOneObjectPerProcess) {
