@@ -2,30 +2,32 @@
 // pool_fork_test.cpp - fork() while other threads use a pool, in every sync
 // mode: the child allocates, frees objects from before the fork (allocated
 // by a thread that has exited), uses a new pool, destroys the pool and
-// exits; a child that hangs on a lock a parent thread held at the fork is
-// killed after a timeout and fails the test.
+// exits; the parent watches each child's progress (tests/fork_child_watch.h):
+// a child that hangs on a lock a parent thread held at the fork makes none
+// for the limit, is killed and fails the test.
 #include <arenakit/arenakit.h>
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <thread>
 #include <vector>
 
+#include "fork_child_watch.h"
 #include "pool_sync_modes.h"
 #include "sanitizers.h"
 
 namespace {
 
-constexpr int kForks = 200;        // per sync mode (the count)
-constexpr int kChurners = 4;       // threads using the pool while the main thread forks
-constexpr size_t kObject = 48;     // bytes per object
-constexpr int kChildTimeoutS = 5;  // a child needs milliseconds; longer is a hang
+constexpr int kForks = 200;     // per sync mode (the count)
+constexpr int kChurners = 4;    // threads using the pool while the main thread forks
+constexpr size_t kObject = 48;  // bytes per object
+// A child whose step (one phase of the child below, milliseconds of work)
+// makes no progress for this long is hung.
+constexpr auto kQuietLimit = std::chrono::seconds(5);
 
 ak_pool *make_pool(ak_sync sync) {
   ak_pool_options o = {};
@@ -67,50 +69,38 @@ void churn(ak_pool *shared, ak_sync sync, const std::atomic<bool> *stop, unsigne
   if (p != shared) ak_pool_destroy(p);
 }
 
-// The child: every step may need a lock some parent thread held at fork().
-// Exit codes name the step that failed.
-[[noreturn]] void child(ak_pool *p, const std::vector<void *> &before) {
+// The child: every step may need a lock some parent thread held at fork();
+// a progress byte after each. Exit codes name the step that failed.
+[[noreturn]] void child(ak_pool *p, const std::vector<void *> &before, ForkChildWatch &watch) {
+  watch.in_child();
   std::vector<void *> mine;
   for (int i = 0; i < 300; i++) {
     void *o = ak_pool_alloc(p);
-    if (!o) _exit(2);
+    if (!o) fork_child_exit(2);
     memset(o, 0x5a, kObject);
     mine.push_back(o);
   }
+  watch.progress();
   for (void *o : before) ak_pool_free(p, o);  // allocated before the fork, by an exited thread
+  watch.progress();
   for (void *o : mine) ak_pool_free(p, o);
+  watch.progress();
   ak_pool_trim(p);
+  watch.progress();
   void *o = ak_pool_alloc(p);
-  if (!o) _exit(3);
+  if (!o) fork_child_exit(3);
   ak_pool_free(p, o);
+  watch.progress();
   ak_pool *q = make_pool(AK_SYNC_THREADS);  // the registries
-  if (!q) _exit(4);
+  if (!q) fork_child_exit(4);
   void *x = ak_pool_alloc(q);
-  if (!x) _exit(5);
+  if (!x) fork_child_exit(5);
   ak_pool_free(q, x);
   ak_pool_destroy(q);
+  watch.progress();
   ak_pool_destroy(p);
-  _exit(0);
-}
-
-// Waits for `pid` at most kChildTimeoutS seconds; kills it if it hangs.
-// Returns its wait status, or -1 if it was killed for hanging.
-int wait_or_kill(pid_t pid) {
-  struct timespec start, now;
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  for (unsigned nap = 50;;) {
-    int status = 0;
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (now.tv_sec - start.tv_sec >= kChildTimeoutS) break;
-    usleep(nap);
-    if (nap < 2000) nap *= 2;
-  }
-  kill(pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return -1;
+  watch.progress();
+  fork_child_exit(0);
 }
 
 class PoolFork : public ::testing::TestWithParam<ak_sync> {};
@@ -142,21 +132,32 @@ TEST_P(PoolFork, ChildrenOfAChurningPoolAllocateFreeAndExit) {
   for (int t = 0; t < kChurners; t++) threads.emplace_back(churn, p, GetParam(), &stop, 17u + (unsigned)t);
 
   int hung = 0, failed = 0, last_bad = 0;
+  unsigned hung_steps = 0;
   for (int i = 0; i < kForks; i++) {
+    ForkChildWatch watch;
+    if (!watch.open()) {
+      ADD_FAILURE() << "no pipe: " << strerror(errno);
+      break;
+    }
     pid_t pid = fork();
-    ASSERT_GE(pid, 0) << strerror(errno);
-    if (pid == 0) child(p, before);
-    int st = wait_or_kill(pid);
-    if (st == -1) {
-      if (++hung == 3) break;  // each hang costs the timeout: three prove it
-    } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    if (pid == 0) child(p, before, watch);
+    if (pid < 0) {
+      ADD_FAILURE() << "fork: " << strerror(errno);
+      break;
+    }
+    ForkChildWatch::Outcome o = watch.wait(pid, kQuietLimit);
+    if (o.hung) {
+      hung_steps = o.steps;
+      if (++hung == 3) break;  // each hang costs the limit: three prove it
+    } else if (!WIFEXITED(o.status) || WEXITSTATUS(o.status) != 0) {
       failed++;
-      last_bad = st;
+      last_bad = o.status;
     }
   }
   stop = true;
   for (auto &t : threads) t.join();
-  EXPECT_EQ(hung, 0) << "children hung (killed after " << kChildTimeoutS << " s)";
+  EXPECT_EQ(hung, 0) << "children hung: no progress for " << kQuietLimit.count()
+                     << " s (killed); the last after " << hung_steps << " steps";
   EXPECT_EQ(failed, 0) << "children failed; last wait status 0x" << std::hex << last_bad;
   for (void *o : before) ak_pool_free(p, o);
   ak_pool_destroy(p);
