@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 // mw_common.h - what the malloc-comparison scenarios (malloc-collatz,
 // malloc-workloads) share: extra allocator columns, one process per
-// measurement, time limits and peak resident memory.
+// measurement, time limits, peak resident memory and the workloads' random
+// stream.
 //
 // The runner starts one child per installed malloc (glibc, tcmalloc,
 // mimalloc, jemalloc). These scenarios add two more columns, run from the
@@ -28,6 +29,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +62,28 @@ inline const std::vector<std::string> &column_order() {
 }
 
 // ---- child side -----------------------------------------------------------------
+
+// The random stream of the workloads: splitmix64 from a fixed seed, so that
+// every allocator column gets the same sequence of requests.
+struct Rng {
+  std::uint64_t s;
+  explicit Rng(std::uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  std::uint64_t next() {  // splitmix64
+    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  std::size_t range(std::size_t lo, std::size_t hi) { return lo + next() % (hi - lo + 1); }
+  // log-uniform in [lo, hi]
+  std::size_t logsize(std::size_t lo, std::size_t hi) {
+    int bits = 0;
+    while ((lo << (bits + 1)) <= hi) bits++;
+    std::size_t base = lo << (next() % static_cast<std::uint64_t>(bits + 1));
+    std::size_t n = base + next() % base;
+    return n > hi ? hi : n;
+  }
+};
 
 struct Column {
   std::string label;
