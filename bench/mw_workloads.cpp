@@ -6,6 +6,7 @@
 #include "mw_workloads.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -369,6 +370,154 @@ void frag(double scale) {
   for (std::size_t i = 0; i < n; i += kKeep) tagged_free(v[i], tag_of(i));
 }
 
+// ---- the stress-test shape (after mimalloc's test/test-stress.c) ------------------
+
+// Every word of a stress block holds a pattern of its index and of the
+// block's length in words; word 0 is the length itself (xor the cookie),
+// so that the check knows how far to read.
+constexpr std::uint64_t kStressCookie = 0xC3A5C85C97CB3127ull;
+constexpr std::size_t kStressTransfers = 1000;  // slots of the array shared by all threads
+constexpr std::size_t kStressGrow = 100000;     // a thread's pointer array grows by this many
+constexpr unsigned kStressShifts = 5;           // ordinary blocks: 2^0 .. 2^4 words
+constexpr unsigned kStressRetainedShifts = 7;   // retained blocks: 2^0 .. 2^6 words
+constexpr std::size_t kStressLarge = 100;       // 1 % of the blocks are this many times larger
+constexpr std::size_t kStressMaxWords = (std::size_t{1} << (kStressRetainedShifts - 1)) * kStressLarge;
+constexpr std::size_t kStressScale = 25;  // the source's SCALE
+constexpr int kStressRounds = 50;         // the source's ITER
+
+using StressTransfers = std::array<std::atomic<void *>, kStressTransfers>;
+
+std::uint64_t stress_word(std::size_t words, std::size_t i) {
+  return kStressCookie ^ words ^ (static_cast<std::uint64_t>(i) << 32);
+}
+
+bool chance(Rng &r, unsigned percent) { return r.next() % 100 < percent; }
+
+// A block of 2^k words, k below `shifts`, 1 in 100 of them 100 times that.
+// calloc's block must come zeroed (checked), then every word is written.
+void *stress_alloc(Rng &r, unsigned shifts) {
+  std::size_t words = std::size_t{1} << (r.next() % shifts);
+  if (chance(r, 1)) words *= kStressLarge;
+  auto *p = static_cast<std::uint64_t *>(std::calloc(words, sizeof(std::uint64_t)));
+  if (!p) std::abort();
+  std::uint64_t dirty = 0;
+  for (std::size_t i = 0; i < words; i++) {
+    dirty |= p[i];
+    p[i] = stress_word(words, i);
+  }
+  if (dirty) g_bad.fetch_add(1, std::memory_order_relaxed);
+  return p;
+}
+
+// Checks every word of a stress block, then frees it (nullptr: nothing).
+void stress_free(void *v) {
+  if (!v) return;
+  auto *p = static_cast<std::uint64_t *>(v);
+  auto words = static_cast<std::size_t>(p[0] ^ kStressCookie);
+  bool ok = words >= 1 && words <= kStressMaxWords;
+  for (std::size_t i = 1; ok && i < words; i++) ok = p[i] == stress_word(words, i);
+  if (!ok) g_bad.fetch_add(1, std::memory_order_relaxed);
+  std::free(v);
+}
+
+// One worker of a round: `allocs` blocks kept in a pointer array that
+// grows by realloc, allocs / 2 retained ones kept to the end; at each
+// step it frees a random earlier block (66 %) and swaps one of its blocks
+// with a random slot of the shared array (25 %), so that blocks move
+// between threads and outlive the thread. At the end it frees everything
+// it holds. Its random stream depends on its index only.
+void stress_thread(std::size_t tid, StressTransfers &transfer) {
+  Rng r(tid + 1);
+  std::size_t allocs = 100 * kStressScale * (tid % 8 + 1);
+  std::size_t retain = allocs / 2;
+  void **data = nullptr;
+  std::size_t data_size = 0, data_top = 0;
+  auto **retained = static_cast<void **>(std::calloc(retain, sizeof(void *)));
+  if (!retained) std::abort();
+  std::size_t retain_top = 0;
+  while (allocs > 0 || retain > 0) {
+    if (retain == 0 || (allocs > 0 && chance(r, 50))) {
+      allocs--;
+      if (data_top == data_size) {
+        data_size += kStressGrow;
+        data = static_cast<void **>(std::realloc(data, data_size * sizeof(void *)));
+        if (!data) std::abort();
+      }
+      data[data_top++] = stress_alloc(r, kStressShifts);
+    } else {
+      retained[retain_top++] = stress_alloc(r, kStressRetainedShifts);
+      retain--;
+    }
+    if (data_top > 0 && chance(r, 66)) {
+      std::size_t i = r.next() % data_top;
+      stress_free(data[i]);
+      data[i] = nullptr;
+    }
+    if (data_top > 0 && chance(r, 25)) {
+      std::size_t i = r.next() % data_top;
+      data[i] = transfer[r.next() % kStressTransfers].exchange(data[i], std::memory_order_acq_rel);
+    }
+  }
+  for (std::size_t i = 0; i < retain_top; i++) stress_free(retained[i]);
+  for (std::size_t i = 0; i < data_top; i++) stress_free(data[i]);
+  std::free(retained);
+  std::free(data);
+}
+
+// Rounds of `threads` new threads; between rounds the main thread frees a
+// random half of the shared array (after the last round, all of it).
+void mstress(double scale, int threads) {
+  const int rounds = std::max(1, static_cast<int>(kStressRounds * scale));
+  StressTransfers transfer;
+  for (auto &x : transfer) x.store(nullptr, std::memory_order_relaxed);
+  Rng r(700);
+  for (int g = 0; g < rounds; g++) {
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; t++)
+      ts.emplace_back(stress_thread, static_cast<std::size_t>(t), std::ref(transfer));
+    for (auto &th : ts) th.join();
+    for (auto &x : transfer)
+      if (g + 1 == rounds || chance(r, 50)) stress_free(x.exchange(nullptr, std::memory_order_acq_rel));
+  }
+}
+
+// ---- large blocks -----------------------------------------------------------------
+
+// One thread: each iteration allocates a block of 5-25 MiB (uniform),
+// writes every byte of it, then frees the block of kKeep iterations
+// before, so that a few blocks, each past every malloc's small-size
+// classes, are live at once and each size is new. Three bytes of each
+// block are checked before it is freed.
+void bigloop(double scale) {
+  constexpr std::size_t kKeep = 3;
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  const auto iterations = std::max(kKeep + 1, static_cast<std::size_t>(200 * scale));
+  struct Big {
+    unsigned char *p = nullptr;
+    std::size_t n = 0;
+    unsigned char fill = 0;
+  };
+  Big live[kKeep + 1];  // block i in live[i % (kKeep + 1)]
+  auto check_free = [](Big &b) {
+    if (!b.p) return;
+    if (b.p[0] != b.fill || b.p[b.n / 2] != b.fill || b.p[b.n - 1] != b.fill)
+      g_bad.fetch_add(1, std::memory_order_relaxed);
+    std::free(b.p);
+    b = Big{};
+  };
+  Rng r(600);
+  for (std::size_t i = 0; i < iterations; i++) {
+    Big &b = live[i % (kKeep + 1)];
+    b.n = r.range(5 * kMiB, 25 * kMiB);
+    b.p = static_cast<unsigned char *>(std::malloc(b.n));
+    if (!b.p) std::abort();
+    b.fill = static_cast<unsigned char>(i * 37 + 1);
+    std::memset(b.p, b.fill, b.n);
+    if (i >= kKeep) check_free(live[(i - kKeep) % (kKeep + 1)]);
+  }
+  for (Big &b : live) check_free(b);
+}
+
 }  // namespace
 
 const Workload kWorkloads[] = {
@@ -382,6 +531,10 @@ const Workload kWorkloads[] = {
     {"churn8", [](double scale) { churn(scale, 8); }},
     {"frag", frag},
     {"small", small_churn},
+    {"mstress", [](double scale) { mstress(scale, 2); }},
+    {"mstress4", [](double scale) { mstress(scale, 4); }},
+    {"mstress8", [](double scale) { mstress(scale, 8); }},
+    {"bigloop", bigloop},
 };
 const std::size_t kNumWorkloads = std::size(kWorkloads);
 

@@ -40,13 +40,34 @@
 //              after the free (the residue) and at the end
 //   small      single-thread small-object churn: 10 M replacements of a
 //              random one of 10,000 blocks of 8 B - 1 KiB (log-uniform)
+//   mstress    the stress-test shape of mimalloc's test/test-stress.c: 50
+//              rounds of 2 new threads. Thread `tid` allocates 100 * 25 *
+//              (tid % 8 + 1) blocks, kept in a pointer array that grows by
+//              realloc in steps of 100,000 entries, and half as many
+//              retained ones, kept to its end; each step allocates (50 %)
+//              or retains, frees a random earlier block (66 %), and
+//              exchanges a random one of its blocks with a random slot of
+//              a shared array of 1,000 atomic pointers (25 %), so that
+//              blocks move between threads and outlive their round. Sizes
+//              8 * 2^k bytes (k 0-4; retained ones 0-6), 1 % of them 100x
+//              larger, from calloc (checked zeroed), every word written
+//              with a pattern and checked when freed. A thread frees all
+//              it holds when it ends; between rounds the main thread frees
+//              a random half of the shared array (all of it after the last
+//              round). Random streams: per thread, seeded from tid + 1
+//   mstress4   mstress with 4 threads a round (oversubscribed on 2 cores)
+//   mstress8   mstress with 8 threads a round (oversubscribed on 2 cores)
+//   bigloop    large blocks, 1 thread: 200 iterations, each allocates a
+//              block of 5-25 MiB (uniform), writes every byte of it and
+//              frees the block of 3 iterations before (3-4 blocks live)
 // The workloads themselves are in bench/mw_workloads.cpp, one function
 // each, with fixed parameters and random seeds.
-// Every block carries a tag checked before it is freed (realloc: every
-// byte), so an allocator that gives out overlapping memory is caught.
+// Every block carries a tag or pattern checked before it is freed (realloc
+// and mstress: every byte; bigloop: its first, middle and last bytes), so
+// an allocator that gives out overlapping memory is caught.
 // Time: wall time of the workload. Peak: VmHWM at the end of the process.
 // Minor faults: getrusage's ru_minflt across the workload (every thread).
-// --quick runs every workload at 15% of its size.
+// --quick runs every workload at 15% of its size (mstress: of its rounds).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -179,8 +200,9 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
       "n/a: ran past its time limit (simple: " + p.at("simple_limit_s") +
       " s, the others: " + p.at("limit_s") +
       " s) or crashed. 2 threads on 2 cores unless the workload says otherwise "
-      "(prodcons: 2 threads, scratch: 2, larson: 2 at a time, threads: 2 at a time, churn: 2 a round); "
-      "churn8 runs 8 threads a round on the 2 cores: oversubscribed. Medians.";
+      "(prodcons: 2 threads, scratch: 2, larson: 2 at a time, threads: 2 at a time, churn and mstress: 2 a "
+      "round; frag, small and bigloop: 1 thread); churn8, mstress4 and mstress8 run 8, 4 and 8 threads a "
+      "round on the 2 cores: oversubscribed. Medians.";
   rep.tables.push_back(time);
   akb::Table rss = grid("peak_rss", "Peak resident memory (VmHWM of the process), MiB", "MiB", 1,
                         [&](const std::string &c, const std::string &wl) {
@@ -273,7 +295,7 @@ AKB_SCENARIO(
     malloc_workloads, kName,
     "allocator workloads: larson server simulation, producer/consumer, false-sharing probe (cache-scratch), "
     "random sizes and lifetimes, realloc growth, short-lived threads, thread churn, fragmentation probe, "
-    "single-thread small-object churn; "
+    "single-thread small-object churn, mimalloc's stress test (2, 4, 8 threads a round), large-block loop; "
     "time, "
     "peak resident memory and minor page faults under arenakit, glibc, simple, jemalloc, tcmalloc, mimalloc",
     {{"arenakit.*.time", akb::Better::lower, "s"}},
