@@ -9,8 +9,8 @@ Scenario plots: the CSV is the one ak_bench writes (columns:
 table,row,allocator,value,unit); every table becomes one panel titled with
 the table's title in words, taken from the scenario's report beside the CSV
 (<scenario>.md, its "### " headings in table order; without it, the table's
-id). A group of bars per row, one bar per allocator, each bar labelled with
-its value. Tables whose unit is "x" (ratios) get a line at 1. A panel whose
+id). A group of bars per row, one bar per allocator (one colour per allocator
+in every panel), each bar labelled with its value. Tables whose unit is "x" (ratios) get a line at 1. A panel whose
 positive values span more than a factor of 30 gets a log scale, said in
 its axis label. "vsT_..." tables (rows: thread counts such as
 "4 (oversubscribed)") are line charts against the number of threads;
@@ -37,6 +37,27 @@ from collections import OrderedDict
 COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c",
           "#ccb974", "#64b5cd"]
 
+# One colour per allocator, the same in every panel, for tables whose columns
+# are all allocators (a table that lacks a column keeps the others' colours);
+# other tables take COLORS in column order. The malloc scenarios' column
+# order (arenakit, glibc, simple, jemalloc, tcmalloc, mimalloc) gets COLORS
+# in order, as before.
+ALLOC_COLORS = {
+    "arenakit": COLORS[0],
+    "glibc": COLORS[1],
+    "simple": COLORS[2],
+    "jemalloc": COLORS[3],
+    "tcmalloc": COLORS[4],
+    "mimalloc": COLORS[5],
+}
+
+
+def column_colors(allocs):
+    """The colour of each column of a table, in order."""
+    if allocs and all(a in ALLOC_COLORS for a in allocs):
+        return [ALLOC_COLORS[a] for a in allocs]
+    return [COLORS[i % len(COLORS)] for i in range(len(allocs))]
+
 # Axis labels in words for the units ak_bench writes.
 UNIT_WORDS = {
     "s": "time (seconds)",
@@ -46,6 +67,7 @@ UNIT_WORDS = {
     "x": "ratio (x)",
     "M op/s": "throughput (million operations/s)",
     "ops/us": "throughput (operations/\u00b5s)",
+    "k": "count (thousands)",
 }
 
 THREADS_LABEL = "threads (more than the machine's cores: oversubscribed)"
@@ -130,15 +152,15 @@ def legend_outside(ax):
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
 
 
-def line_chart(ax, t, colors, xlabel, logx=False):
+def line_chart(ax, t, xlabel, logx=False):
     """One line per column against the number that starts each row label."""
     rows = list(t["rows"].keys())
     xs = [leading_number(r) for r in rows]
-    for i, a in enumerate(t["allocs"]):
+    for a, color in zip(t["allocs"], column_colors(t["allocs"])):
         pts = sorted((x, t["rows"][r].get(a, math.nan)) for x, r in zip(xs, rows))
         pts = [(x, y) for x, y in pts if not math.isnan(y) and not math.isnan(x)]
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, linewidth=1.2, label=a,
-                color=colors[i % len(colors)])
+                color=color)
     ax.set_xlabel(xlabel)
     if logx:
         ax.set_xscale("log")
@@ -148,7 +170,7 @@ def line_chart(ax, t, colors, xlabel, logx=False):
     ax.grid(linewidth=0.3)
 
 
-def bar_chart(ax, t, colors):
+def bar_chart(ax, t):
     """A group of bars per row, one bar per column, each labelled with its value (vertical text, so
     neighbouring labels never overlap), with headroom above the tallest bar for its label."""
     rows = list(t["rows"].keys())
@@ -156,10 +178,10 @@ def bar_chart(ax, t, colors):
     width = 0.8 / max(1, len(allocs))
     nbars = len(rows) * len(allocs)
     fontsize = 6 if nbars > 24 else 7
-    for i, a in enumerate(allocs):
+    for i, (a, color) in enumerate(zip(allocs, column_colors(allocs))):
         xs = [r + (i - (len(allocs) - 1) / 2) * width for r in range(len(rows))]
         ys = [t["rows"][row].get(a, math.nan) for row in rows]
-        bars = ax.bar(xs, ys, width * 0.95, label=a, color=colors[i % len(colors)])
+        bars = ax.bar(xs, ys, width * 0.95, label=a, color=color)
         for b, y in zip(bars, ys):
             if math.isnan(y):
                 continue
@@ -207,11 +229,11 @@ def scenario_plot(plt, src, dst, name):
     fig.suptitle(wrap(head + (": " + description if description else ""), 120), fontsize=10)
     for ax, (tid, t) in zip(axes[:, 0], tables.items()):
         if tid.startswith("vsT_"):
-            line_chart(ax, t, COLORS, THREADS_LABEL)
+            line_chart(ax, t, THREADS_LABEL)
         elif tid.startswith("vsN_"):
-            line_chart(ax, t, COLORS, "problem size (TOP, the largest starting number; log scale)", logx=True)
+            line_chart(ax, t, "problem size (TOP, the largest starting number; log scale)", logx=True)
         else:
-            bar_chart(ax, t, COLORS)
+            bar_chart(ax, t)
         ax.set_title(wrap(titles.get(tid, tid.replace("_", " ")), 110), fontsize=9)
         legend_outside(ax)
     save(fig, dst)
