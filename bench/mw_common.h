@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 // mw_common.h - what the malloc-comparison scenarios (malloc-collatz,
-// malloc-workloads) share: extra allocator columns, one process per
-// measurement, time limits, peak resident memory and the workloads' random
-// stream.
+// malloc-workloads, malloc-idle) share: extra allocator columns, one process
+// per measurement, time limits, peak resident memory and the workloads'
+// random stream.
 //
 // The runner starts one child per installed malloc (glibc, tcmalloc,
 // mimalloc, jemalloc). These scenarios add two more columns, run from the
