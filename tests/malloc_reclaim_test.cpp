@@ -4,13 +4,15 @@
 // thread left empty at its exit is a spare, reused by the next thread
 // before the purge delay, decommitted after it, unmapped after the release
 // delay or past the cap of spares; the background thread does the same
-// for a program that makes no call. The page delay (AK_PURGE_DELAY) is the
-// policy's: the option and ak_reclaim_set_page_delay() are one value.
+// for a program that makes no call, started on its own when memory waits
+// (AK_BACKGROUND_AUTO, the default). The page delay (AK_PURGE_DELAY) is
+// the policy's: the option and ak_reclaim_set_page_delay() are one value.
 #include <arenakit/malloc.h>
 #include <arenakit/reclaim.h>
 #include <errno.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "os/os_mem.h"
 #include "reclaim_testing.h"
 
 namespace {
@@ -150,6 +153,106 @@ TEST_F(MallocSpares, TheBackgroundThreadPurgesAnIdleMalloc) {
   g_fake_ms += 1000;
   _ak_reclaim_set_clock(fake_now);
   EXPECT_TRUE(eventually([&] { return resident_pages(seg) == -1; }));
+}
+
+// AK_BACKGROUND_AUTO (the default): nothing runs until memory waits; the
+// thread starts at the end of the call that put memory aside, gives back
+// what a program that makes no call holds (a running thread's free pages,
+// the large-block cache, spare segments), and ends once nothing waits.
+// On the fake clock; the mode is restored to AUTO afterwards.
+class MallocIdle : public ::testing::Test, protected FakeClockTest {
+ protected:
+  void SetUp() override {
+    use_fake_clock();
+    ASSERT_EQ(ak_reclaim_set_background(AK_BACKGROUND_OFF), 0);  // a known start: no thread
+    ak_collect(true);
+    ASSERT_EQ(ak_reclaim_set_background(AK_BACKGROUND_AUTO), 0);
+  }
+  void TearDown() override {
+    restore_clock();
+    ak_collect(true);
+    ak_reclaim_set_background(AK_BACKGROUND_AUTO);
+  }
+};
+
+TEST_F(MallocIdle, AThreadThatGoesQuietGetsItsFreePagesBackWithNoCall) {
+  std::atomic<int> phase{0};
+  uintptr_t seg = 0;
+  std::thread t([&] {
+    void *keep = ak_malloc(24);  // the segment stays this running thread's
+    seg = fill_and_free();
+    phase = 1;
+    while (phase.load() != 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // quiet: no call
+    ak_free(keep);
+  });
+  while (phase.load() != 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  long before = resident_pages(seg);
+  EXPECT_GT(before, 100);
+  EXPECT_TRUE(eventually([] { return ak_reclaim_thread_running(); })) << "started when memory waited";
+  g_fake_ms += 150;  // within the purge delay (100 ms on the fixture's clock) + the thread's pass: kept
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  g_fake_ms += 300;  // past it: the thread gives the pages back, the owner still quiet
+  EXPECT_TRUE(eventually([&] { return resident_pages(seg) < 40; })) << resident_pages(seg);
+  phase = 2;
+  t.join();
+}
+
+TEST_F(MallocIdle, TheLargeBlockCacheGoesBackWithNoCallAndTheThreadEnds) {
+  const size_t n = size_t{12} << 20;
+  void *p = ak_malloc(n);
+  std::memset(p, 1, n);
+  _ak_os_counters a, b;
+  _ak_os_get_counters(&a);
+  ak_free(p);  // cached: the budget (the recent peak) keeps it
+  EXPECT_TRUE(eventually([] { return ak_reclaim_thread_running(); }));
+  g_fake_ms += 1100;  // reuse stopped: past the release delay
+  EXPECT_TRUE(eventually([&] {
+    _ak_os_get_counters(&b);
+    return b.mapped_bytes + n <= a.mapped_bytes;
+  })) << "the cached mapping was not unmapped";
+  // Nothing waits any more: the thread ends (after a second of real time).
+  g_fake_ms += 5000;
+  ak_collect(true);
+  EXPECT_TRUE(eventually([] { return !ak_reclaim_thread_running(); })) << "the thread did not end when idle";
+}
+
+TEST_F(MallocIdle, OffNeverStartsTheThread) {
+  ASSERT_EQ(ak_reclaim_set_background(AK_BACKGROUND_OFF), 0);
+  EXPECT_EQ(ak_reclaim_get_background(), AK_BACKGROUND_OFF);
+  size_t starts = _ak_reclaim_thread_starts();
+  void *p = ak_malloc(size_t{8} << 20);
+  ak_free(p);
+  std::thread([] { fill_and_free(); }).join();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(_ak_reclaim_thread_starts(), starts);
+  EXPECT_FALSE(ak_reclaim_thread_running());
+  int bad = 7;
+  ak_background mode;
+  std::memcpy(&mode, &bad, sizeof mode);  // a value outside the enum, as a C caller may pass
+  EXPECT_EQ(ak_reclaim_set_background(mode), EINVAL);
+}
+
+// A fork child has no background thread; it starts its own when its
+// memory waits (AUTO; the parent's ON becomes AUTO in the child).
+TEST_F(MallocIdle, AForkChildStartsItsOwnThreadWhenItsMemoryWaits) {
+  ASSERT_EQ(ak_reclaim_thread_start(), 0);
+  ASSERT_TRUE(ak_reclaim_thread_running());
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (ak_reclaim_thread_running()) _exit(2);
+    if (ak_reclaim_get_background() != AK_BACKGROUND_AUTO) _exit(3);
+    void *p = ak_malloc(size_t{8} << 20);
+    if (!p) _exit(4);
+    std::memset(p, 1, 4096);
+    ak_free(p);  // cached: memory waits, the call ends by starting the thread
+    _exit(ak_reclaim_thread_running() ? 0 : 5);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's step that failed (see the test)";
+  EXPECT_TRUE(ak_reclaim_thread_running()) << "the parent's thread";
 }
 
 TEST(MallocPageDelay, TheOptionIsTheReclaimPolicysPageDelay) {

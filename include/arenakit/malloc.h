@@ -142,18 +142,18 @@ typedef enum ak_option {
                                   directory (else $TMPDIR) */
   AK_OPTION_VERBOSE = 1,     /**< AK_VERBOSE: print options and warnings (0/1) */
   AK_OPTION_PURGE_DELAY = 2, /**< AK_PURGE_DELAY: ms before a free page of
-                                  a segment whose thread exited, or a
-                                  cached large mapping, is decommitted
-                                  (default 10; 0 = at once, every free
-                                  page, and no large mapping is cached;
-                                  -1 = only on ak_collect; at most
-                                  86400000). This is the reclaim policy's
-                                  page delay (arenakit/reclaim.h: the same
-                                  value as ak_reclaim_set_page_delay()
-                                  sets); a running thread's free pages and
-                                  the empty segments follow that policy's
-                                  purge and release delays, and its
-                                  background thread */
+                                  a segment whose thread exited is
+                                  decommitted (default 10; 0 = at once,
+                                  every free page, and no large mapping is
+                                  cached; -1 = only on ak_collect, cached
+                                  large mappings too; at most 86400000).
+                                  This is the reclaim policy's page delay
+                                  (arenakit/reclaim.h: the same value as
+                                  ak_reclaim_set_page_delay() sets); a
+                                  running thread's free pages and the empty
+                                  segments follow that policy's purge and
+                                  release delays, and its background
+                                  thread */
   AK_OPTION_COUNT_ = 3
 } ak_option;
 

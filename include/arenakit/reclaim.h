@@ -13,14 +13,16 @@
  * hands. The free pages of a malloc segment that a running thread holds
  * are that thread's spares too (purge delay). Free pages that no running
  * thread holds, among live blocks (a malloc segment whose thread exited),
- * and the malloc's cached large mappings follow the same rule with a
- * shorter delay, the page delay (see AK_RECLAIM_PAGE_DELAY_MS).
+ * follow the same rule with a shorter delay, the page delay (see
+ * AK_RECLAIM_PAGE_DELAY_MS). The malloc's cache of freed large mappings
+ * keeps what the program's recent use of large blocks shows it reuses, and
+ * unmaps a mapping unused for the release delay.
  *
- * Without the background thread the policy runs on the components' slow
- * paths (when they take or give a slab or chunk), which read a coarse
- * clock once: memory of a program that makes no call stays where it is.
- * The background thread (ak_reclaim_thread_start(), or the environment
- * variable AK_BACKGROUND=1) returns it without any call.
+ * The policy runs on the components' slow paths (when they take or give a
+ * slab, chunk or span), which read a coarse clock once, and on the
+ * background thread (ak_background), which by default starts when memory
+ * waits and ends when nothing does: a program that frees a burst and
+ * makes no call gets its memory back too.
  */
 #ifndef ARENAKIT_RECLAIM_H
 #define ARENAKIT_RECLAIM_H
@@ -39,16 +41,14 @@ extern "C" {
 #define AK_RECLAIM_RELEASE_DELAY_MS 1000
 /** Default page delay: ms the free pages that no running thread holds
  *  (those of a malloc segment whose thread exited, among its live blocks)
- *  and a large block's cached mapping wait before they are decommitted.
- *  Shorter than the purge delay: a segment of a thread that exited keeps a
- *  few live blocks among many free pages, and programs that run threads in
- *  rounds kept 1.2-1.5x more resident memory with 250 ms there (measured
- *  on the thread-churn workload). While such pages are taken again soon
- *  after they were decommitted, the delay in force doubles, up to 80 ms,
- *  so that a program reusing memory in cycles does not fault every page in
- *  again; it is the set delay again after a second without such a
- *  refault. A running thread's free pages wait the purge delay (or this
- *  one, if longer). */
+ *  wait before they are decommitted. Shorter than the purge delay: a
+ *  segment of a thread that exited keeps a few live blocks among many free
+ *  pages, and no thread allocates there until one adopts it. While such
+ *  pages are taken again soon after they were decommitted, the delay in
+ *  force doubles, up to 80 ms, so that a program reusing memory in cycles
+ *  does not fault every page in again; it is the set delay again after a
+ *  second without such a refault. A running thread's free pages wait the
+ *  purge delay (or this one, if longer). */
 #define AK_RECLAIM_PAGE_DELAY_MS 10
 
 /** Sets the process-wide delays, in milliseconds: a spare unused for
@@ -65,34 +65,51 @@ AK_API int ak_reclaim_set_delays(long purge_ms, long release_ms);
 AK_API void ak_reclaim_get_delays(long *purge_ms, long *release_ms);
 
 /** Sets the page delay (AK_RECLAIM_PAGE_DELAY_MS), in milliseconds: free
- *  pages that no running thread holds, among live blocks, and cached large
- *  mappings are decommitted once unused for `ms` (0: at once, every free
- *  page of the malloc, and it caches no large mapping; -1: only on
- *  ak_collect(), also a running thread's), at most 86400000. The malloc's environment variable
- *  AK_PURGE_DELAY and its option AK_OPTION_PURGE_DELAY set this delay.
- *  Returns 0, or EINVAL (errno set, message in ak_last_error()) for a value
- *  out of range. Thread-safe. */
+ *  pages that no running thread holds, among live blocks, are decommitted
+ *  once unused for `ms`. 0: at once, every free page of the malloc, and it
+ *  caches no large mapping; -1: only on ak_collect(), also a running
+ *  thread's, and cached large mappings only then; at most 86400000. The
+ *  malloc's environment variable AK_PURGE_DELAY and its option
+ *  AK_OPTION_PURGE_DELAY set this delay. Returns 0, or EINVAL (errno set,
+ *  message in ak_last_error()) for a value out of range. Thread-safe. */
 AK_API int ak_reclaim_set_page_delay(long ms);
 
 /** The page delay set (without the temporary doubling). Thread-safe. */
 AK_API long ak_reclaim_get_page_delay(void);
 
-/** Starts the background thread, which applies the policy to every pool
- *  and to the malloc's spare (empty) segments periodically (sleeping until
- *  the next spare is due, at most 250 ms), so the memory of a program that
- *  went idle goes back. Also started by the environment variable
- *  AK_BACKGROUND=1, read once, when the first pool is created or the
- *  malloc starts. Precedence: the calls win: ak_reclaim_thread_stop()
- *  stops a thread the environment started, and AK_BACKGROUND=0 does not
- *  prevent ak_reclaim_thread_start(). Fork: the thread does not exist in a child
- *  (call this again there); the parent's keeps running. Returns 0 (also
- *  when it already runs), or the errno of pthread_create (errno set,
- *  message in ak_last_error()). Thread-safe. */
+/** When the background thread runs. It applies the policy to every pool
+ *  and to the malloc (spare segments, free pages of exited threads'
+ *  segments, the large-block cache), sleeping until the next step is due
+ *  (at most 250 ms), so the memory of a program that went idle goes back
+ *  without any call of the program. */
+typedef enum ak_background {
+  /** Default (AK_BACKGROUND unset or "auto"): started when memory first
+   *  waits to be given back, at the end of the call that put it aside;
+   *  ends once nothing has waited for a second; started again as needed
+   *  (in a fork child too). If the thread cannot be created (a sandbox, a
+   *  thread limit), the mode becomes OFF. */
+  AK_BACKGROUND_AUTO = 0,
+  AK_BACKGROUND_OFF = 1, /**< never (AK_BACKGROUND=0): memory goes back on the library's calls only */
+  AK_BACKGROUND_ON = 2   /**< from now until switched off (AK_BACKGROUND=1: from the first pool or heap) */
+} ak_background;
+
+/** Sets the mode (the environment variable is read once; a call wins).
+ *  OFF stops a running thread and waits for it (a pass in progress
+ *  finishes first); ON starts one. Returns 0, EINVAL for an unknown mode,
+ *  or the errno of pthread_create (errno set, message in ak_last_error()).
+ *  Thread-safe; not from an atfork handler. Fork: the child has no thread;
+ *  its mode is the parent's, ON becoming AUTO. */
+AK_API int ak_reclaim_set_background(ak_background mode);
+
+/** The mode in force. Thread-safe. */
+AK_API ak_background ak_reclaim_get_background(void);
+
+/** ak_reclaim_set_background(AK_BACKGROUND_ON): starts the thread; 0 (also
+ *  when it runs already) or the errno of pthread_create. Thread-safe. */
 AK_API int ak_reclaim_thread_start(void);
 
-/** Stops the background thread and waits for it to end (a pass in progress
- *  finishes first). No-op if it does not run. Thread-safe; must not be
- *  called from an atfork handler. */
+/** ak_reclaim_set_background(AK_BACKGROUND_OFF): stops the thread and
+ *  keeps it off. Thread-safe; must not be called from an atfork handler. */
 AK_API void ak_reclaim_thread_stop(void);
 
 /** True while the background thread runs. Thread-safe. */

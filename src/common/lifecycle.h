@@ -13,8 +13,9 @@
  * first at run time registers last: the pool calls malloc under its locks
  * and malloc never calls the pool, so the malloc registers first and the
  * pool's prepare runs before the malloc's. The reclaim module's registry
- * lock is never held while a spare set's lock is waited for, so its place
- * is free; it registers last (its prepare runs first).
+ * lock is never held while any other lock is waited for, and its wake
+ * takes no lock, so its place is free; it registers first (its prepare
+ * runs last).
  *
  * Constructor priorities order these within the library (lower runs
  * first; 0-100 are the C library's); a program's own constructors have no
@@ -22,8 +23,8 @@
 #ifndef AK_LIFECYCLE_H
 #define AK_LIFECYCLE_H
 
-#define AK_CTOR_MALLOC 101  /* src/malloc/heap.c: the malloc's fork handlers */
-#define AK_CTOR_POOL 102    /* src/pool/pool_core.c: the pools' fork handlers */
-#define AK_CTOR_RECLAIM 103 /* src/common/reclaim.c: the background thread's */
+#define AK_CTOR_RECLAIM 101 /* src/common/reclaim.c: the background thread's */
+#define AK_CTOR_MALLOC 102  /* src/malloc/heap.c: the malloc's fork handlers */
+#define AK_CTOR_POOL 103    /* src/pool/pool_core.c: the pools' fork handlers */
 
 #endif /* AK_LIFECYCLE_H */

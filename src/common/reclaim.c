@@ -1,15 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* reclaim.c - the memory-return policy: spare sets, the coarse clock, the
- * delays and the background thread (reclaim.h, arenakit/reclaim.h).
+/* reclaim.c - the memory-return policy: the coarse clock, the delays and
+ * the spare sets (reclaim.h, arenakit/reclaim.h). The registry of sets
+ * and the background thread that purges them are reclaim_thread.c's.
  *
- * Locks, in order: g_ctl (start/stop of the thread), g_mu (the registry of
- * sets, the thread's state), then a set's `mu` (a leaf; the owner's locks
- * come before it). The thread holds g_mu only between sets: it pins a set,
- * drops g_mu, purges it (the owner's release callbacks take the owner's
- * leaf locks), and takes g_mu again; _ak_spare_set_fini waits for the pin
- * to go. So the thread never holds g_mu while it waits for any other lock,
- * and the atfork handlers (g_mu here; the owners take their own and their
- * sets') cannot deadlock with it in either order. */
+ * A set's `mu` is a leaf lock (the owner's locks come before it); the
+ * owner's release callbacks run with it dropped. */
 #define _GNU_SOURCE
 #include "common/reclaim.h"
 
@@ -32,8 +27,6 @@ static _Atomic long g_purge_ms = AK_RECLAIM_PURGE_DELAY_MS;
 static _Atomic long g_release_ms = AK_RECLAIM_RELEASE_DELAY_MS;
 static uint64_t (*_Atomic g_clock)(void);
 
-static void wake_thread(void);
-
 uint64_t _ak_reclaim_now(void) {
   uint64_t (*fn)(void) = atomic_load_explicit(&g_clock, memory_order_acquire);
   if (fn) return fn();
@@ -44,7 +37,7 @@ uint64_t _ak_reclaim_now(void) {
 
 void _ak_reclaim_set_clock(uint64_t (*now_ms)(void)) {
   atomic_store_explicit(&g_clock, now_ms, memory_order_release);
-  wake_thread();
+  _ak_reclaim_thread_signal();
 }
 
 int ak_reclaim_set_delays(long purge_ms, long release_ms) {
@@ -55,7 +48,7 @@ int ak_reclaim_set_delays(long purge_ms, long release_ms) {
   }
   atomic_store_explicit(&g_purge_ms, purge_ms, memory_order_relaxed);
   atomic_store_explicit(&g_release_ms, release_ms, memory_order_relaxed);
-  wake_thread();
+  _ak_reclaim_thread_signal();
   return 0;
 }
 
@@ -244,188 +237,6 @@ static void release_all(_ak_spare_set *set, _ak_dlist *out) {
   for (_ak_dnode *x; (x = _ak_dlist_pop_front(out)) != NULL;) set->ops->release(spare_of(x), set->ctx);
 }
 
-/* ---- the registry and the background thread ---------------------------------- */
-
-static pthread_mutex_t g_ctl = PTHREAD_MUTEX_INITIALIZER; /* start/stop */
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;  /* registry, thread state */
-static pthread_cond_t g_wake;                             /* the thread sleeps on it */
-static pthread_cond_t g_unpinned;                         /* a set's pin went */
-static _ak_dlist g_sets;                                  /* registered sets (under g_mu) */
-static pthread_t g_thread;
-static bool g_running, g_stop; /* under g_mu */
-static _Atomic size_t g_passes;
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-
-/* The set of a node of the registry. */
-static inline _ak_spare_set *set_of(_ak_dnode *n) { return _AK_DLIST_ENTRY(n, _ak_spare_set, reg); }
-
-/* fork: g_mu is taken (it is never held while its holder waits for
- * another lock, so this cannot deadlock whatever order the handlers of
- * other modules run in). g_ctl is not: ak_reclaim_thread_stop holds it
- * while it joins the thread, which may wait for an owner's lock that
- * another atfork handler already holds; the child makes it anew. */
-static void fork_prepare(void) { pthread_mutex_lock(&g_mu); }
-
-static void fork_parent(void) { pthread_mutex_unlock(&g_mu); }
-
-/* The condition variables: g_wake on the monotonic clock (the thread's
- * timed waits), g_unpinned. */
-static void conds_init(void) {
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&g_wake, &ca);
-  pthread_condattr_destroy(&ca);
-  pthread_cond_init(&g_unpinned, NULL);
-}
-
-/* The child has no background thread: its pins are void, and g_ctl (maybe
- * held by a parent thread starting or stopping the thread) and the
- * condition variables it may have waited on are made anew. */
-static void fork_child(void) {
-  g_running = false;
-  g_stop = false;
-  for (_ak_dnode *x = g_sets.head; x; x = x->next) set_of(x)->pins = 0;
-  conds_init();
-  pthread_mutex_init(&g_ctl, NULL);
-  pthread_mutex_unlock(&g_mu);
-}
-
-/* Once: the condition variables. */
-static void once_init(void) { conds_init(); }
-
-/* The fork handlers, at load (common/lifecycle.h). */
-__attribute__((constructor(AK_CTOR_RECLAIM))) static void fork_register(void) {
-  (void)pthread_atfork(fork_prepare, fork_parent, fork_child);
-}
-
-static void wake_thread(void) {
-  pthread_once(&g_once, once_init);
-  pthread_mutex_lock(&g_mu);
-  if (g_running) pthread_cond_signal(&g_wake);
-  pthread_mutex_unlock(&g_mu);
-}
-
-/* Under g_mu: one pass over the registered sets (the thread's, or
- * ak_reclaim_collect's). Returns the ms until the next step falls due
- * (5 to 250). */
-static long pass_locked(void) {
-  uint64_t next = UINT64_MAX;
-  for (_ak_spare_set *set = set_of(g_sets.head); set;) {
-    set->pins++;
-    pthread_mutex_unlock(&g_mu);
-    uint64_t now = _ak_reclaim_now();
-    uint64_t d = __atomic_load_n(&set->deadline, __ATOMIC_RELAXED);
-    if (now >= d) {
-      _ak_spare_purge(set, now);
-      d = __atomic_load_n(&set->deadline, __ATOMIC_RELAXED);
-    }
-    if (d != UINT64_MAX) {
-      uint64_t wait = d > now ? d - now : 0;
-      if (wait < next) next = wait;
-    }
-    pthread_mutex_lock(&g_mu);
-    _ak_spare_set *following = set_of(set->reg.next); /* read under g_mu: current */
-    if (--set->pins == 0) pthread_cond_broadcast(&g_unpinned);
-    set = following;
-  }
-  atomic_fetch_add_explicit(&g_passes, 1, memory_order_relaxed);
-  return next < 5 ? 5 : next > 250 ? 250 : (long)next;
-}
-
-static void *thread_main(void *arg) {
-  (void)arg;
-  pthread_mutex_lock(&g_mu);
-  while (!g_stop) {
-    long ms = pass_locked();
-    if (g_stop) break;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
-    (void)pthread_cond_timedwait(&g_wake, &g_mu, &ts);
-  }
-  pthread_mutex_unlock(&g_mu);
-  return NULL;
-}
-
-int ak_reclaim_thread_start(void) {
-  pthread_once(&g_once, once_init);
-  pthread_mutex_lock(&g_ctl);
-  int rc = 0;
-  if (!g_running) {
-    g_stop = false;
-    /* Signals are blocked in the thread: it must never run a handler. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = pthread_create(&g_thread, NULL, thread_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc == 0) {
-      pthread_mutex_lock(&g_mu);
-      g_running = true;
-      pthread_mutex_unlock(&g_mu);
-    } else {
-      _ak_error(rc, "ak_reclaim_thread_start: pthread_create failed: %s", strerror(rc));
-    }
-  }
-  pthread_mutex_unlock(&g_ctl);
-  return rc;
-}
-
-void ak_reclaim_thread_stop(void) {
-  pthread_once(&g_once, once_init);
-  pthread_mutex_lock(&g_ctl);
-  pthread_mutex_lock(&g_mu);
-  bool running = g_running;
-  if (running) {
-    g_stop = true;
-    pthread_cond_signal(&g_wake);
-  }
-  pthread_mutex_unlock(&g_mu);
-  if (running) {
-    pthread_join(g_thread, NULL);
-    pthread_mutex_lock(&g_mu);
-    g_running = false;
-    g_stop = false;
-    pthread_mutex_unlock(&g_mu);
-  }
-  pthread_mutex_unlock(&g_ctl);
-}
-
-bool ak_reclaim_thread_running(void) {
-  pthread_once(&g_once, once_init);
-  pthread_mutex_lock(&g_mu);
-  bool r = g_running;
-  pthread_mutex_unlock(&g_mu);
-  return r;
-}
-
-size_t _ak_reclaim_thread_passes(void) { return atomic_load_explicit(&g_passes, memory_order_relaxed); }
-
-void ak_reclaim_collect(void) {
-  pthread_once(&g_once, once_init);
-  pthread_mutex_lock(&g_mu);
-  (void)pass_locked(); /* what one pass of the thread does */
-  pthread_mutex_unlock(&g_mu);
-}
-
-/* AK_BACKGROUND, read once, at the first registration. */
-static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
-static void env_init(void) {
-  const char *v = getenv("AK_BACKGROUND");
-  if (!v || !*v || strcmp(v, "0") == 0) return;
-  if (strcmp(v, "1") != 0) {
-    _ak_warn("AK_BACKGROUND=%s is not 0 or 1; the background thread stays off", v);
-    return;
-  }
-  (void)ak_reclaim_thread_start();
-}
-
 /* ---- sets: the API ------------------------------------------------------------------ */
 
 void _ak_spare_set_init(_ak_spare_set *set, const _ak_spare_ops *ops, void *ctx, size_t cap, unsigned flags) {
@@ -440,29 +251,6 @@ void _ak_spare_set_init(_ak_spare_set *set, const _ak_spare_ops *ops, void *ctx,
     set->flags &= ~(unsigned)AK_SPARE_REGISTERED;
     _ak_spare_set_register(set);
   }
-}
-
-void _ak_spare_set_register(_ak_spare_set *set) {
-  pthread_once(&g_once, once_init);
-  pthread_mutex_lock(&g_mu);
-  bool add = !(set->flags & AK_SPARE_REGISTERED);
-  if (add) {
-    set->flags |= AK_SPARE_REGISTERED;
-    _ak_dlist_push_front(&g_sets, &set->reg);
-  }
-  pthread_mutex_unlock(&g_mu);
-  if (add) pthread_once(&g_env_once, env_init);
-}
-
-void _ak_spare_set_fini(_ak_spare_set *set) {
-  if (set->flags & AK_SPARE_REGISTERED) {
-    pthread_mutex_lock(&g_mu);
-    while (set->pins) pthread_cond_wait(&g_unpinned, &g_mu);
-    _ak_dlist_remove(&g_sets, &set->reg);
-    pthread_mutex_unlock(&g_mu);
-    set->flags &= ~(unsigned)AK_SPARE_REGISTERED;
-  }
-  pthread_mutex_destroy(&set->mu);
 }
 
 void _ak_spare_put(_ak_spare_set *set, _ak_spare *s, size_t size) {
@@ -491,8 +279,10 @@ void _ak_spare_put(_ak_spare_set *set, _ak_spare *s, size_t size) {
   if (now >= __atomic_load_n(&set->deadline, __ATOMIC_RELAXED) || set->hot.tail == &s->node ||
       !(set->flags & AK_SPARE_TIMED))
     purge_locked(set, now, &out); /* a first hot spare sets the deadline; purge 0 cools it at once */
+  bool waits = (set->flags & AK_SPARE_REGISTERED) && set->deadline != UINT64_MAX;
   pthread_mutex_unlock(&set->mu);
   release_all(set, &out);
+  if (waits) _ak_reclaim_wake(); /* the background thread purges it if the owner goes quiet */
 }
 
 _ak_spare *_ak_spare_take(_ak_spare_set *set, bool *cold) {

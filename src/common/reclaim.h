@@ -178,5 +178,30 @@ int _ak_reclaim_due(uint64_t since, uint64_t now, bool release_ok);
 /** Passes over the registered sets so far, of the background thread and
  *  ak_reclaim_collect() (tests). */
 size_t _ak_reclaim_thread_passes(void);
+/** Background threads started so far (tests). */
+size_t _ak_reclaim_thread_starts(void);
+
+/** Wakes a sleeping background thread so it recomputes its deadlines (the
+ *  delays or the clock changed). Takes the registry's lock. */
+void _ak_reclaim_thread_signal(void);
+
+/** Memory started to wait for a purge (a spare, a cached mapping, free
+ *  pages of a segment nobody holds): in AK_BACKGROUND_AUTO, a thread is
+ *  wanted if none runs. Atomics only, no lock: callable under any lock. */
+void _ak_reclaim_wake(void);
+
+/** Starts the background thread if a wake wanted one. Call where the
+ *  caller holds none of the library's locks (starting a thread allocates:
+ *  malloc may be entered again): at the end of the slow paths that put
+ *  memory aside. One relaxed load when nothing is wanted. */
+void _ak_reclaim_start_wanted(void);
+
+/** A component's own policy step, run by each pass of the background
+ *  thread (and ak_reclaim_collect) with no lock of the registry held:
+ *  returns the reclaim clock (ms) at which it wants to run again, or
+ *  UINT64_MAX when nothing of its memory waits. */
+typedef uint64_t (*_ak_reclaim_tick_fn)(uint64_t now_ms);
+/** Registers a tick (once per component; registering again is a no-op). */
+void _ak_reclaim_register_tick(_ak_reclaim_tick_fn fn);
 
 #endif /* AK_RECLAIM_H */

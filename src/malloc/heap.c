@@ -58,6 +58,7 @@ static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void heap_exit(void *arg);
 static void maybe_purge(_ak_mheap *h);
+static uint64_t malloc_tick(uint64_t now);
 
 /* fork(): the child has only the forking thread, so a malloc lock that
  * another thread held at the fork would stay locked in the child for good
@@ -72,8 +73,8 @@ static void maybe_purge(_ak_mheap *h);
  *   4. huge_mu           huge-aligned registry (large.c; a leaf)
  *   5. lcache_mu         large-block cache (large.c; a leaf)
  *   6. _ak_seg_mu        segment registry (segment.c; innermost)
- * The parent releases them in reverse order; the child, in which no other
- * thread exists, initialises them afresh. The child may then malloc and
+ * The parent releases them in reverse order, and so does the child: its
+ * only thread is the one that took them. The child may then malloc and
  * free, including blocks of any thread from before the fork (a block of a
  * thread that does not exist in the child is freed with a remote push, its
  * memory is not reused in the child). The OS layer (src/os) has no locks. */
@@ -92,13 +93,14 @@ static void after_fork_parent(void) {
   pthread_mutex_unlock(&_ak_heaps_mu);
 }
 static void after_fork_child(void) {
-  /* Only this thread exists now: fresh mutexes. The other threads' heaps
-   * stay registered; their blocks can still be freed (remote frees). */
-  pthread_mutex_init(&_ak_seg_mu, NULL);
-  _ak_large_fork_child();
-  _ak_segment_fork_child();
-  pthread_mutex_init(&_ak_abandoned_mu, NULL);
-  pthread_mutex_init(&_ak_heaps_mu, NULL);
+  /* Only this thread exists now. The other threads' heaps stay
+   * registered; their blocks can still be freed (remote frees). Their
+   * segment lists may have been changing at the fork: the background
+   * thread's idle purge leaves them alone for good (AK_SEG_LOCK_FROZEN). */
+  for (_ak_dnode *x = _ak_heap_list.head; x; x = x->next)
+    if (_ak_heap_at(x) != _ak_tl_heap)
+      atomic_store_explicit(&_ak_heap_at(x)->seg_lock, AK_SEG_LOCK_FROZEN, memory_order_relaxed);
+  after_fork_parent(); /* the forking thread, the child's only one, holds them all */
 }
 
 /* What the first allocation needs, and nothing that may call malloc. */
@@ -122,6 +124,7 @@ __attribute__((constructor(AK_CTOR_MALLOC))) static void fork_register(void) {
 static void global_init(void) {
   (void)pthread_key_create(&heap_key, heap_exit);
   _ak_stats_at_exit();
+  _ak_reclaim_register_tick(malloc_tick);
   _ak_segment_spares_register(); /* may start the background thread (AK_BACKGROUND=1) */
 }
 
@@ -172,8 +175,10 @@ static bool adopt(_ak_mheap *h) {
   if (!seg) return false;
   /* The adopter is about to reuse the free pages: the segment's aging
    * starts again, rather than decommitting pages that are faulted in next. */
+  _ak_heap_seg_enter(h);
   seg->active_ms = _ak_reclaim_now();
   _ak_dlist_push_front(&h->segs, &seg->node);
+  _ak_heap_seg_leave(h);
   _ak_pages_adopt(h, seg);
   return true;
 }
@@ -207,11 +212,21 @@ static bool adopt_for(_ak_mheap *h, unsigned k) {
  * class or a free page to carve one from (a thread that starts adopts
  * one, not all of its predecessors'), and none beyond one per other
  * running thread while this heap has committed free pages. */
+static _ak_page *page_refill_locked(_ak_mheap *h, unsigned cls);
 static _ak_page *page_refill(_ak_mheap *h, unsigned cls) {
   _ak_page *pg = h->pages[cls];
   if (pg->free) return pg; /* blocks above 1 KiB come here with one on the list: no call */
   pg = _ak_page_find(h, cls);
   if (pg) return pg;
+  _ak_heap_seg_enter(h); /* the segments' masks are read below */
+  pg = page_refill_locked(h, cls);
+  _ak_heap_seg_leave(h);
+  return pg;
+}
+
+/* page_refill past the class's own pages, under h's segment lock. */
+static _ak_page *page_refill_locked(_ak_mheap *h, unsigned cls) {
+  _ak_page *pg;
   unsigned k = _ak_cls_span[cls];
   /* Abandoned segments before pages never touched; but a heap with free
    * pages of its own that are still committed (no fault to reuse) leaves
@@ -252,8 +267,8 @@ static bool abandoned_settle(_ak_segment *s) {
  * free and decommits free pages older than the purge delay (all with
  * force). So the memory of exited threads is neither stranded nor kept
  * resident while nobody adopts it. Without `force` a busy lock is skipped. */
-static void sweep_abandoned(bool force, uint64_t now) {
-  if (!atomic_load_explicit(&abandoned_count, memory_order_relaxed)) return;
+static bool sweep_abandoned(bool force, uint64_t now) {
+  if (!atomic_load_explicit(&abandoned_count, memory_order_relaxed)) return false;
   /* The page delay in force, extended while decommitted pages are taken
    * again soon after (_ak_reclaim_page_delay): a program that runs threads
    * in rounds adopts its exited threads' segments round after round, and
@@ -268,7 +283,8 @@ static void sweep_abandoned(bool force, uint64_t now) {
   if (force)
     pthread_mutex_lock(&_ak_abandoned_mu);
   else if (pthread_mutex_trylock(&_ak_abandoned_mu) != 0)
-    return;
+    return true; /* busy: later */
+  bool waiting = false;
   for (_ak_dnode *n = _ak_abandoned.head, *next; n; n = next) {
     next = n->next;
     _ak_segment *s = _ak_seg_at(n);
@@ -277,10 +293,54 @@ static void sweep_abandoned(bool force, uint64_t now) {
       atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
       _ak_segment_release(s);
     } else {
-      _ak_segment_purge(s, delay, now);
+      waiting = waiting || _ak_segment_purge(s, delay, now) != UINT64_MAX;
     }
   }
   pthread_mutex_unlock(&_ak_abandoned_mu);
+  return waiting;
+}
+
+/* The malloc's step of the background thread (common/reclaim.h), for a
+ * program whose threads make no call: the large-block cache's policy and
+ * the abandoned segments' sweep. Runs again while either holds memory the
+ * policy will give back. */
+/* The free pages of running threads' segments, for threads that make no
+ * call: each heap whose segment lock is free is purged as its own purge
+ * tick would (the purge delay since the segment was last busy). Returns
+ * when the next of them falls due. */
+static uint64_t heaps_purge(uint64_t now) {
+  if (pthread_mutex_trylock(&_ak_heaps_mu) != 0) return now + 100; /* busy: later */
+  long delay = _ak_reclaim_page_delay(now);
+  uint64_t next = UINT64_MAX;
+  for (_ak_dnode *x = _ak_heap_list.head; x; x = x->next) {
+    _ak_mheap *h = _ak_heap_at(x);
+    unsigned free_ = 0;
+    if (!atomic_compare_exchange_strong_explicit(&h->seg_lock, &free_, 2, memory_order_acquire,
+                                                 memory_order_relaxed)) {
+      if (free_ != AK_SEG_LOCK_FROZEN && now + 250 < next) next = now + 250; /* its owner is at work: later */
+      continue;
+    }
+    for (_ak_dnode *n = h->segs.head; n; n = n->next) {
+      uint64_t due = _ak_segment_purge(_ak_seg_at(n), delay, now);
+      if (due < next) next = due;
+    }
+    atomic_store_explicit(&h->seg_lock, 0, memory_order_release);
+  }
+  pthread_mutex_unlock(&_ak_heaps_mu);
+  return next;
+}
+
+static uint64_t malloc_tick(uint64_t now) {
+  _ak_large_cache_trim(false, now);
+  bool abandoned = sweep_abandoned(false, now);
+  uint64_t next = heaps_purge(now);
+  if (_ak_large_cache_pending()) next = now + 100;
+  if (abandoned) {
+    long d = _ak_reclaim_page_delay(now);
+    uint64_t at = now + (uint64_t)(d > 5 ? d : 5);
+    if (at < next) next = at;
+  }
+  return next;
 }
 
 /* The purge tick, every 64 slow-path calls of a thread (allocations that
@@ -293,8 +353,10 @@ static void maybe_purge(_ak_mheap *h) {
   if ((++h->slow_calls & 63) != 0) return;
   uint64_t now = _ak_reclaim_now();
   long delay = _ak_reclaim_page_delay(now);
-  for (_ak_dnode *n = h->segs.head; n; n = n->next) _ak_segment_purge(_ak_seg_at(n), delay, now);
-  sweep_abandoned(false, now);
+  _ak_heap_seg_enter(h);
+  for (_ak_dnode *n = h->segs.head; n; n = n->next) (void)_ak_segment_purge(_ak_seg_at(n), delay, now);
+  _ak_heap_seg_leave(h);
+  (void)sweep_abandoned(false, now);
   _ak_segment_cache_trim(false);
   _ak_large_cache_trim(false, now);
 }
@@ -302,6 +364,7 @@ static void maybe_purge(_ak_mheap *h) {
 void *_ak_heap_solo_alloc(_ak_mheap *h, size_t n, bool zero) {
   unsigned k = _ak_solo_pages(n);
   int at = -1;
+  _ak_heap_seg_enter(h); /* the segments' masks are read to place the span */
   _ak_segment *seg = _ak_solo_place(h, k, &at);
   if (!seg) {
     _ak_solo_collect(h); /* blocks other threads freed, before mapping more */
@@ -309,6 +372,7 @@ void *_ak_heap_solo_alloc(_ak_mheap *h, size_t n, bool zero) {
   }
   if (!seg && adopt_for(h, k)) seg = _ak_solo_place(h, k, &at); /* exited threads' pages */
   void *p = _ak_solo_take(h, seg, at, n, zero);                 /* seg NULL: a fresh segment */
+  _ak_heap_seg_leave(h);
   /* No segment to be had (an address-space limit, overcommit): a mapping
    * of the block's own size may still be (degrade, not fail). Aligned as
    * a span is (64 KiB): ak_aligned_alloc relies on it. */
@@ -316,7 +380,7 @@ void *_ak_heap_solo_alloc(_ak_mheap *h, size_t n, bool zero) {
   return p;
 }
 
-void *_ak_malloc_slow(size_t n) {
+static void *malloc_slow(size_t n) {
   _ak_mheap *h = _ak_heap_get();
   if (!h) {
     errno = ENOMEM;
@@ -338,12 +402,21 @@ void *_ak_malloc_slow(size_t n) {
   return b;
 }
 
+/* The slow paths end where no lock of the library is held: a background
+ * thread that memory put aside on the way asked for starts there. */
+void *_ak_malloc_slow(size_t n) {
+  void *p = malloc_slow(n);
+  _ak_reclaim_start_wanted();
+  return p;
+}
+
 void _ak_heap_retire(_ak_mheap *h, _ak_page *pg) {
   maybe_purge(h); /* a loop that allocates and frees one block lands here on each free */
   _ak_page_retire(h, pg);
+  _ak_reclaim_start_wanted(); /* see _ak_malloc_slow */
 }
 
-void _ak_free_slow(void *p, _ak_segment *seg) {
+static void free_slow(void *p, _ak_segment *seg) {
   if (!p) return;
   if (((uintptr_t)p & AK_SEG_MASK) == 0 && !_ak_segmap_has(seg) && _ak_huge_aligned_free(p)) return;
   _ak_page *pg = _ak_block_check("free", p, seg);
@@ -373,7 +446,10 @@ void _ak_free_slow(void *p, _ak_segment *seg) {
      * exited one goes back even if it allocates nothing (`owner` as read
      * before the push: once pushed, the segment may be settled, released
      * and unmapped by another thread). */
-    if (h && owner == AK_OWNER_NONE) maybe_purge(h);
+    if (owner == AK_OWNER_NONE) {
+      if (h) maybe_purge(h);
+      _ak_reclaim_wake(); /* free pages of a segment nobody holds: purged if no call comes */
+    }
     return;
   }
   if (pg->flags & AK_PG_SOLO) { /* its own span: give the pages back to the segment */
@@ -386,12 +462,18 @@ void _ak_free_slow(void *p, _ak_segment *seg) {
   _ak_page_retire(h, pg);
 }
 
+void _ak_free_slow(void *p, _ak_segment *seg) {
+  free_slow(p, seg);
+  _ak_reclaim_start_wanted(); /* see _ak_malloc_slow */
+}
+
 /* Collects remote frees, releases empty pages, purges (owner only; `h`
  * may be NULL: a thread without a heap), then sweeps the abandoned
  * segments. */
 void _ak_heap_collect(_ak_mheap *h, bool force) {
   uint64_t now = _ak_reclaim_now();
   if (h) _ak_pages_collect(h, force);
+  if (h) _ak_heap_seg_enter(h);
   for (_ak_dnode *n = h ? h->segs.head : NULL, *next; n; n = next) {
     next = n->next;
     _ak_segment *s = _ak_seg_at(n);
@@ -400,9 +482,10 @@ void _ak_heap_collect(_ak_mheap *h, bool force) {
       _ak_segment_release(s);
       continue;
     }
-    _ak_segment_purge(s, force ? 0 : _ak_reclaim_page_delay(now), now);
+    (void)_ak_segment_purge(s, force ? 0 : _ak_reclaim_page_delay(now), now);
   }
-  sweep_abandoned(force, now);
+  if (h) _ak_heap_seg_leave(h);
+  (void)sweep_abandoned(force, now);
 }
 
 /* Thread exit: empty pages go back, the rest is abandoned for adoption.
@@ -415,7 +498,8 @@ static void heap_exit(void *arg) {
   _ak_mheap *h = arg;
   if (!h) return;
   _ak_pages_collect(h, true);
-  _ak_tl_heap = NULL; /* a later malloc in this thread makes a new heap */
+  _ak_tl_heap = NULL;    /* a later malloc in this thread makes a new heap */
+  _ak_heap_seg_enter(h); /* the background thread's idle purge leaves h alone from here on */
   for (_ak_segment *s; (s = _ak_seg_at(_ak_dlist_pop_front(&h->segs))) != NULL;) {
     if (s->free_mask == UINT64_MAX) {
       _ak_segment_release(s);
@@ -438,7 +522,9 @@ static void heap_exit(void *arg) {
     _ak_dlist_push_front(&_ak_abandoned, &s->node);
     atomic_fetch_add_explicit(&abandoned_count, 1, memory_order_relaxed);
     pthread_mutex_unlock(&_ak_abandoned_mu);
+    _ak_reclaim_wake(); /* its free pages wait the page delay */
   }
+  _ak_heap_seg_leave(h);
   pthread_mutex_lock(&_ak_heaps_mu);
   _ak_dlist_remove(&_ak_heap_list, &h->gnode);
   atomic_fetch_sub_explicit(&live_heaps, 1, memory_order_relaxed);

@@ -17,26 +17,33 @@
 
 /* The large-block cache. A freed large block's mapping ([header | block],
  * the block AK_LARGE_HDR in) is kept instead of unmapped, so that a program
- * that allocates and frees blocks above AK_SOLO_MAX in a loop, or grows one by
- * realloc, reuses pages that are mapped and resident: no system call, no
- * page fault per page (glibc's adaptive mmap threshold keeps such blocks
- * in its heap likewise; a fresh mapping each time cost 4.35 s against
- * glibc's 0.05 s for 300 frees and mallocs of 5 MB). The reclaim policy
- * (common/reclaim.h), with its page delay d (AK_PURGE_DELAY, ms):
- *   reuse     a malloc takes the smallest cached mapping that holds it and
- *             is at most twice its size (the most recently freed among
- *             equals); a realloc that grows moves its pages into one
- *             (mremap onto it: no copy, the cached pages past them stay)
- *   decommit  a mapping cached for the page delay in force (d, longer
- *             while memory is reused soon after it was decommitted:
- *             _ak_reclaim_page_delay) gives its pages back (madvise),
- *             keeping its range and its header page
- *   unmap     after the policy's release delay (_ak_reclaim_due), or the
- *             oldest first when the cache
- *             would pass AK_LCACHE_SLOTS mappings or AK_LCACHE_BYTES; all of
- *             them before a fresh mapping is retried after ENOMEM, and at
- *             ak_collect(true)
- *   d == 0: nothing is cached (unmapped at once); d < 0: never decommitted.
+ * that allocates and frees blocks above AK_SOLO_MAX in a loop, or grows one
+ * by realloc, reuses pages that are mapped and resident: no system call,
+ * no page fault per page. How much it keeps follows the program's use,
+ * not a timer:
+ *   budget    the recent peak of large bytes in use (the highest value seen
+ *             in the current window of AK_LCACHE_WINDOW ms and the one
+ *             before) less what is in use now: committed memory in the
+ *             cache never takes the process above its recent peak. A loop
+ *             that frees a block and allocates another keeps its working
+ *             set; a spike that is over is forgotten after two windows;
+ *   reuse     a malloc takes the smallest cached mapping that holds it (the
+ *             most recently freed among equals; the pages of one more than
+ *             AK_LCACHE_LOOSE times the request past the request go back);
+ *             when none does, the largest one, grown by mremap (its
+ *             resident pages come along, only the growth is new); a
+ *             realloc that grows moves its pages
+ *             into one (mremap onto it: no copy, the cached pages past them
+ *             stay);
+ *   decommit  the oldest committed mappings past the budget give their
+ *             pages back (madvise), keeping their range and header page;
+ *   unmap     a mapping cached past the policy's release delay
+ *             (_ak_reclaim_due: reuse has stopped), the oldest first when
+ *             the cache would pass AK_LCACHE_SLOTS mappings or
+ *             AK_LCACHE_BYTES; all of them before a fresh mapping is
+ *             retried after ENOMEM, and at ak_collect(true).
+ * The page delay (AK_PURGE_DELAY) d: 0 caches nothing (unmapped at once);
+ * < 0 never decommits or unmaps by time or budget (ak_collect does).
  * A cached mapping is no block: its segment-map bit is cleared and its
  * magic zeroed, so free, realloc and malloc_usable_size of it end in the
  * "not from arenakit" message like any freed large block; the kernel puts
@@ -46,23 +53,48 @@
  * taken under it); the system calls that unmap run after it is released. */
 #define AK_LCACHE_SLOTS 16
 #define AK_LCACHE_BYTES ((size_t)256 << 20)
+#define AK_LCACHE_WINDOW 500 /* ms: the recent peak spans one or two */
+#define AK_LCACHE_LOOSE 8    /* a mapping this many times a request keeps only the request's pages */
 typedef struct lcache_entry {
   _ak_segment *seg;
-  size_t size;        /* bytes mapped */
-  uint64_t freed_ms;  /* when it was freed */
-  uint64_t purged_ms; /* when it was decommitted */
-  bool decommitted;   /* pages past the header given back */
+  size_t size;       /* bytes mapped */
+  uint64_t freed_ms; /* when it was freed */
+  bool decommitted;  /* pages past the header given back */
 } lcache_entry;
 static pthread_mutex_t lcache_mu = PTHREAD_MUTEX_INITIALIZER;
 static lcache_entry lcache[AK_LCACHE_SLOTS];
 static _Atomic int lcache_n; /* atomic: peeked at without lcache_mu */
-static size_t lcache_bytes;
+static size_t lcache_bytes;  /* mapped by the entries */
+static size_t lcache_dirty;  /* committed by the entries (not decommitted) */
+/* The recent peak of large bytes in use (under lcache_mu): the highest
+ * value noted in the window that started at win_start, and in the one
+ * before it. */
+static uint64_t win_start;
+static size_t win_peak, win_prev;
+
+/* Notes `inuse` large bytes at `now` (under lcache_mu). */
+static void peak_note(size_t inuse, uint64_t now) {
+  uint64_t age = _ak_reclaim_since(now, win_start);
+  if (age >= AK_LCACHE_WINDOW) {
+    win_prev = age >= 2 * AK_LCACHE_WINDOW ? 0 : win_peak;
+    win_peak = 0;
+    win_start = now;
+  }
+  if (inuse > win_peak) win_peak = inuse;
+}
+
+/* Committed bytes the cache may hold now (under lcache_mu). */
+static size_t lcache_budget(size_t inuse) {
+  size_t peak = win_peak > win_prev ? win_peak : win_prev;
+  return peak > inuse ? peak - inuse : 0;
+}
 
 /* Removes entry i (under lcache_mu); returns it. */
 static lcache_entry lcache_remove(int i) {
   lcache_entry e = lcache[i];
   lcache[i] = lcache[--lcache_n];
   lcache_bytes -= e.size;
+  if (!e.decommitted) lcache_dirty -= e.size;
   return e;
 }
 
@@ -72,57 +104,100 @@ static void lcache_unmap(const lcache_entry *e) {
   _ak_os_free(e->seg, e->size);
 }
 
-/* Decommits the entries cached for the page delay and unmaps those past
- * the release delay (all with `force`). */
-void _ak_large_cache_trim(bool force, uint64_t now) {
-  lcache_entry out[AK_LCACHE_SLOTS];
+/* Gives entry i's pages back, keeping its range (under lcache_mu). */
+static void lcache_decommit(int i) {
+  lcache_entry *e = &lcache[i];
+  AK_ASSERT(!e->decommitted && lcache_dirty >= e->size);
+  (void)_ak_os_decommit((char *)e->seg + AK_LARGE_HDR, e->size - AK_LARGE_HDR);
+  _ak_committed_sub(e->size - AK_LARGE_HDR);
+  e->decommitted = true;
+  lcache_dirty -= e->size;
+}
+
+/* The oldest committed entry, or -1 (under lcache_mu). */
+static int lcache_oldest_dirty(void) {
+  int old = -1;
+  for (int i = 0; i < lcache_n; i++)
+    if (!lcache[i].decommitted && (old < 0 || lcache[i].freed_ms < lcache[old].freed_ms)) old = i;
+  return old;
+}
+
+/* The cache's invariants (under lcache_mu): the byte counts add up. */
+static void lcache_check(void) {
+  if (!_ak_malloc_checked) return;
+  size_t bytes = 0, dirty = 0;
+  for (int i = 0; i < lcache_n; i++) {
+    AK_ASSERT(lcache[i].seg != NULL && lcache[i].size > AK_LARGE_HDR);
+    bytes += lcache[i].size;
+    if (!lcache[i].decommitted) dirty += lcache[i].size;
+  }
+  AK_ASSERT(bytes == lcache_bytes && dirty == lcache_dirty && lcache_bytes <= AK_LCACHE_BYTES);
+}
+
+/* Under lcache_mu: unmaps (into out[]) the entries past the release delay,
+ * all with `force`, and decommits the oldest committed ones past the budget.
+ * Returns how many went to out[]. */
+static int lcache_trim_locked(bool force, uint64_t now, lcache_entry *out) {
   int nout = 0;
-  if (!force && !atomic_load_explicit(&lcache_n, memory_order_relaxed))
-    return; /* racy peek: no lock when empty */
-  long delay = _ak_reclaim_page_delay(now);
-  pthread_mutex_lock(&lcache_mu);
+  long delay = ak_reclaim_get_page_delay();
+  if (!force && delay < 0) return 0; /* only on ak_collect */
   for (int i = 0; i < lcache_n;) {
-    lcache_entry *e = &lcache[i];
-    uint64_t age = _ak_reclaim_since(now, e->freed_ms);
-    if (force || _ak_reclaim_due(e->freed_ms, now, true) == 2) {
+    if (force || _ak_reclaim_due(lcache[i].freed_ms, now, true) == 2) {
       out[nout++] = lcache_remove(i);
       continue;
     }
-    if (!e->decommitted && delay >= 0 && age >= (uint64_t)delay) {
-      (void)_ak_os_decommit((char *)e->seg + AK_LARGE_HDR, e->size - AK_LARGE_HDR);
-      _ak_committed_sub(e->size - AK_LARGE_HDR);
-      e->decommitted = true;
-      e->purged_ms = now;
-    }
     i++;
   }
+  size_t budget = lcache_budget(atomic_load_explicit(&_ak_large_bytes, memory_order_relaxed));
+  for (int old; lcache_dirty > budget && (old = lcache_oldest_dirty()) >= 0;) lcache_decommit(old);
+  lcache_check();
+  return nout;
+}
+
+void _ak_large_cache_trim(bool force, uint64_t now) {
+  lcache_entry out[AK_LCACHE_SLOTS];
+  if (!force && !atomic_load_explicit(&lcache_n, memory_order_relaxed))
+    return; /* racy peek: no lock when empty */
+  pthread_mutex_lock(&lcache_mu);
+  peak_note(atomic_load_explicit(&_ak_large_bytes, memory_order_relaxed), now);
+  int nout = lcache_trim_locked(force, now, out);
   pthread_mutex_unlock(&lcache_mu);
   for (int i = 0; i < nout; i++) lcache_unmap(&out[i]);
 }
 
-/* Takes the best cached mapping for `need` bytes (need .. 2 x need, the
- * smallest, the most recently freed among equals) out of the cache: its
- * size in *size, whether its pages still hold old data in *dirty; the
- * mapping counts as committed again. NULL if none fits. */
-static _ak_segment *lcache_take(size_t need, size_t *size, bool *dirty) {
+bool _ak_large_cache_pending(void) { return atomic_load_explicit(&lcache_n, memory_order_relaxed) != 0; }
+
+/* Takes the best cached mapping for `need` bytes out of the cache (the
+ * smallest that holds it, the most recently freed among equals; with
+ * `grow`, else the largest, which the caller grows): its size in *size,
+ * whether its pages still hold old data in *dirty; the mapping counts as
+ * committed again. NULL if the cache is empty (or none fits without
+ * `grow`). */
+static _ak_segment *lcache_take(size_t need, bool grow, size_t *size, bool *dirty) {
   if (!atomic_load_explicit(&lcache_n, memory_order_relaxed))
     return NULL; /* a racy peek: the common case costs no lock */
   pthread_mutex_lock(&lcache_mu);
-  int best = -1;
+  int best = -1, largest = -1;
   for (int i = 0; i < lcache_n; i++) {
     size_t sz = lcache[i].size;
-    if (sz < need || sz / 2 > need) continue;
+    if (sz < need && (largest < 0 || sz > lcache[largest].size)) largest = i;
+    if (sz < need) continue;
     if (best < 0 || sz < lcache[best].size ||
         (sz == lcache[best].size && lcache[i].freed_ms > lcache[best].freed_ms))
       best = i;
   }
-  lcache_entry e = {NULL, 0, 0, 0, false};
+  if (best < 0 && grow) best = largest;
+  lcache_entry e = {NULL, 0, 0, false};
   if (best >= 0) e = lcache_remove(best);
+  lcache_check();
   pthread_mutex_unlock(&lcache_mu);
   if (!e.seg) return NULL;
-  if (e.decommitted) { /* faulted in again as it is used */
-    _ak_committed_add(e.size - AK_LARGE_HDR);
-    _ak_reclaim_page_refault(e.purged_ms, _ak_reclaim_now());
+  if (e.decommitted) _ak_committed_add(e.size - AK_LARGE_HDR); /* faulted in again as it is used */
+  if (!e.decommitted && e.size / AK_LCACHE_LOOSE > need) {
+    /* Far larger than asked: the pages past the request go back, so a
+     * small block does not hold a large one's memory for its lifetime. */
+    (void)_ak_os_decommit((char *)e.seg + need, e.size - need);
+    _ak_committed_sub(e.size - need);
   }
   *size = e.size;
   *dirty = !e.decommitted;
@@ -130,28 +205,32 @@ static _ak_segment *lcache_take(size_t need, size_t *size, bool *dirty) {
 }
 
 /* Puts the mapping of a freed large block (segment-map bit cleared, magic
- * zeroed, still counted as committed) into the cache, or unmaps it. */
-static void lcache_put(_ak_segment *seg, size_t size) {
+ * zeroed, still counted as committed; no longer counted in use) into the
+ * cache, or unmaps it. `inuse_before`: large bytes in use with it. */
+static void lcache_put(_ak_segment *seg, size_t size, size_t inuse_before) {
   long delay = ak_reclaim_get_page_delay();
   uint64_t now = _ak_reclaim_now();
   lcache_entry out[AK_LCACHE_SLOTS + 1];
   int nout = 0;
   if (delay == 0 || size > AK_LCACHE_BYTES) {
-    out[nout++] = (lcache_entry){seg, size, now, 0, false};
+    out[nout++] = (lcache_entry){seg, size, now, false};
   } else {
     pthread_mutex_lock(&lcache_mu);
+    peak_note(inuse_before, now);
     while (lcache_n == AK_LCACHE_SLOTS || lcache_bytes + size > AK_LCACHE_BYTES) { /* room: the oldest go */
       int old = 0;
       for (int i = 1; i < lcache_n; i++)
         if (lcache[i].freed_ms < lcache[old].freed_ms) old = i;
       out[nout++] = lcache_remove(old);
     }
-    lcache[lcache_n++] = (lcache_entry){seg, size, now, 0, false};
+    lcache[lcache_n++] = (lcache_entry){seg, size, now, false};
     lcache_bytes += size;
+    lcache_dirty += size;
+    nout += lcache_trim_locked(false, now, out + nout);
     pthread_mutex_unlock(&lcache_mu);
+    _ak_reclaim_wake(); /* the budget and the release delay apply if no call comes */
   }
   for (int i = 0; i < nout; i++) lcache_unmap(&out[i]);
-  _ak_large_cache_trim(false, now);
 }
 
 /* Makes `seg` (mapping of `map` bytes, block `off` in) a live large block. */
@@ -188,10 +267,22 @@ void *_ak_large_alloc(size_t n, size_t align, bool zero) {
   if (off == AK_LARGE_HDR) {
     size_t size;
     bool dirty;
-    _ak_segment *seg = lcache_take(map, &size, &dirty);
+    _ak_segment *seg = lcache_take(map, true, &size, &dirty);
+    size_t old_pages = size; /* what may hold old data; pages grown below are fresh (zero) */
+    if (seg && size < map) { /* the largest cached one, grown: its pages come along */
+      _ak_segment *grown = _ak_os_remap(seg, size, map, AK_SEG_SIZE);
+      if (grown) {
+        _ak_committed_add(map - size);
+        seg = grown;
+        size = map;
+      } else {
+        lcache_put(seg, size, atomic_load_explicit(&_ak_large_bytes, memory_order_relaxed));
+        seg = NULL;
+      }
+    }
     if (seg) {
-      (void)_ak_segmap_set(seg, true); /* it was set for this address before: covered */
-      if (zero && dirty) memset((char *)seg + off, 0, n);
+      (void)_ak_segmap_set(seg, true); /* covered: set for this address before, or a range mapped now */
+      if (zero && dirty) memset((char *)seg + off, 0, (old_pages < off + n ? old_pages : off + n) - off);
       return large_setup(seg, size, off);
     }
   }
@@ -211,11 +302,11 @@ void *_ak_large_alloc(size_t n, size_t align, bool zero) {
 void _ak_large_free(_ak_segment *seg) {
   _ak_registry_remove(seg);
   atomic_fetch_sub_explicit(&_ak_large_count, 1, memory_order_relaxed);
-  atomic_fetch_sub_explicit(&_ak_large_bytes, seg->map_size, memory_order_relaxed);
+  size_t before = atomic_fetch_sub_explicit(&_ak_large_bytes, seg->map_size, memory_order_relaxed);
   seg->magic = 0;
   (void)_ak_segmap_set(seg, false);
   if (seg->large_block - (uintptr_t)seg == AK_LARGE_HDR) {
-    lcache_put(seg, seg->map_size);
+    lcache_put(seg, seg->map_size, before);
   } else { /* aligned past the header (rare): not reused */
     _ak_committed_sub(seg->map_size);
     _ak_os_free(seg, seg->map_size);
@@ -228,10 +319,10 @@ void _ak_large_free(_ak_segment *seg) {
 static _ak_segment *large_grow_cached(_ak_segment *seg, size_t old, size_t map) {
   size_t size;
   bool dirty;
-  _ak_segment *to = lcache_take(map, &size, &dirty);
+  _ak_segment *to = lcache_take(map, false, &size, &dirty);
   if (!to) return NULL;
   if (_ak_os_move_into(seg, old, to) != 0) {
-    lcache_put(to, size); /* still as it was */
+    lcache_put(to, size, atomic_load_explicit(&_ak_large_bytes, memory_order_relaxed)); /* still as it was */
     return NULL;
   }
   _ak_committed_sub(old); /* the pages moved replace as many of the cached mapping's */
@@ -382,9 +473,4 @@ void _ak_large_fork_prepare(void) {
 void _ak_large_fork_parent(void) {
   pthread_mutex_unlock(&lcache_mu);
   pthread_mutex_unlock(&huge_mu);
-}
-
-void _ak_large_fork_child(void) {
-  pthread_mutex_init(&lcache_mu, NULL);
-  pthread_mutex_init(&huge_mu, NULL);
 }

@@ -34,6 +34,7 @@
 #define AK_MALLOC_INTERNAL_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -41,6 +42,7 @@
 
 #include "arenakit/detail/link.h"
 #include "arenakit/malloc.h"
+#include "common/assert.h"
 #include "common/harden.h"
 #include "common/list.h"
 #include "common/reclaim.h"
@@ -127,7 +129,14 @@ struct _ak_mheap {
   _ak_page *pages[AK_NCLS]; /* queue[c]'s first page, or &_ak_empty_page */
   _ak_dnode gnode;          /* on _ak_heap_list, or the reused heaps once its thread exited */
   pthread_t thread;
-  uint64_t slow_calls;      /* to pace purging */
+  uint64_t slow_calls; /* to pace purging */
+  /* The segment lock: segs and the masks of the segments on it change
+   * only under it (0 free, 1 the owner, 2 the background thread's idle
+   * purge, which only tries it, AK_SEG_LOCK_FROZEN the heap of a thread
+   * that is not in a fork child); the owner takes it once however deeply
+   * its slow paths nest (seg_depth, the owner's own). */
+  _Atomic unsigned seg_lock;
+  unsigned seg_depth;
   _ak_dlist segs;           /* segments this heap owns (_ak_segment.node) */
   _ak_dlist queue[AK_NCLS]; /* pages with free or uncarved blocks, per class */
   _ak_dlist full[AK_NCLS];  /* pages without free blocks, per class */
@@ -196,8 +205,10 @@ void _ak_segment_cache_trim(bool force);
  *  the first heap is in place. */
 void _ak_segment_spares_register(void);
 /** Decommits the free pages of `seg` if it has been quiet for `delay` ms
- *  at `now_ms` (all of them with delay 0; none with delay < 0). */
-void _ak_segment_purge(_ak_segment *seg, long delay, uint64_t now_ms);
+ *  at `now_ms` (all of them with delay 0; none with delay < 0); a running
+ *  thread's segment waits the policy's purge delay if longer. Returns when
+ *  its free pages fall due (UINT64_MAX: none wait). */
+uint64_t _ak_segment_purge(_ak_segment *seg, long delay, uint64_t now_ms);
 /** Committed memory (stats): `n` bytes more (the peak follows), or less. */
 void _ak_committed_add(size_t n);
 void _ak_committed_sub(size_t n);
@@ -212,12 +223,11 @@ void _ak_registry_remove(_ak_segment *seg);
  *  segment map. Marking fails (false, errno ENOMEM) only for an address
  *  the map does not cover. */
 bool _ak_segmap_set(const void *seg, bool on);
-/** fork(): takes (prepare), releases (parent) or initialises (child) the
- *  spare segments' set lock; heap.c's atfork handlers call them at their
- *  place in the lock order written there. */
+/** fork(): takes (prepare) or releases (parent and child) the spare
+ *  segments' set lock; heap.c's atfork handlers call them at their place in
+ *  the lock order written there. */
 void _ak_segment_fork_prepare(void);
 void _ak_segment_fork_parent(void);
-void _ak_segment_fork_child(void);
 
 /** Mask of `k` pages from page `at` (bit i: page i). */
 #define AK_ALL_PAGES UINT64_MAX
@@ -231,9 +241,12 @@ static inline uint64_t _ak_run_bits(unsigned at, unsigned k) {
 void *_ak_large_alloc(size_t n, size_t align, bool zero);
 void _ak_large_free(_ak_segment *seg);
 void *_ak_large_realloc(_ak_segment *seg, void *p, size_t n);
-/** Decommits cached large mappings older than the purge delay, unmaps
- *  those older than the cache's unmap delay (all with force). */
+/** The large-block cache's policy step (large.c): unmaps cached mappings
+ *  past the release delay (all with force) and decommits the oldest past
+ *  the budget (the recent peak of large bytes in use, less what is in use). */
 void _ak_large_cache_trim(bool force, uint64_t now_ms);
+/** True if the large-block cache holds a mapping (a racy peek). */
+bool _ak_large_cache_pending(void);
 /** Huge-aligned blocks (block on a segment boundary, align >= 4 MiB). */
 void *_ak_huge_aligned_alloc(size_t n, size_t align);
 bool _ak_huge_aligned_free(void *p);
@@ -241,7 +254,22 @@ size_t _ak_huge_aligned_size(const void *p);
 /** fork(): the huge-aligned registry's and the large cache's locks. */
 void _ak_large_fork_prepare(void);
 void _ak_large_fork_parent(void);
-void _ak_large_fork_child(void);
+
+/* ---- the heap's segment lock (see _ak_mheap.seg_lock) -------------------------- */
+#define AK_SEG_LOCK_FROZEN 3u
+/** The owner enters a section that changes h's segments (nests). */
+static inline void _ak_heap_seg_enter(_ak_mheap *h) {
+  if (h->seg_depth++ != 0) return;
+  for (unsigned free_ = 0; !atomic_compare_exchange_weak_explicit(&h->seg_lock, &free_, 1,
+                                                                  memory_order_acquire, memory_order_relaxed);
+       free_ = 0)
+    sched_yield(); /* the background thread purges h: a few system calls */
+}
+/** ... and leaves it. */
+static inline void _ak_heap_seg_leave(_ak_mheap *h) {
+  AK_ASSERT(h->seg_depth > 0 && atomic_load_explicit(&h->seg_lock, memory_order_relaxed) == 1);
+  if (--h->seg_depth == 0) atomic_store_explicit(&h->seg_lock, 0, memory_order_release);
+}
 
 /* ---- span.c ---------------------------------------------------------------------- */
 /** A fresh span for class `cls` in one of `h`'s segments (mapping a new

@@ -88,7 +88,7 @@ static _ak_segment *seg_of_spare(_ak_spare *sp) {
  * madvise); release unmaps. */
 static void spare_decommit(_ak_spare *sp, void *ctx) {
   (void)ctx;
-  _ak_segment_purge(seg_of_spare(sp), 0, _ak_reclaim_now());
+  (void)_ak_segment_purge(seg_of_spare(sp), 0, _ak_reclaim_now());
 }
 static void spare_release(_ak_spare *sp, void *ctx) {
   (void)ctx;
@@ -196,7 +196,7 @@ void _ak_segment_release(_ak_segment *seg) {
  *     round, 3 runs: 1.05-1.2x).
  * A page delay of 0 or -1 (at once, or only on ak_collect) holds for
  * both. */
-void _ak_segment_purge(_ak_segment *seg, long delay, uint64_t now_ms) {
+uint64_t _ak_segment_purge(_ak_segment *seg, long delay, uint64_t now_ms) {
   /* Dirty and decommitted pages are free pages, never both. */
   AK_ASSERT((seg->dirty_mask & ~seg->free_mask) == 0 && (seg->decommit_mask & ~seg->free_mask) == 0 &&
             (seg->dirty_mask & seg->decommit_mask) == 0);
@@ -205,7 +205,8 @@ void _ak_segment_purge(_ak_segment *seg, long delay, uint64_t now_ms) {
     ak_reclaim_get_delays(&spare_delay, NULL);
     delay = spare_delay < 0 ? -1 : spare_delay > delay ? spare_delay : delay;
   }
-  if (!seg->dirty_mask || delay < 0 || _ak_reclaim_since(now_ms, seg->active_ms) < (uint64_t)delay) return;
+  if (!seg->dirty_mask || delay < 0) return UINT64_MAX;
+  if (_ak_reclaim_since(now_ms, seg->active_ms) < (uint64_t)delay) return seg->active_ms + (uint64_t)delay;
   uint64_t purge = seg->dirty_mask;
   for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
     if (!(purge & (UINT64_C(1) << i))) continue;
@@ -221,11 +222,11 @@ void _ak_segment_purge(_ak_segment *seg, long delay, uint64_t now_ms) {
   seg->decommit_mask |= purge;
   seg->dirty_mask &= ~purge;
   seg->purged_ms = now_ms;
+  return UINT64_MAX;
 }
 
 /* fork() (heap.c's handlers, which give the order of every malloc lock):
- * the spare segments' set lock. The child, where the forking thread holds
- * it, releases it. */
+ * the spare segments' set lock, released in the parent and the child (where
+ * the forking thread holds it) alike. */
 void _ak_segment_fork_prepare(void) { _ak_spare_set_lock(spares()); }
 void _ak_segment_fork_parent(void) { _ak_spare_set_unlock(&seg_spares); }
-void _ak_segment_fork_child(void) { _ak_spare_set_unlock(&seg_spares); }

@@ -115,7 +115,8 @@ static _ak_page *span_take(_ak_mheap *h, _ak_segment *seg, unsigned at, unsigned
   return pg;
 }
 
-_ak_page *_ak_span_alloc(_ak_mheap *h, unsigned cls) {
+/* _ak_span_alloc under h's segment lock. */
+static _ak_page *span_alloc(_ak_mheap *h, unsigned cls) {
   unsigned k = _ak_cls_span[cls];
   _ak_segment *seg = NULL;
   int at = -1;
@@ -171,7 +172,15 @@ _ak_page *_ak_span_alloc(_ak_mheap *h, unsigned cls) {
   return pg;
 }
 
-void _ak_span_free(_ak_mheap *h, _ak_segment *seg, _ak_page *pg) {
+_ak_page *_ak_span_alloc(_ak_mheap *h, unsigned cls) {
+  _ak_heap_seg_enter(h);
+  _ak_page *pg = span_alloc(h, cls);
+  _ak_heap_seg_leave(h);
+  return pg;
+}
+
+/* _ak_span_free under h's segment lock (h NULL: under _ak_abandoned_mu). */
+static void span_free(_ak_mheap *h, _ak_segment *seg, _ak_page *pg) {
   unsigned at = (unsigned)(pg - seg->pages), k = pg->span;
   uint64_t bits = _ak_run_bits(at, k);
   /* A span head in use, on no list, whose pages are all taken. */
@@ -184,7 +193,7 @@ void _ak_span_free(_ak_mheap *h, _ak_segment *seg, _ak_page *pg) {
   seg->dirty_mask |= bits;
   seg->active_ms = _ak_reclaim_now(); /* a busy segment is not purged */
   long delay = ak_reclaim_get_page_delay();
-  if (delay == 0) _ak_segment_purge(seg, 0, seg->active_ms);
+  if (delay == 0) (void)_ak_segment_purge(seg, 0, seg->active_ms);
   if (seg->free_mask == AK_ALL_PAGES && h) {
     /* Keep one empty segment per heap; release any other at once. */
     for (_ak_dnode *n = h->segs.head; n; n = n->next) {
@@ -196,6 +205,18 @@ void _ak_span_free(_ak_mheap *h, _ak_segment *seg, _ak_page *pg) {
       }
     }
   }
+}
+
+void _ak_span_free(_ak_mheap *h, _ak_segment *seg, _ak_page *pg) {
+  if (!h) {
+    span_free(NULL, seg, pg);
+    return;
+  }
+  _ak_heap_seg_enter(h);
+  span_free(h, seg, pg);
+  _ak_heap_seg_leave(h);
+  _ak_reclaim_wake(); /* free pages wait the purge delay: the background thread gives them back if h goes
+                         quiet */
 }
 
 /* ---- solo spans --------------------------------------------------------------------
@@ -219,6 +240,7 @@ unsigned _ak_solo_pages(size_t n) {
 }
 
 void _ak_solo_collect(_ak_mheap *h) {
+  _ak_heap_seg_enter(h);
   for (_ak_dnode *n = h->segs.head, *next; n; n = next) {
     next = n->next; /* _ak_span_free may release s */
     _ak_segment *s = _ak_seg_at(n);
@@ -234,6 +256,7 @@ void _ak_solo_collect(_ak_mheap *h) {
       if (emptied) break; /* s may be released: do not touch it again */
     }
   }
+  _ak_heap_seg_leave(h);
 }
 
 /* The place for a solo span of k pages in h's segments: best fit, the
@@ -267,13 +290,18 @@ _ak_segment *_ak_solo_place(_ak_mheap *h, unsigned k, int *at) {
 
 void *_ak_solo_take(_ak_mheap *h, _ak_segment *seg, int at, size_t n, bool zero) {
   unsigned k = _ak_solo_pages(n);
+  _ak_heap_seg_enter(h);
   if (!seg) {
     seg = _ak_segment_new(h);
-    if (!seg) return NULL;
+    if (!seg) {
+      _ak_heap_seg_leave(h);
+      return NULL;
+    }
     at = find_run(seg->free_mask, k, 1);
   }
   uint64_t dirty = seg->dirty_mask & _ak_run_bits((unsigned)at, k); /* pages holding old data */
   _ak_page *pg = span_take(h, seg, (unsigned)at, k);
+  _ak_heap_seg_leave(h);
   if (!pg) return NULL;
   __atomic_store_n(&pg->cls, (uint16_t)AK_CLS_SOLO, __ATOMIC_RELAXED);
   pg->end = solo_end(pg->start, n); /* within the span (and before a hardened guard) */
@@ -291,7 +319,8 @@ void *_ak_solo_take(_ak_mheap *h, _ak_segment *seg, int at, size_t n, bool zero)
   return (void *)pg->start;
 }
 
-bool _ak_solo_resize(_ak_mheap *h, _ak_segment *seg, _ak_page *pg, size_t n) {
+/* _ak_solo_resize under h's segment lock. */
+static bool solo_resize(_ak_segment *seg, _ak_page *pg, size_t n) {
   if (n <= AK_SOLO_MIN || n > AK_SOLO_MAX) return false;
   unsigned at = (unsigned)(pg - seg->pages), k = pg->span, want = _ak_solo_pages(n);
   size_t have = pg->end - pg->start;
@@ -329,6 +358,12 @@ bool _ak_solo_resize(_ak_mheap *h, _ak_segment *seg, _ak_page *pg, size_t n) {
   pg->end = solo_end(pg->start, n);
   pg->bump = pg->end;
   __atomic_store_n(&pg->block_size, (uint32_t)(pg->end - pg->start), __ATOMIC_RELAXED);
-  (void)h;
   return true;
+}
+
+bool _ak_solo_resize(_ak_mheap *h, _ak_segment *seg, _ak_page *pg, size_t n) {
+  _ak_heap_seg_enter(h);
+  bool done = solo_resize(seg, pg, n);
+  _ak_heap_seg_leave(h);
+  return done;
 }

@@ -37,6 +37,7 @@ void ak_pool_free_slow(ak_pool *pub, void *o) {
   if (_ak_config_validate && AK_UNLIKELY(p->destroyed))
     _ak_fatal("ak_pool_free(%p): pool '%s' was destroyed (ak_pool_destroy)", o, p->name);
   p->free(p, o);
+  _ak_reclaim_start_wanted(); /* a slab put aside may want the background thread: no lock is held here */
 }
 
 /* Hardened (guards): the last page of a slab of at least four pages is a
