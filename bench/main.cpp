@@ -38,10 +38,12 @@ namespace {
 
 // Runs one scenario: its children, interleaved, then its report, printed
 // and written to opts.out_dir. `params` gets the parameters it chose.
+// `progress`: "scenario i of n, elapsed ..." for the heading.
 int run_scenario(const Scenario &sc, const Options &opts, const std::vector<Allocator> &allocs,
-                 const std::vector<std::string> &missing, bool plot, bool &all_pass, Params &params) {
+                 const std::vector<std::string> &missing, bool plot, bool &all_pass, Params &params,
+                 const std::string &progress) {
   int reps = opts.reps > 0 ? opts.reps : (opts.quick ? sc.quick_reps : sc.default_reps);
-  std::printf("== %s: %s\n", sc.name, sc.description);
+  std::printf("== [%s] %s: %s\n", progress.c_str(), sc.name, sc.description);
   std::fflush(stdout);
   params = sc.prepare(opts);
   RunData data;
@@ -138,10 +140,17 @@ int run_main(int argc, char **argv) {
   bool all_pass = true;
   int rc = 0;
   std::map<std::string, Params> prepared;  // parameters of the scenarios run, for the hardened build
+  double t0 = now_s();
+  std::size_t i = 0;
   if (!req.hardened.only)
-    for (const Scenario *s : req.todo)
-      rc |= run_scenario(*s, opts, allocs, missing, req.plot, all_pass, prepared[s->name]);
+    for (const Scenario *s : req.todo) {
+      std::string progress = "scenario " + std::to_string(++i) + " of " + std::to_string(req.todo.size()) +
+                             ", " + fmt_num(now_s() - t0, 0) + " s elapsed";
+      rc |= run_scenario(*s, opts, allocs, missing, req.plot, all_pass, prepared[s->name], progress);
+    }
   if (!req.hardened.exe.empty()) rc |= hardened_cost(req.todo, prepared, opts, req.hardened, all_pass);
+  std::printf("ak_bench: done in %s s (%zu scenario(s)%s); results in %s/\n", fmt_num(now_s() - t0, 0).c_str(),
+              req.todo.size(), opts.quick ? ", --quick" : "", opts.out_dir.c_str());
   if (rc) return 1;
   if (opts.strict && !all_pass) return 1;
   return 0;

@@ -7,15 +7,16 @@
 #                                    CSVs, plots; commit them) and the generated
 #                                    tables of docs/benchmarks.md
 #   scripts/bench.sh arena-bump      only the named scenario(s), same places
-#   scripts/bench.sh --quick         short CI run (about 2.5 minutes): small
-#                                    sizes, figures not for judging, written to
-#                                    build-bench/bench/results-quick/ only
+#   scripts/bench.sh --quick         short CI run: small sizes, figures not for
+#                                    judging, written to
+#                                    build-bench/bench/results-quick/ only; no
+#                                    hardened build unless --hardened is given
 #   scripts/bench.sh --reps 5        options go to `ak_bench run` (--reps N,
 #                                    --rounds N, --n N, --out DIR,
 #                                    --allocators a,b, --cpu N|none,
 #                                    --no-plot, --strict, --hardened-reps N)
 #
-# Hardened build cost (docs/benchmarks.md): every run also builds ak_bench
+# Hardened build cost (docs/benchmarks.md): every full run also builds ak_bench
 # with -DAK_HARDENED=ON in build-bench-hardened/ and reports, per scenario,
 # arenakit's metrics normal against hardened (results/hardened-cost.md|csv,
 # check: geometric-mean slowdown <= 1.10x).
@@ -41,16 +42,18 @@ quick=()
 names=()
 extra=()
 hardened=all  # mitigations of the hardened build ("" : none, no report)
+hardened_asked=0
 hardened_only=0
+started=$(date +%s)
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=(--quick) ;;
     --) shift; extra+=("$@"); break ;;
-    -h|--help) sed -n '2,${/^#/!q;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
-    --hardened) hardened=${2:?$1 needs a value}; shift ;;
-    --hardened=*) hardened=${1#--hardened=} ;;
+    -h|--help) sed -n '3,${/^#/!q;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    --hardened) hardened=${2:?$1 needs a value}; hardened_asked=1; shift ;;
+    --hardened=*) hardened=${1#--hardened=}; hardened_asked=1 ;;
     --no-hardened) hardened= ;;
-    --hardened-only) hardened_only=1 ;;
+    --hardened-only) hardened_only=1; hardened_asked=1 ;;
     --reps|--rounds|--n|--out|--allocators|--cpu|--hardened-reps) extra+=("$1" "${2:?$1 needs a value}"); shift ;;
     -*) extra+=("$1") ;;
     *) names+=("$1") ;;
@@ -58,6 +61,9 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ ${#names[@]} -eq 0 ] && names=(all)
+# A quick run measures nothing for judging: no second (hardened) tree to
+# build unless asked for.
+[ ${#quick[@]} -ne 0 ] && [ $hardened_asked -eq 0 ] && hardened=
 
 # The hardened tree: all mitigations (AK_HARDEN's default) or the named ones.
 hardened_cmake=()
@@ -148,4 +154,5 @@ if [ ${#quick[@]} -eq 0 ] && [ "$out_dir" = "$root/results" ] && [ -f "$root/res
   "$py" "$root/bench/plot.py" --summary "$root/results/malloc-workloads.csv" "$root/results/summary.svg" ||
     echo "bench.sh: the summary chart was not redrawn (see above)" >&2
 fi
+echo "bench.sh: done in $(($(date +%s) - started)) s; results in $out_dir/"
 exit $status

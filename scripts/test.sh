@@ -5,6 +5,7 @@
 #   scripts/test.sh            all stages
 #   scripts/test.sh STAGE...   some of: release asan tsan valgrind hardened
 #                              fuzz soak realprog aarch64 musl format
+#   scripts/test.sh --help     this text
 #
 # Stages:
 #   release   release-with-assertions build (-O2 -g, assert on, -Werror),
@@ -52,6 +53,10 @@ root=$(pwd)
 jobs=${AK_JOBS:-$(nproc)}
 all_stages=(release asan tsan valgrind hardened fuzz soak realprog aarch64 musl format)
 stages=("$@")
+if [ ${#stages[@]} -gt 0 ] && { [ "$1" = -h ] || [ "$1" = --help ]; }; then
+  sed -n '3,${/^#/!q;s/^# \{0,1\}//;p}' "$0"
+  exit 0
+fi
 [ ${#stages[@]} -eq 0 ] && stages=("${all_stages[@]}")
 
 # Usual wall time of each stage in seconds on the project's 2-core machine
