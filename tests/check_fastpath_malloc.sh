@@ -5,7 +5,8 @@
 # shortest way through the function from its entry to a `ret`, following
 # taken and untaken branches inside it; a jump out of the function (a tail
 # call to a slow path) is not a way to `ret`. For ak_malloc that is the
-# small-size hit (class table, the class's first page, pop its free list);
+# small-size hit (the byte countdown, class table, the class's first page,
+# pop its free list, the thread's allocation count);
 # for ak_free the local free of a block that is not its page's last (segment
 # map, owner, page flags, block start, push). Each must stay within its
 # budget (the `ret` not counted); the budgets are the counts of the code
@@ -66,6 +67,6 @@ check() { # function budget
     status=1
   fi
 }
-check ak_malloc 20
+check ak_malloc 21
 check ak_free 40
 exit $status

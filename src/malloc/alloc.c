@@ -25,13 +25,17 @@ static void check_unchanged(_ak_page *pg, void *b) {
 }
 
 static inline void *alloc_fast(size_t n) {
-  _ak_mheap *h = _ak_tl_heap;
-  if (AK_UNLIKELY(n > 1024 || h == NULL)) return _ak_malloc_slow(n);
+  _ak_mtls *t = &_ak_tl;
+  /* left < 0: no heap yet, or the byte countdown ended (_ak_mtls). */
+  if (AK_UNLIKELY(n > 1024 || (t->left -= (int64_t)n) < 0)) return _ak_malloc_slow(n);
+  _ak_mheap *h = t->heap;
+  AK_ASSERT(h != NULL);                                 /* left >= 0 */
   _ak_page *pg = h->pages[_ak_cls_small[(n + 7) >> 3]]; /* table: no arithmetic on the class */
   void *b = pg->free;
   if (AK_UNLIKELY(b == NULL)) return _ak_malloc_slow(n);
   _ak_blk_pop(pg, b, "malloc"); /* pg->free = link of b (checked when hardened) */
   _ak_used_set(pg, _ak_used(pg) + 1);
+  t->allocs++;
   if (_ak_malloc_checked) check_unchanged(pg, b);
   return b;
 }
@@ -51,7 +55,7 @@ void *ak_malloc(size_t n) { return alloc_fast(n); }
 void ak_free(void *p) {
   _ak_segment *seg = _ak_seg_of(p);
   if (AK_UNLIKELY(_ak_malloc_checked || !_ak_segmap_has(seg) ||
-                  atomic_load_explicit(&seg->owner, memory_order_relaxed) != (uintptr_t)_ak_tl_heap)) {
+                  atomic_load_explicit(&seg->owner, memory_order_relaxed) != (uintptr_t)_ak_tl.heap)) {
     _ak_free_slow(p, seg);
     return;
   }
@@ -73,7 +77,7 @@ void ak_free(void *p) {
   /* The page's last block: it may go back to its segment. Everything was
    * checked above, so this skips the slow path's checks (one block
    * allocated and freed over and over lands here on every free). */
-  if (AK_UNLIKELY(used == 1)) _ak_heap_retire(_ak_tl_heap, pg);
+  if (AK_UNLIKELY(used == 1)) _ak_heap_retire(_ak_tl.heap, pg);
 }
 
 void *ak_calloc(size_t count, size_t size) {
@@ -88,7 +92,9 @@ void *ak_calloc(size_t count, size_t size) {
       errno = ENOMEM;
       return NULL;
     }
-    return n <= AK_SOLO_MAX ? _ak_heap_solo_alloc(h, n, true) : _ak_large_alloc(n, 16, true);
+    void *p = n <= AK_SOLO_MAX ? _ak_heap_solo_alloc(h, n, true) : _ak_large_alloc(n, 16, true);
+    if (p) _ak_heap_count(h, p, n);
+    return p;
   }
   void *p = alloc_fast(n);
   if (p) memset(p, 0, n);
@@ -112,7 +118,9 @@ static void *alloc_grow(size_t n, size_t have) {
     errno = ENOMEM;
     return NULL;
   }
-  return _ak_heap_solo_alloc(h, n, false);
+  void *p = _ak_heap_solo_alloc(h, n, false);
+  if (p) _ak_heap_count(h, p, n);
+  return p;
 }
 
 void *ak_realloc(void *p, size_t n) {
@@ -128,7 +136,7 @@ void *ak_realloc(void *p, size_t n) {
       return _ak_large_realloc(seg, p, n); /* mremap: no copy */
     /* A solo block of this thread (owner == h != NULL) is resized in place
      * when the pages after it are free (or it shrinks): no copy. */
-    _ak_mheap *h = _ak_tl_heap;
+    _ak_mheap *h = _ak_tl.heap;
     if (seg->kind == AK_SEG_SMALL && h &&
         atomic_load_explicit(&seg->owner, memory_order_relaxed) == (uintptr_t)h) {
       _ak_page *pg = _ak_page_of(seg, p);
@@ -152,6 +160,14 @@ void *ak_reallocarray(void *p, size_t count, size_t size) {
   return ak_realloc(p, n);
 }
 
+/* A block that the aligned path took straight from large.c, counted as
+ * the slow paths count theirs (_ak_heap_count). */
+static void *counted(void *p, size_t n) {
+  _ak_mheap *h = p ? _ak_heap_get() : NULL;
+  if (h) _ak_heap_count(h, p, n);
+  return p;
+}
+
 void *ak_aligned_alloc(size_t align, size_t n) {
   if (align == 0 || (align & (align - 1))) {
     errno = EINVAL;
@@ -165,10 +181,11 @@ void *ak_aligned_alloc(size_t align, size_t n) {
   if (m <= AK_MEDIUM_MAX && align <= 4096 && _ak_cls_size[_ak_size_class(m)] % align == 0) {
     return alloc_fast(m); /* every block of this class is aligned: spans start page-aligned */
   }
-  if (align >= AK_SEG_SIZE) return _ak_huge_aligned_alloc(n, align);
+  if (align >= AK_SEG_SIZE) return counted(_ak_huge_aligned_alloc(n, align), n);
   if (m > AK_SOLO_MIN && m <= AK_SOLO_MAX && align <= AK_PAGE_SIZE)
     return alloc_fast(m); /* spans: 64 KiB aligned */
-  if (n > SIZE_MAX - align || n + align - 1 > AK_SOLO_MAX) return _ak_large_alloc(n, align, false);
+  if (n > SIZE_MAX - align || n + align - 1 > AK_SOLO_MAX)
+    return counted(_ak_large_alloc(n, align, false), n);
   void *b = alloc_fast(n + align - 1);
   if (!b) return NULL;
   uintptr_t p = ((uintptr_t)b + align - 1) & ~(uintptr_t)(align - 1);
@@ -176,7 +193,7 @@ void *ak_aligned_alloc(size_t align, size_t n) {
     _ak_segment *seg = _ak_seg_of(b);
     if (seg->kind != AK_SEG_SMALL) { /* a solo size served by a mapping of its own (no segment to be had) */
       ak_free(b);
-      return _ak_large_alloc(n, align, false);
+      return counted(_ak_large_alloc(n, align, false), n);
     }
     /* free() will normalise; atomic: remote frees read flags */
     __atomic_fetch_or(&_ak_page_of(seg, b)->flags, AK_PG_ALIGNED, __ATOMIC_RELAXED);
@@ -227,7 +244,7 @@ AK_ALIAS(malloc_usable_size, ak_usable_size)
 #endif
 
 void ak_collect(bool force) {
-  _ak_heap_collect(_ak_tl_heap, force); /* also without a heap: abandoned segments */
+  _ak_heap_collect(_ak_tl.heap, force); /* also without a heap: abandoned segments */
   _ak_segment_cache_trim(force);
   _ak_large_cache_trim(force, _ak_reclaim_now());
 }

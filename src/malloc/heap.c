@@ -38,7 +38,7 @@
 #include "os/os_mem.h"
 
 /* Initial-exec TLS: no __tls_get_addr call (which may itself allocate). */
-__attribute__((tls_model("initial-exec"))) _Thread_local _ak_mheap *_ak_tl_heap;
+__attribute__((tls_model("initial-exec"))) _Thread_local _ak_mtls _ak_tl = {NULL, -1, 0};
 
 pthread_mutex_t _ak_heaps_mu = PTHREAD_MUTEX_INITIALIZER;
 _ak_dlist _ak_heap_list;
@@ -52,6 +52,12 @@ static atomic_size_t abandoned_count;
 static atomic_size_t live_heaps;
 
 static _ak_dlist heap_free_list; /* heaps of exited threads (gnode), under _ak_heaps_mu */
+/* The cumulative counts of the heaps of exited threads. */
+static _Atomic uint64_t exited_blocks, exited_bytes;
+
+/* The countdown's budget when nothing is sampled: more bytes than a thread
+ * allocates, so the fast path's test never fires for it (_ak_mtls). */
+#define AK_COUNTDOWN_OFF ((int64_t)1 << 62)
 static pthread_key_t heap_key;
 static pthread_once_t heap_once = PTHREAD_ONCE_INIT;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
@@ -98,7 +104,7 @@ static void after_fork_child(void) {
    * segment lists may have been changing at the fork: the background
    * thread's idle purge leaves them alone for good (AK_SEG_LOCK_FROZEN). */
   for (_ak_dnode *x = _ak_heap_list.head; x; x = x->next)
-    if (_ak_heap_at(x) != _ak_tl_heap)
+    if (_ak_heap_at(x) != _ak_tl.heap)
       atomic_store_explicit(&_ak_heap_at(x)->seg_lock, AK_SEG_LOCK_FROZEN, memory_order_relaxed);
   after_fork_parent(); /* the forking thread, the child's only one, holds them all */
 }
@@ -142,8 +148,12 @@ static _ak_mheap *heap_new(void) {
   }
   for (unsigned c = 0; c < AK_NCLS; c++) h->pages[c] = &_ak_empty_page;
   h->thread = pthread_self();
-  /* Visible before anything below can re-enter malloc. */
-  _ak_tl_heap = h;
+  h->left_base = AK_COUNTDOWN_OFF;
+  /* Visible before anything below can re-enter malloc; then the countdown
+   * (left >= 0 only with a heap). */
+  _ak_tl.heap = h;
+  _ak_tl.left = AK_COUNTDOWN_OFF;
+  _ak_tl.allocs = 0;
   pthread_once(&heap_once, global_init);
   pthread_mutex_lock(&_ak_heaps_mu);
   _ak_dlist_push_front(&_ak_heap_list, &h->gnode);
@@ -154,7 +164,7 @@ static _ak_mheap *heap_new(void) {
 }
 
 _ak_mheap *_ak_heap_get(void) {
-  _ak_mheap *h = _ak_tl_heap;
+  _ak_mheap *h = _ak_tl.heap;
   return h ? h : heap_new();
 }
 
@@ -402,10 +412,58 @@ static void *malloc_slow(size_t n) {
   return b;
 }
 
+/* Folds the thread's counts into its heap `h` and re-arms the countdown
+ * when it ended (owner only). */
+static void count_fold(_ak_mheap *h) {
+  _ak_mtls *t = &_ak_tl;
+  atomic_store_explicit(&h->blocks_allocated,
+                        atomic_load_explicit(&h->blocks_allocated, memory_order_relaxed) + t->allocs,
+                        memory_order_relaxed);
+  atomic_store_explicit(
+      &h->bytes_allocated,
+      atomic_load_explicit(&h->bytes_allocated, memory_order_relaxed) + (uint64_t)(h->left_base - t->left),
+      memory_order_relaxed);
+  t->allocs = 0;
+  if (t->left < 0) t->left = AK_COUNTDOWN_OFF; /* the sampler will draw here */
+  h->left_base = t->left;
+}
+
+void _ak_heap_count(_ak_mheap *h, void *p, size_t n) {
+  (void)p; /* the block a sample would record */
+  _ak_tl.left -= (int64_t)n;
+  _ak_tl.allocs++;
+  count_fold(h);
+}
+
+void _ak_heap_totals(uint64_t *blocks, uint64_t *bytes) {
+  uint64_t b = atomic_load_explicit(&exited_blocks, memory_order_relaxed);
+  uint64_t y = atomic_load_explicit(&exited_bytes, memory_order_relaxed);
+  pthread_mutex_lock(&_ak_heaps_mu);
+  for (_ak_dnode *x = _ak_heap_list.head; x; x = x->next) {
+    _ak_mheap *h = _ak_heap_at(x);
+    b += atomic_load_explicit(&h->blocks_allocated, memory_order_relaxed);
+    y += atomic_load_explicit(&h->bytes_allocated, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&_ak_heaps_mu);
+  _ak_mheap *mine = _ak_tl.heap;
+  if (mine) { /* the caller's own, not folded yet */
+    b += _ak_tl.allocs;
+    y += (uint64_t)(mine->left_base - _ak_tl.left);
+  }
+  *blocks = b;
+  *bytes = y;
+}
+
 /* The slow paths end where no lock of the library is held: a background
  * thread that memory put aside on the way asked for starts there. */
 void *_ak_malloc_slow(size_t n) {
   void *p = malloc_slow(n);
+  _ak_mheap *h = _ak_tl.heap;
+  if (p && h) {
+    if (n > 1024) _ak_tl.left -= (int64_t)n; /* the fast path took only sizes it serves */
+    _ak_tl.allocs++;
+    count_fold(h);
+  }
   _ak_reclaim_start_wanted();
   return p;
 }
@@ -428,7 +486,7 @@ static void free_slow(void *p, _ak_segment *seg) {
     uintptr_t off = (uintptr_t)p - pg->start;
     p = (void *)(pg->start + off - off % pg->block_size); /* aligned interior pointer */
   }
-  _ak_mheap *h = _ak_tl_heap;
+  _ak_mheap *h = _ak_tl.heap;
   /* A free into a segment whose thread exited (owner AK_OWNER_NONE) is a
    * remote free like any other: the segment stays abandoned for a heap that
    * needs space (page_refill), and sweep_abandoned settles it meanwhile. The
@@ -498,7 +556,14 @@ static void heap_exit(void *arg) {
   _ak_mheap *h = arg;
   if (!h) return;
   _ak_pages_collect(h, true);
-  _ak_tl_heap = NULL;    /* a later malloc in this thread makes a new heap */
+  if (_ak_tl.heap == h) count_fold(h); /* the thread's last counts */
+  atomic_fetch_add_explicit(&exited_blocks, atomic_load_explicit(&h->blocks_allocated, memory_order_relaxed),
+                            memory_order_relaxed);
+  atomic_fetch_add_explicit(&exited_bytes, atomic_load_explicit(&h->bytes_allocated, memory_order_relaxed),
+                            memory_order_relaxed);
+  _ak_tl.heap = NULL; /* a later malloc in this thread makes a new heap */
+  _ak_tl.left = -1;   /* ... through the slow path */
+  _ak_tl.allocs = 0;
   _ak_heap_seg_enter(h); /* the background thread's idle purge leaves h alone from here on */
   for (_ak_segment *s; (s = _ak_seg_at(_ak_dlist_pop_front(&h->segs))) != NULL;) {
     if (s->free_mask == UINT64_MAX) {

@@ -99,7 +99,7 @@ typedef struct _ak_segment {
   uint32_t kind;           /* AK_SEG_SMALL or AK_SEG_LARGE */
   _Atomic uintptr_t owner; /* owning heap, or AK_OWNER_NONE (abandoned, large);
                               never 0, so a thread without a heap
-                              (_ak_tl_heap == NULL) owns nothing */
+                              (_ak_tl.heap == NULL) owns nothing */
   size_t map_size;         /* AK_SEG_LARGE: bytes mapped */
   uintptr_t large_block;   /* AK_SEG_LARGE: the block */
   _ak_dnode node;          /* on its owner's segments, or the abandoned list */
@@ -130,6 +130,11 @@ struct _ak_mheap {
   _ak_dnode gnode;          /* on _ak_heap_list, or the reused heaps once its thread exited */
   pthread_t thread;
   uint64_t slow_calls; /* to pace purging */
+  /* Cumulative counts (the owner folds its _ak_mtls into them on its slow
+   * paths; stats read them from any thread): blocks handed out and bytes
+   * asked for; left_base is `left` as of the last fold. */
+  _Atomic uint64_t blocks_allocated, bytes_allocated;
+  int64_t left_base;
   /* The segment lock: segs and the masks of the segments on it change
    * only under it (0 free, 1 the owner, 2 the background thread's idle
    * purge, which only tries it, AK_SEG_LOCK_FROZEN the heap of a thread
@@ -341,10 +346,29 @@ extern _ak_page _ak_empty_page;
 /* ---- heap.c ---------------------------------------------------------------------- */
 _ak_mheap *_ak_heap_get(void);     /* the thread's heap, created on demand */
 void _ak_malloc_tables_init(void); /* size classes and options, once */
-/* Initial-exec: the fast paths read it with one %fs access, no call. */
-extern __attribute__((tls_model("initial-exec"))) _Thread_local _ak_mheap *_ak_tl_heap;
-/** The slow paths of ak_malloc (any size) and ak_free (any pointer). */
+/* The thread's block of the fast paths (initial-exec TLS: one %fs access,
+ * no call; one base address for all three fields).
+ * Invariant: left >= 0 only while heap != NULL. The malloc fast path
+ * subtracts each size from `left` and takes the slow path when it goes
+ * below 0, which is how a thread without a heap (left -1) reaches the slow
+ * path and how the byte countdown of the sampling profiler ends; with
+ * profiling off `left` is set far beyond what a thread can allocate. */
+typedef struct _ak_mtls {
+  _ak_mheap *heap; /* the thread's heap; NULL before its first block and after its exit */
+  int64_t left;    /* bytes until the slow path must look (see above) */
+  uint64_t allocs; /* blocks the malloc fast path handed out (folded into the heap's count) */
+} _ak_mtls;
+extern __attribute__((tls_model("initial-exec"))) _Thread_local _ak_mtls _ak_tl;
+/** The slow paths of ak_malloc (any size) and ak_free (any pointer). The
+ *  malloc fast path has taken `n` off the countdown already when n <= 1024. */
 void *_ak_malloc_slow(size_t n);
+/** Counts block `p` of `n` bytes that `h`'s thread allocated outside the
+ *  fast path and _ak_malloc_slow (calloc, aligned and grown blocks): the
+ *  countdown and the cumulative counts (_ak_mtls). */
+void _ak_heap_count(_ak_mheap *h, void *p, size_t n);
+/** Blocks handed out and bytes asked for, ever, by every thread (the
+ *  running threads' counts as of their last slow path, the caller's now). */
+void _ak_heap_totals(uint64_t *blocks, uint64_t *bytes);
 void _ak_free_slow(void *p, _ak_segment *seg);
 /** A solo block of `n` bytes for `h`: h's segments, then abandoned ones,
  *  then a fresh segment. NULL + errno. */
