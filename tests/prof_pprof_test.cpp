@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: MIT
+// prof_pprof_test.cpp - the heap profiler read by `go tool pprof` itself:
+// three call sites (distinct non-inlined functions, prof_pprof_sites.c)
+// allocate 60 %, 30 % and 10 % of the bytes, in blocks of sizes of their
+// own, through the hooks a component calls (_ak_prof_sample_due, then
+// _ak_prof_record with the real captured stack; fixed seeds), and pprof's
+// -top text names each site with its
+// share within 5 percentage points; after the 60 % site frees everything
+// (_ak_prof_forget) the next profile shows it under 1 %; -tagfocus on a
+// pool's label keeps only that pool's site. Skipped, with the reason,
+// where `go` is not installed (scripts/deps.sh test installs golang-go).
+#include <arenakit/prof.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "prof/prof_internal.h"
+#include "prof_decode.h"
+
+// The three sites (tests/prof_pprof_sites.c): each calls the countdown and,
+// when it fires, _ak_prof_record; true when the block was kept.
+extern "C" bool pprof_site_sixty(void *block, size_t n);
+extern "C" bool pprof_site_thirty(void *block, size_t n);
+extern "C" bool pprof_site_ten(void *block, size_t n);
+
+namespace {
+
+// `go` on PATH, or "".
+std::string find_go() {
+  const char *path = getenv("PATH");
+  std::stringstream dirs(path ? path : "/usr/bin:/bin");
+  for (std::string d; std::getline(dirs, d, ':');)
+    if (!d.empty() && access((d + "/go").c_str(), X_OK) == 0) return d + "/go";
+  return "";
+}
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, size_t(n)) : "";
+}
+
+// Runs `go tool pprof -top -sample_index=inuse_space ARGS <exe> <profile>`
+// and returns the flat % of each function it lists.
+std::map<std::string, double> pprof_top(const std::string &go, const std::string &profile,
+                                        const std::string &args = "") {
+  std::string cmd = "'" + go + "' tool pprof -top -sample_index=inuse_space " + args + " '" + self_exe() +
+                    "' '" + profile + "' 2>/dev/null";
+  std::map<std::string, double> flat;
+  FILE *f = popen(cmd.c_str(), "r");
+  if (!f) return flat;
+  char line[1024];
+  bool table = false;
+  while (fgets(line, sizeof line, f)) {
+    std::string s(line);
+    if (s.find("flat%") != std::string::npos) {
+      table = true;  // the header; rows follow: flat flat% sum% cum cum% name
+      continue;
+    }
+    if (!table) continue;
+    std::istringstream row(s);
+    std::string v, pct, sum, cum, cum_pct, name;
+    if (!(row >> v >> pct >> sum >> cum >> cum_pct) || pct.empty() || pct.back() != '%') continue;
+    std::getline(row >> std::ws, name);
+    flat[name] += std::stod(pct.substr(0, pct.size() - 1));
+  }
+  pclose(f);
+  return flat;
+}
+
+class ProfPprof : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    go_ = find_go();
+    if (go_.empty())
+      GTEST_SKIP() << "go is not installed (Debian: golang-go; scripts/deps.sh test installs it)";
+    _ak_prof_reset(nullptr);
+    ASSERT_FALSE(tmp_.path().empty());
+    dir_ = tmp_.path();
+  }
+  void TearDown() override { _ak_prof_reset(nullptr); }
+  profdec::TempDir tmp_{"ak_prof_pprof"};
+  std::string go_, dir_;
+};
+
+TEST_F(ProfPprof, TopNamesEachSiteWithItsShare) {
+  ASSERT_EQ(ak_prof_option_set(AK_PROF_OPTION_SAMPLE, 65536), 0);
+  ASSERT_EQ(ak_prof_start(), 0);
+  _ak_prof_seed(20240601);
+  // Each site has sizes of its own: small blocks (sampled rarely, each
+  // sample standing for many), medium ones, and blocks above the period
+  // (sampled nearly always): only the unsampled values give 60/30/10. The
+  // site furthest below its share allocates next.
+  std::mt19937_64 rng(42);
+  bool (*const sites[3])(void *, size_t) = {pprof_site_sixty, pprof_site_thirty, pprof_site_ten};
+  const size_t lo[3] = {16, 1024, 65536}, hi[3] = {1024, 16384, 262144};
+  const double want[3] = {60, 30, 10};
+  std::vector<uintptr_t> kept[3];
+  uintptr_t next = uintptr_t{1} << 40;  // fake block addresses, never dereferenced
+  double bytes[3] = {0, 0, 0};
+  for (double total = 0; total < 400.0 * (1 << 20);) {
+    int site = 0;
+    for (int i = 1; i < 3; i++)
+      if (bytes[i] / want[i] < bytes[site] / want[site]) site = i;
+    size_t n = lo[site] + rng() % (hi[site] - lo[site]);
+    if (sites[site](reinterpret_cast<void *>(next), n)) kept[site].push_back(next);
+    next += (n + 15) & ~size_t{15};
+    bytes[site] += double(n);
+    total += double(n);
+  }
+  double sum = bytes[0] + bytes[1] + bytes[2];
+  const char *names[3] = {"pprof_site_sixty", "pprof_site_thirty", "pprof_site_ten"};
+  std::string profile = dir_ + "/all.pb";
+  ASSERT_EQ(ak_prof_dump(profile.c_str()), 0) << ak_last_error();
+  auto top = pprof_top(go_, profile);
+  ASSERT_FALSE(top.empty()) << "go tool pprof printed no table for " << profile;
+  for (int i = 0; i < 3; i++) {
+    EXPECT_NEAR(100 * bytes[i] / sum, want[i], 1.0);  // the program's own split
+    ASSERT_TRUE(top.count(names[i])) << names[i] << " missing from pprof's -top";
+    EXPECT_NEAR(top[names[i]], 100 * bytes[i] / sum, 5.0) << names[i];
+  }
+  // The 60 % site frees everything it holds.
+  for (uintptr_t b : kept[0]) _ak_prof_forget(reinterpret_cast<void *>(b));
+  std::string after = dir_ + "/after.pb";
+  ASSERT_EQ(ak_prof_dump(after.c_str()), 0) << ak_last_error();
+  top = pprof_top(go_, after);
+  ASSERT_TRUE(top.count(names[1]));
+  EXPECT_LT(top.count(names[0]) ? top[names[0]] : 0.0, 1.0);
+  EXPECT_NEAR(top[names[1]], 75, 6.0);  // 30 of the 40 % left
+  EXPECT_NEAR(top[names[2]], 25, 6.0);
+  // -tagfocus keeps one pool's samples (percentages stay of the whole).
+  top = pprof_top(go_, profile, "-tagfocus=pool=sessions");
+  EXPECT_TRUE(top.count(names[0]));
+  EXPECT_FALSE(top.count(names[1]));
+  EXPECT_FALSE(top.count(names[2]));
+  EXPECT_NEAR(top[names[0]], 100 * bytes[0] / sum, 5.0);
+  top = pprof_top(go_, profile, "-tagfocus=arena=parse");
+  EXPECT_TRUE(top.count(names[2]));
+  EXPECT_FALSE(top.count(names[0]));
+}
+
+}  // namespace

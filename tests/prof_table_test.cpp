@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: MIT
+// prof_table_test.cpp - the heap profiler's tables (src/prof/stack_table.c,
+// live.c): each bound (distinct stacks, call-tree nodes, labels, live
+// blocks) holds and counts what it turns away while the totals stay
+// right; forget takes back exactly what record added; 10,000 distinct
+// stacks shaped like an interpreter's take under 2 MiB, and unshared
+// stacks stay within the bounds' memory; the capture starts at the
+// caller; the validator sees a broken chain.
+#include <arenakit/prof.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "prof/prof_internal.h"
+
+namespace {
+
+class ProfTable : public ::testing::Test {
+ protected:
+  void SetUp() override { _ak_prof_reset(nullptr); }
+  void TearDown() override { _ak_prof_reset(nullptr); }
+  void start(const _ak_prof_limits &l) {
+    _ak_prof_reset(&l);
+    ASSERT_EQ(ak_prof_start(), 0);
+  }
+  static ak_prof_stats stats() {
+    ak_prof_stats s;
+    ak_prof_stats_get(&s);
+    return s;
+  }
+};
+
+// A fake block address (never dereferenced by the profiler).
+void *block(uint64_t i) { return reinterpret_cast<void *>(uintptr_t{0x100000000} + i * 64); }
+
+// A stack of `depth` frames unique to `i` (no frame shared with another i).
+std::vector<uintptr_t> unique_stack(uint64_t i, unsigned depth) {
+  std::vector<uintptr_t> s(depth);
+  for (unsigned d = 0; d < depth; d++) s[d] = 0x400000 + (i * 64 + d) * 16;
+  return s;
+}
+
+TEST_F(ProfTable, TheStackBoundCountsWhatItTurnsAway) {
+  start({100, 0, 0, 0});
+  for (uint64_t i = 0; i < 150; i++) {
+    auto s = unique_stack(i, 8);
+    EXPECT_TRUE(_ak_prof_record_stack(block(i), 1000, s.data(), 8, nullptr, nullptr));
+  }
+  ak_prof_stats st = stats();
+  EXPECT_EQ(st.stacks, 100u);
+  EXPECT_EQ(st.dropped_stacks, 50u);
+  EXPECT_EQ(st.samples, 150u);
+  EXPECT_EQ(st.live_samples, 150u);  // a dropped stack still counts, on the empty stack
+  EXPECT_EQ(st.inuse_bytes, 150 * (_ak_prof_weight(1000, AK_PROF_DEFAULT_SAMPLE) * 1000 / AK_PROF_OBJ_ONE));
+  _ak_prof_check();
+  // A stack already kept is still found at the bound.
+  auto s = unique_stack(5, 8);
+  EXPECT_TRUE(_ak_prof_record_stack(block(1000), 1000, s.data(), 8, nullptr, nullptr));
+  EXPECT_EQ(stats().dropped_stacks, 50u);
+}
+
+TEST_F(ProfTable, TheNodeAndFrameBoundsHold) {
+  start({0, 100, 0, 0});
+  for (uint64_t i = 0; i < 20; i++) {
+    auto s = unique_stack(i, 16);
+    _ak_prof_record_stack(block(i), 64, s.data(), 16, nullptr, nullptr);
+  }
+  ak_prof_stats st = stats();
+  EXPECT_LE(st.nodes, 100u);
+  EXPECT_EQ(st.stacks, 6u);  // 6 * 16 = 96 nodes; the 7th stops part way
+  EXPECT_EQ(st.dropped_stacks, 14u);
+  _ak_prof_check();
+  start({0, 0, 40, 0});
+  for (uint64_t i = 0; i < 5; i++) {
+    auto s = unique_stack(i, 16);
+    _ak_prof_record_stack(block(i), 64, s.data(), 16, nullptr, nullptr);
+  }
+  EXPECT_LE(stats().frames, 40u);
+  EXPECT_EQ(stats().dropped_stacks, 3u);
+  _ak_prof_check();
+}
+
+TEST_F(ProfTable, TheLabelBoundHolds) {
+  start({});
+  auto s = unique_stack(0, 4);
+  for (int i = 0; i < 300; i++) {
+    std::string name = "pool-" + std::to_string(i);
+    _ak_prof_record_stack(block(uint64_t(i)), 64, s.data(), 4, "pool", name.c_str());
+  }
+  ak_prof_stats st = stats();
+  EXPECT_EQ(st.labels, size_t(AK_PROF_MAX_LABELS - 1));
+  EXPECT_EQ(st.dropped_labels, 300u - (AK_PROF_MAX_LABELS - 1));
+  EXPECT_EQ(st.samples, 300u);
+  // Text past the kept length is cut, so two names equal that far are one.
+  std::string long_a(100, 'a'), long_b = long_a + "b";
+  _ak_prof_reset(nullptr);
+  ASSERT_EQ(ak_prof_start(), 0);
+  _ak_prof_record_stack(block(1), 64, s.data(), 4, "arena", long_a.c_str());
+  _ak_prof_record_stack(block(2), 64, s.data(), 4, "arena", long_b.c_str());
+  EXPECT_EQ(stats().labels, 1u);
+}
+
+TEST_F(ProfTable, TheLiveBoundCountsAndRecordSaysSo) {
+  start({0, 0, 0, 10});
+  auto s = unique_stack(0, 4);
+  for (uint64_t i = 0; i < 15; i++)
+    EXPECT_EQ(_ak_prof_record_stack(block(i), 4096, s.data(), 4, nullptr, nullptr), i < 10) << i;
+  ak_prof_stats st = stats();
+  EXPECT_EQ(st.live_samples, 10u);
+  EXPECT_EQ(st.dropped_live, 5u);
+  EXPECT_EQ(st.samples, 15u);
+  _ak_prof_forget(block(3));
+  EXPECT_TRUE(_ak_prof_record_stack(block(20), 4096, s.data(), 4, nullptr, nullptr));  // its record is reused
+  _ak_prof_forget(block(12));                                                          // never kept
+  EXPECT_EQ(stats().unknown_frees, 1u);
+  _ak_prof_check();
+}
+
+TEST_F(ProfTable, ForgetTakesBackExactlyWhatRecordAdded) {
+  start({});
+  std::mt19937_64 rng(5);
+  std::vector<uint64_t> live;
+  for (uint64_t i = 0; i < 5000; i++) {
+    auto s = unique_stack(rng() % 50, 1 + unsigned(rng() % 40));
+    ASSERT_TRUE(_ak_prof_record_stack(block(i), 1 + rng() % 100000, s.data(), unsigned(s.size()), "pool",
+                                      (i & 1) ? "a" : "b"));
+    live.push_back(i);
+    if (rng() % 3 == 0) {
+      size_t k = rng() % live.size();
+      _ak_prof_forget(block(live[k]));
+      live.erase(live.begin() + long(k));
+    }
+  }
+  _ak_prof_check();
+  EXPECT_EQ(stats().live_samples, live.size());
+  for (uint64_t b : live) _ak_prof_forget(block(b));
+  ak_prof_stats st = stats();
+  EXPECT_EQ(st.live_samples, 0u);
+  EXPECT_EQ(st.inuse_bytes, 0u);
+  EXPECT_GT(st.alloc_bytes, 0u);
+  EXPECT_EQ(st.unknown_frees, 0u);
+  _ak_prof_check();
+}
+
+TEST_F(ProfTable, ABlockRecordedTwiceIsLiveOnce) {
+  start({});
+  auto s = unique_stack(1, 3);
+  _ak_prof_record_stack(block(7), 100, s.data(), 3, nullptr, nullptr);
+  _ak_prof_record_stack(block(7), 200, s.data(), 3, nullptr, nullptr);
+  EXPECT_EQ(stats().live_samples, 1u);
+  EXPECT_EQ(stats().samples, 2u);
+  _ak_prof_forget(block(7));
+  EXPECT_EQ(stats().inuse_bytes, 0u);
+  _ak_prof_check();
+}
+
+// Stacks shaped like the ones the unwinder takes in Debian's python3 (its
+// test modules, bench/prof/run.sh: mean depth 61.6, 12.2 new call-tree
+// nodes per distinct stack, 3,288 distinct return addresses for 22,600
+// stacks): 64 frames, the outer 40 shared by all (the start of the
+// program and the interpreter's loop), the next 12 one of 800 paths
+// (Python-level callers), the inner 12 a path of the stack's own; every
+// frame below the outer 40 one of 4,000 return addresses.
+std::vector<uintptr_t> interpreter_stack(uint64_t i) {
+  std::mt19937_64 mid(i % 800), inner(1000003 + i);
+  std::vector<uintptr_t> s(64);
+  for (unsigned d = 0; d < 12; d++) s[d] = 0x555500000000 + (inner() % 4000) * 0x140;
+  for (unsigned d = 12; d < 24; d++) s[d] = 0x555500000000 + (mid() % 4000) * 0x140;
+  for (unsigned d = 24; d < 64; d++) s[d] = 0x555600000000 + d * 0x100;
+  return s;
+}
+
+TEST_F(ProfTable, TenThousandInterpreterStacksTakeUnderTwoMiB) {
+  start({});
+  for (uint64_t i = 0; i < 10000; i++) {
+    auto s = interpreter_stack(i);
+    ASSERT_TRUE(_ak_prof_record_stack(block(i), 256, s.data(), 64, "pool", (i % 3) ? "sessions" : "cache"));
+  }
+  ak_prof_stats st = stats();
+  EXPECT_EQ(st.stacks, 10000u);
+  EXPECT_EQ(st.dropped_stacks + st.dropped_live + st.dropped_labels, 0u);
+  EXPECT_EQ(st.live_samples, 10000u);
+  std::printf(
+      "10,000 stacks of 64 frames: %zu nodes (%.1f per stack), %zu frames, %zu bytes mapped (%.0f per "
+      "stack)\n",
+      st.nodes, double(st.nodes) / 1e4, st.frames, st.memory, double(st.memory) / 1e4);
+  EXPECT_LE(st.memory, size_t{2} << 20);
+  _ak_prof_check();
+}
+
+TEST_F(ProfTable, UnsharedStacksStayWithinTheBounds) {
+  start({});
+  for (uint64_t i = 0; i < 10000; i++) {
+    auto s = unique_stack(i, 64);
+    _ak_prof_record_stack(block(i), 256, s.data(), 64, nullptr, nullptr);
+  }
+  ak_prof_stats st = stats();
+  EXPECT_GT(st.dropped_stacks, 0u);
+  EXPECT_LE(st.nodes, size_t{AK_PROF_MAX_NODES});
+  EXPECT_LE(st.frames, size_t{AK_PROF_MAX_FRAMES});
+  std::printf("10,000 unshared stacks of 64 frames: %zu kept, %zu dropped, %zu bytes mapped\n", st.stacks,
+              st.dropped_stacks, st.memory);
+  EXPECT_LE(st.memory, size_t{6} << 20);
+  _ak_prof_check();
+}
+
+TEST_F(ProfTable, NothingIsRecordedWhileOff) {
+  auto s = unique_stack(0, 4);
+  EXPECT_FALSE(_ak_prof_record_stack(block(0), 64, s.data(), 4, nullptr, nullptr));
+  EXPECT_FALSE(_ak_prof_record(block(0), 64, nullptr, nullptr));
+  ASSERT_EQ(ak_prof_start(), 0);
+  ASSERT_EQ(ak_prof_stop(), 0);
+  EXPECT_FALSE(_ak_prof_record(block(0), 64, nullptr, nullptr));
+  EXPECT_EQ(stats().samples, 0u);
+}
+
+__attribute__((noinline)) unsigned capture_here(int method, uintptr_t *pcs) {
+  unsigned n = _ak_prof_capture(pcs, AK_PROF_MAX_DEPTH, method, 0);
+  __asm__ volatile("" ::: "memory");  // no tail call: this frame stays
+  return n;
+}
+
+TEST_F(ProfTable, ACaptureStartsAtItsCaller) {
+  ASSERT_EQ(_ak_prof_stack_setup(AK_PROF_STACK_UNWIND), AK_PROF_STACK_UNWIND) << "libgcc_s.so.1 not loaded";
+  for (int method : {AK_PROF_STACK_UNWIND, AK_PROF_STACK_FP}) {
+    uintptr_t pcs[AK_PROF_MAX_DEPTH];
+    unsigned n = capture_here(method, pcs);
+    ASSERT_GE(n, 1u) << method;
+    uintptr_t fn = reinterpret_cast<uintptr_t>(&capture_here);
+    EXPECT_GT(pcs[0], fn) << method;
+    EXPECT_LT(pcs[0], fn + 256) << method;
+    if (method == AK_PROF_STACK_UNWIND) {
+      EXPECT_GE(n, 3u);  // the test body, gtest, main...
+    }
+  }
+}
+
+TEST_F(ProfTable, TheValidatorSeesABrokenChain) {
+  start({});
+  auto s = unique_stack(0, 8);
+  _ak_prof_record_stack(block(0), 64, s.data(), 8, nullptr, nullptr);
+  _ak_prof_check();
+  EXPECT_DEATH(
+      {
+        _ak_prof_frame *f = static_cast<_ak_prof_frame *>(_ak_prof_vec_at(&_ak_prof_g.t.frames, 3));
+        f->pc_lo ^= 0x40;  // moves it out of its bucket
+        _ak_prof_check();
+      },
+      "arenakit: prof: frame 3 .* is not on its hash chain");
+}
+
+}  // namespace
