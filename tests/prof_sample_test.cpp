@@ -14,7 +14,9 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <thread>
+#include <vector>
 
 #include "prof/prof_internal.h"
 
@@ -152,6 +154,35 @@ TEST_F(ProfSample, ANewPeriodReachesEveryThread) {
   Allocations fine = allocate(1024, 1ull << 24, 4096);
   double p = -std::expm1(-1024.0 / 4096);
   EXPECT_NEAR(double(fine.sampled), double(fine.allocations) * p, 0.05 * double(fine.allocations) * p);
+}
+
+// The recipe of prof.h for a component that counts down in a word of its
+// own: mirrored, the word samples exactly the allocations the profiler's
+// own countdown does.
+TEST_F(ProfSample, AComponentsOwnCountdownSamplesTheSameAllocations) {
+  ASSERT_EQ(ak_prof_option_set(AK_PROF_OPTION_SAMPLE, 8192), 0);
+  ASSERT_EQ(ak_prof_start(), 0);
+  std::mt19937_64 sizes(9);
+  std::vector<size_t> n(200000);
+  for (size_t &x : n) x = 1 + sizes() % 3000;
+  _ak_prof_seed(5);
+  _ak_prof_poll();
+  std::vector<size_t> direct;
+  for (size_t i = 0; i < n.size(); i++)
+    if (_ak_prof_sample_due(n[i])) direct.push_back(i);
+  _ak_prof_seed(5);
+  ASSERT_EQ(ak_prof_start(), 0);  // a new generation: both runs arm alike
+  _ak_prof_poll();
+  std::vector<size_t> mirrored;
+  int64_t word = _ak_prof_self.left, base = word;
+  for (size_t i = 0; i < n.size(); i++) {
+    word -= int64_t(n[i]);  // the component's fast path
+    if (word >= 0) continue;
+    if (_ak_prof_sample_due(size_t(base - word))) mirrored.push_back(i);
+    word = base = _ak_prof_self.left;
+  }
+  EXPECT_GT(direct.size(), 1000u);
+  EXPECT_EQ(mirrored, direct);
 }
 
 TEST_F(ProfSample, OptionsAreCheckedAndRead) {

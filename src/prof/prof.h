@@ -21,6 +21,19 @@
  *
  *   _ak_prof_poll();                                // inline: two loads, a compare
  *
+ * A component whose fast path already counts bytes down in a TLS word of
+ * its own (the malloc's) keeps one subtraction by mirroring the
+ * profiler's countdown: it sets its word (and the base it counts from) to
+ * _ak_prof_self.left, and when its word goes below zero, on its slow
+ * path:
+ *
+ *   sampled = _ak_prof_sample_due(base - word);  // the bytes since the last sync
+ *   word = base = _ak_prof_self.left;            // the next countdown (INT64_MAX: off)
+ *
+ * The profiler's count then crosses zero at the very allocation that took
+ * the word below zero, and the same allocations are sampled. After its
+ * _ak_prof_poll a component syncs its word the same way.
+ *
  * Contract of the hooks:
  * - _ak_prof_sample_due(n) and _ak_prof_poll() may be called anywhere,
  *   with any lock held, in signal handlers too: they touch only the
