@@ -49,6 +49,7 @@ ALLOC_COLORS = {
     "jemalloc": COLORS[3],
     "tcmalloc": COLORS[4],
     "mimalloc": COLORS[5],
+    "arenakit+prof": COLORS[8],  # the drop-in with the heap profiler on
 }
 
 
