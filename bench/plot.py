@@ -51,8 +51,8 @@ ALLOC_COLORS = {
     "jemalloc": COLORS[3],
     "tcmalloc": COLORS[4],
     "mimalloc": COLORS[5],
-    "ak_arena": "#1f2f6b",
-    "ak_arena + buffer": "#8fb0e0",
+    "ak_arena": "#3a2d8c",
+    "ak_arena + buffer": "#a99be0",
     "ak_pool": "#1f2f6b",
     "pmr monotonic": COLORS[8],
     "pmr monotonic + buffer": "#7d6f1e",
@@ -68,7 +68,8 @@ ALLOC_ALIASES = {"arenakit (ak_pool)": "ak_pool"}
 def alloc_key(label):
     """The ALLOC_COLORS key of a column label; None if it is not an allocator."""
     label = ALLOC_ALIASES.get(label, label)
-    for cand in (label, re.sub(r"^(malloc|new/delete) ", "", label), re.sub(r" malloc$", "", label)):
+    bare = re.sub(r"^(malloc|new/delete) ", "", label)
+    for cand in (label, bare, re.sub(r" malloc$", "", bare)):
         if cand in ALLOC_COLORS:
             return cand
     return None
