@@ -10,7 +10,8 @@ table,row,allocator,value,unit); every table becomes one panel titled with
 the table's title in words, taken from the scenario's report beside the CSV
 (<scenario>.md, its "### " headings in table order; without it, the table's
 id). A group of bars per row, one bar per allocator (one colour per allocator
-in every panel), each bar labelled with its value. Tables whose unit is "x" (ratios) get a line at 1. A panel whose
+in every panel and plot, ALLOC_COLORS), each bar labelled with its value; a
+missing value is marked "n/a" on the axis. Tables whose unit is "x" (ratios) get a line at 1. A panel whose
 positive values span more than a factor of 30 gets a log scale, said in
 its axis label. "vsT_..." tables (rows: thread counts such as
 "4 (oversubscribed)") are line charts against the number of threads;
@@ -234,6 +235,13 @@ def bar_chart(ax, t):
     if unit == "x":
         ax.axhline(1.0, color="black", linewidth=0.6)
     log, pos = set_value_scale(ax, t, UNIT_WORDS.get(unit, unit))
+    if log:  # a zero has no bar on a log axis: its label stands on the axis, as n/a does
+        for i, a in enumerate(allocs):
+            for r, row in enumerate(rows):
+                if t["rows"][row].get(a, math.nan) == 0:
+                    x = r + (i - (len(allocs) - 1) / 2) * width
+                    ax.annotate("0", (x, 0.0), xycoords=("data", "axes fraction"), ha="center", va="bottom",
+                                rotation=90, fontsize=fontsize, xytext=(0, 2), textcoords="offset points")
     if pos:
         top = max(pos)
         if log:

@@ -417,4 +417,8 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
 
 AKB_SCENARIO(arena_rivals, kName,
              "ak_arena against pmr monotonic_buffer_resource, mimalloc's mi_heap and malloc",
-             {{"arena.*", akb::Better::lower, "ns"}}, 3, 1);
+             {{"arena.*_fresh", akb::Better::lower, "ns"},
+              {"arena.*_reused", akb::Better::lower, "ns"},
+              {"arena.*_destroy", akb::Better::lower, "ns"},
+              {"arena.c_ns", akb::Better::lower, "ns"}},
+             3, 1);
