@@ -62,7 +62,7 @@
 #include "bench_util.h"
 #include "mw_common.h"
 
-#if defined(AKB_HAVE_BOOST) || __has_include(<boost/pool/object_pool.hpp>)
+#if defined(AKB_HAVE_BOOST) && __has_include(<boost/pool/object_pool.hpp>)
 // GCC reads Boost's pool list through std::optional as maybe uninitialized
 // (it is set by the constructor): a false positive in Boost's headers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
