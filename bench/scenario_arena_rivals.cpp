@@ -310,6 +310,7 @@ int measure(const akb::Params &p, bool sub) {
     }
   for (const auto &kv : out) akb::emit(kv.first, akb::median_of(kv.second));
   akb::emit("total_mixed_bytes", static_cast<double>(total));
+  if (!sub) akb::emit("loadavg", akmw::load_average());
   return 0;
 }
 
@@ -340,6 +341,18 @@ int child(const akb::Params &p) {
 }
 
 // ---- report ------------------------------------------------------------------------
+
+// The load average the glibc child saw at its end (median over the
+// repetitions), for the reader to judge the noise of a shared machine.
+std::string load_note(const akb::RunData &d) {
+  for (const auto &a : d.allocators)
+    if (d.has(a.label, "loadavg"))
+      return " 1-minute load average at the end of the children (median): " +
+             akb::fmt("%.1f", d.median(a.label, "loadavg")) + " on " +
+             akb::fmt("%.0f", static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN))) +
+             " CPUs; above the CPU count, other processes competed with the measurement.";
+  return "";
+}
 
 struct Line {
   const char *key, *label;
@@ -400,10 +413,12 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
     if (d.has(a.label, "total_mixed_bytes")) mixed = d.median(a.label, "total_mixed_bytes");
   t.note =
       n8 + " allocations of 8 B, " + nm + " of 8-256 B (" + akb::fmt("%.0f", mixed / 1048576.0) +
-      " MiB, every row the same sizes); creation is in \"fresh\", the reset in \"after reset\"; medians "
+      " MiB, every row the same sizes); creation is in \"fresh\", the reset in \"after reset\". Each round "
+      "runs the 8 B steps, the 8-256 B steps and the written region in turn in one process, so a region may "
+      "reuse memory the step before gave back (malloc and mi_heap keep freed pages for a while); medians "
       "over rounds, then over repetitions. n/a: no reset (mi_heap, malloc), or the rival is not installed "
       "(mimalloc: Debian libmimalloc-dev, found by CMake). Single-threaded, one CPU.";
-  x.note = "Ratios of the medians above.";
+  x.note = "Ratios of the medians above." + load_note(d);
   de.note = "The whole region: " + n8 + " or " + nm + " allocations.";
   m.note =
       "Medians over rounds: from the second round on, malloc and mi_heap reuse memory they kept, and the "

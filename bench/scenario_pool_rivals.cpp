@@ -442,6 +442,7 @@ int child(const akb::Params &p) {
         if (kv.first != "malloc_from" && kv.first != "allocator")
           akb::emit(k + kv.first, std::atof(kv.second.c_str()));
     }
+  akb::emit("loadavg", akmw::load_average());
   return 0;
 }
 
@@ -512,8 +513,15 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
       "destructor (its free() keeps an address-ordered free list), single-thread allocators have no "
       "two-thread row, a rival that is not installed (Boost: libboost-dev; mimalloc: libmimalloc-dev)" +
       (over.empty() ? std::string(".") : "; past its time limit: " + over + ".") +
-      " Two threads on a machine whose 2 cores are shared: above 2 threads would be oversubscribed.";
+      " boost::pool<> hands out the slot freed last (its free list is a stack), which churn has just read. "
+      "Two threads on a machine whose 2 cores are shared: above 2 threads would be oversubscribed.";
   x.note = "Ratios of the medians above.";
+  for (const auto &a : d.allocators)
+    if (d.has(a.label, "loadavg"))
+      x.note += " 1-minute load average at the end of the children (median): " +
+                akb::fmt("%.1f", d.median(a.label, "loadavg")) + " on " +
+                akb::fmt("%.0f", static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN))) +
+                " CPUs; above the CPU count, other processes competed with the measurement.";
   m.note =
       "Above the process's RSS before the fill (the pointer and order arrays already resident); "
       "boost::object_pool is freed by its destructor; new/delete has no allocator to destroy.";
