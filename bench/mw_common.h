@@ -146,6 +146,14 @@ inline double proc_status_bytes(const char *field) {
   return NAN;
 }
 
+// The 1-minute load average (/proc/loadavg; NaN if unreadable): on a shared
+// machine, how many processes competed for its cores while a child ran.
+inline double load_average() {
+  std::ifstream f("/proc/loadavg");
+  double v = NAN;
+  return (f >> v) ? v : NAN;
+}
+
 // Minor page faults of this process so far (getrusage, every thread):
 // each one a page the kernel had to find and zero or map, 10-30 us under
 // load on this machine. A workload reports the difference across its run.
