@@ -210,6 +210,7 @@ void ak_arena_clear(ak_arena *a) {
   _ak_arena_prof_arm(a);
   AK_ASSERT(used_total(a) == 0);
   _ak_arena_check_counts(a);
+  _ak_reclaim_start_wanted(); /* released chunks wait in the cache */
 }
 
 void ak_arena_destroy(ak_arena *a) {
@@ -227,6 +228,7 @@ void ak_arena_destroy(ak_arena *a) {
   /* The caller buffer goes back to the caller usable again. */
   if (a->opts.buffer) AK_TRACK_INTERNAL(a->opts.buffer, a->opts.buffer_size);
   memset(a, 0, sizeof *a);
+  _ak_reclaim_start_wanted(); /* the chunk cache's purge, for a program that goes idle */
 }
 
 ak_arena_mark ak_arena_save(const ak_arena *a) {

@@ -51,13 +51,19 @@ void _ak_arena_release_chunk(ak_arena *a, ak_arena_chunk *c) {
   a->nchunks--;
   /* The kernel may hand the range out again: leave no poison behind. */
   if (annotated(a)) AK_TRACK_INTERNAL((void *)c, c->size);
-  _ak_os_free(c, c->size);
+  _ak_arena_cache_put(c, c->size);
 }
 
 static ak_arena_chunk *map_chunk(ak_arena *a, size_t size) {
-  ak_arena_chunk *c = _ak_os_alloc(size, 1);
-  if (!c) return NULL;
   size = _ak_os_round_page(size);
+  size_t got = 0;
+  ak_arena_chunk *c = _ak_arena_cache_take(size, &got); /* another arena's, pages committed */
+  if (c) {
+    size = got;
+  } else {
+    c = _ak_os_alloc(size, 1);
+    if (!c) return NULL;
+  }
   c->next = NULL;
   c->size = size;
   c->end = (uintptr_t)c + size;

@@ -155,6 +155,17 @@ void _ak_arena_release_chunk(ak_arena *a, ak_arena_chunk *c);
 /** Makes `c` the current chunk; the bytes used in the old one are banked. */
 void _ak_arena_enter(ak_arena *a, ak_arena_chunk *c);
 
+/* ---- arena_cache.c: the process-wide cache of released chunks ---- */
+
+/** Keeps a chunk an arena released (`size` bytes mapped at `chunk`, no
+ *  arena's any more) for another arena, under the reclaim policy. */
+void _ak_arena_cache_put(void *chunk, size_t size);
+/** A cached chunk of at least `need` bytes (its size in `*size`), its
+ *  contents unspecified, or NULL. */
+void *_ak_arena_cache_take(size_t need, size_t *size);
+/** Unmaps every cached chunk (tests; a process that must give all back). */
+void _ak_arena_cache_drain(void);
+
 /* ---- arena_prof.c: the heap profiler's side ---- */
 
 /** A sampled block past the chunk's first, kept in the chunk itself. */
