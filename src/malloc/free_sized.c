@@ -26,11 +26,11 @@ void _ak_free_sized_call(const char *call, void *p, size_t align, size_t n, bool
     size_t have = _ak_block_checked_size(call, p);
     if (n > have || (exact && align <= 16 && n <= AK_SOLO_MIN && have != class_block(n)))
       _ak_fatal(
-          "%s(%p, size %zu): the size does not match the block (%zu bytes usable): the object "
-          "was not allocated with that size (a delete through the wrong type?)",
-          call, p, n, have);
+          "%s: size %zu does not match the block at %p (%zu bytes usable): the object was not "
+          "allocated with that size (a delete through the wrong type?)",
+          call, n, p, have);
     if (align > 16 && ((uintptr_t)p & (align - 1)))
-      _ak_fatal("%s(%p, alignment %zu): the block is not aligned to it", call, p, align);
+      _ak_fatal("%s: the block at %p is not aligned to %zu", call, p, align);
   }
 #else
   (void)call;
