@@ -122,41 +122,48 @@ static const char *const stat_names[ST_COUNT_] = {
     [ST_PEAK_RSS] = "process.peak_rss",
 };
 
+void _ak_stats_extra_get(const ak_malloc_stats *s, _ak_stats_extra *x) {
+  uint64_t live_small, span_bytes;
+  walk_spans(&live_small, &span_bytes);
+  _ak_heap_totals(&x->allocations, &x->bytes_allocated);
+  _ak_large_cache_bytes(&x->cached, &x->cached_committed);
+  _ak_segment_spare_bytes(&x->spare, &x->spare_committed);
+  _ak_process_rss(&x->rss, &x->peak_rss);
+  x->live_blocks = live_small + s->large_blocks;
+  /* other threads' counts lag (as of their last slow path): never below 0 */
+  x->frees = x->allocations > x->live_blocks ? x->allocations - x->live_blocks : 0;
+  x->active = span_bytes + s->large_bytes;
+  x->mapped = (uint64_t)s->segments * AK_SEG_SIZE + x->spare + s->large_bytes + x->cached;
+}
+
 /* Every figure of the table above, in `v`. */
 static void snapshot(uint64_t v[ST_COUNT_]) {
   ak_malloc_stats s;
   ak_malloc_stats_get(&s);
-  uint64_t live_small, span_bytes, blocks, bytes;
-  walk_spans(&live_small, &span_bytes);
-  _ak_heap_totals(&blocks, &bytes);
-  size_t cached, cached_dirty, rss, peak_rss;
-  _ak_large_cache_bytes(&cached, &cached_dirty);
-  size_t spare, spare_dirty;
-  _ak_segment_spare_bytes(&spare, &spare_dirty);
-  _ak_process_rss(&rss, &peak_rss);
-  uint64_t live = live_small + s.large_blocks;
+  _ak_stats_extra x;
+  _ak_stats_extra_get(&s, &x);
   v[ST_ALLOCATED] = s.allocated;
   v[ST_PEAK_ALLOCATED] = s.peak_allocated;
-  v[ST_ACTIVE] = span_bytes + s.large_bytes;
+  v[ST_ACTIVE] = x.active;
   v[ST_COMMITTED] = s.committed;
   v[ST_PEAK_COMMITTED] = s.peak_committed;
   v[ST_RESIDENT] = s.resident;
-  v[ST_MAPPED] = (uint64_t)s.segments * AK_SEG_SIZE + spare + s.large_bytes + cached;
-  v[ST_ALLOCATIONS] = blocks;
-  v[ST_FREES] = blocks > live ? blocks - live : 0; /* other threads' counts lag (see malloc.h) */
-  v[ST_BYTES_ALLOCATED] = bytes;
-  v[ST_LIVE_BLOCKS] = live;
+  v[ST_MAPPED] = x.mapped;
+  v[ST_ALLOCATIONS] = x.allocations;
+  v[ST_FREES] = x.frees;
+  v[ST_BYTES_ALLOCATED] = x.bytes_allocated;
+  v[ST_LIVE_BLOCKS] = x.live_blocks;
   v[ST_SEGMENTS] = s.segments;
   v[ST_HEAPS] = s.heaps;
   v[ST_ABANDONED] = s.abandoned;
   v[ST_LARGE_BLOCKS] = s.large_blocks;
   v[ST_LARGE_BYTES] = s.large_bytes;
-  v[ST_LARGE_CACHED] = cached;
-  v[ST_LARGE_CACHED_COMMITTED] = cached_dirty;
-  v[ST_SPARE] = spare;
-  v[ST_SPARE_COMMITTED] = spare_dirty;
-  v[ST_RSS] = rss;
-  v[ST_PEAK_RSS] = peak_rss;
+  v[ST_LARGE_CACHED] = x.cached;
+  v[ST_LARGE_CACHED_COMMITTED] = x.cached_committed;
+  v[ST_SPARE] = x.spare;
+  v[ST_SPARE_COMMITTED] = x.spare_committed;
+  v[ST_RSS] = x.rss;
+  v[ST_PEAK_RSS] = x.peak_rss;
 }
 
 /* The drop-in's mallinfo2 and malloc_info read several figures of one
