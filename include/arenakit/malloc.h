@@ -70,15 +70,15 @@ AK_API void ak_free(void *p);
 /** Frees block `p` of `n` bytes (the size it was allocated or last
  *  reallocated with), from any thread: C23's free_sized, and what the
  *  drop-in's sized operator delete uses. NULL is ignored. In the hardened
- *  build the size is checked: an `n` larger than the block ends the program
+ *  and checked builds the size is checked: an `n` larger than the block ends the program
  *  with one line naming the call, the pointer and both sizes, then abort()
  *  (the drop-in's operator delete also requires the block to be of the
  *  size class `n` maps to). In the other builds it is ak_free(p). */
 AK_API void ak_free_sized(void *p, size_t n);
 
 /** ak_free_sized for a block of ak_aligned_alloc(align, n) (C23's
- *  free_aligned_sized): the hardened build also checks that `p` is aligned
- *  to `align`. */
+ *  free_aligned_sized): the hardened and checked builds also check that
+ *  `p` is aligned to `align`. */
 AK_API void ak_free_aligned_sized(void *p, size_t align, size_t n);
 
 /** aligned_alloc: `align` must be a power of two (else NULL + EINVAL);

@@ -2,7 +2,8 @@
 /* free_sized.c - frees that are told the block's size (C++'s sized
  * operator delete, C23's free_sized and free_aligned_sized).
  *
- * The hardened build checks the size against the block before the free:
+ * The hardened and checked builds check the size against the block before
+ * the free:
  * the block must hold the size and sit on the alignment given; a block
  * from operator new (`exact`: nothing but new hands it out, realloc never
  * resized it) must moreover be of the size class the size maps to, as
@@ -15,13 +16,13 @@
 /* The drop-in's sized operator delete calls this (src/shim declares it). */
 void _ak_free_sized_call(const char *call, void *p, size_t align, size_t n, bool exact);
 
-#if AK_HARDENED
+#if AK_HARDENED || AK_CHECKED
 /* The block size ak_malloc(n) hands out, for n up to AK_SOLO_MIN. */
 static size_t class_block(size_t n) { return _ak_cls_size[_ak_size_class(n)]; }
 #endif
 
 void _ak_free_sized_call(const char *call, void *p, size_t align, size_t n, bool exact) {
-#if AK_HARDENED
+#if AK_HARDENED || AK_CHECKED
   if (p) {
     size_t have = _ak_block_checked_size(call, p);
     if (n > have || (exact && align <= 16 && n <= AK_SOLO_MIN && have != class_block(n)))

@@ -13,7 +13,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -119,9 +118,7 @@ EXPORT int malloc_info(int options, FILE *fp) {
   }
   uint64_t v[F_N] = {0};
   (void)_ak_malloc_stats_named(figure_names, v, F_N);
-  static ak_malloc_stats s; /* big; one writer at a time (below) */
-  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-  pthread_mutex_lock(&mu);
+  ak_malloc_stats s; /* a few KiB of stack: kept out of .bss (see stats.c) */
   ak_malloc_stats_get(&s);
   int bad = fprintf(fp, "<malloc version=\"1\" allocator=\"arenakit\">\n<sizes>\n") < 0;
   for (size_t c = 0; c < s.nclasses && !bad; c++)
@@ -129,7 +126,6 @@ EXPORT int malloc_info(int options, FILE *fp) {
       bad = fprintf(fp, "  <size from=\"%zu\" to=\"%zu\" total=\"%zu\" count=\"%zu\" pages=\"%zu\"/>\n",
                     s.class_size[c], s.class_size[c], s.class_size[c] * s.class_blocks[c], s.class_blocks[c],
                     s.class_pages[c]) < 0;
-  pthread_mutex_unlock(&mu);
   if (!bad)
     bad = fprintf(fp, "</sizes>\n<total type=\"mmap\" count=\"%llu\" size=\"%llu\"/>\n",
                   (unsigned long long)v[F_LBLOCKS], (unsigned long long)v[F_LBYTES]) < 0;
