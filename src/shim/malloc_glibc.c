@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* malloc_glibc.c - glibc's malloc introspection in the drop-in:
- * malloc_trim, mallinfo2, mallinfo and malloc_info answer with arenakit's
+ * malloc_trim, mallinfo2, mallinfo, malloc_info and malloc_stats answer with arenakit's
  * heap (under the preload glibc's own would describe its unused heap).
  * docs/stats.md gives the mapping of arenakit's figures onto glibc's
  * fields.
@@ -137,3 +137,7 @@ EXPORT int malloc_info(int options, FILE *fp) {
   if (!bad) bad = fprintf(fp, "</malloc>\n") < 0;
   return bad || fflush(fp) != 0 ? -1 : 0;
 }
+
+/* malloc_stats(): arenakit's report (ak_malloc_stats_print) on stderr,
+ * where glibc's prints its own. */
+EXPORT void malloc_stats(void) { (void)ak_malloc_stats_print(stderr); }

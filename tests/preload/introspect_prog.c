@@ -11,7 +11,8 @@
  *             of mixed sizes, and the blocks' usable sizes summed; mallinfo
  *             beside them; ak_malloc_stat's "allocated" when the malloc has
  *             it (dlsym)
- *   info      malloc_info(0, stdout), then malloc_info(1, ...) (EINVAL)
+ *   info      malloc_info(0, stdout), then malloc_info(1, ...) (EINVAL),
+ *             then malloc_stats() (on stderr)
  *   libc      __libc_malloc and the rest of glibc's internal names, their
  *             blocks freed by free() and the other way round */
 #define _GNU_SOURCE
@@ -109,6 +110,7 @@ static int info(void) {
   errno = 0;
   int rc = malloc_info(1, stdout);
   printf("\noptions1_rc=%d errno=%d\n", rc, errno);
+  malloc_stats(); /* on stderr */
   free(keep);
   return 0;
 }

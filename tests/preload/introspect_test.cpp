@@ -120,7 +120,7 @@ TEST(Mallinfo2, ReportsArenakitsInUseBytes) {
   EXPECT_GT(num(r, "fordblks"), 0) << r.out;
 }
 
-TEST(MallocInfo, WritesArenakitsFiguresAsXmlAndRejectsOptions) {
+TEST(MallocInfo, WritesArenakitsFiguresAsXmlAndRejectsOptionsAndMallocStatsPrints) {
   ProgRun r = run(AK_TEST_INTROSPECT_PROG, "info");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("<malloc version=\"1\" allocator=\"arenakit\">\n"), std::string::npos) << r.out;
@@ -128,6 +128,7 @@ TEST(MallocInfo, WritesArenakitsFiguresAsXmlAndRejectsOptions) {
   EXPECT_NE(r.out.find("<size from=\"112\" to=\"112\""), std::string::npos) << r.out;  // the 100-byte block
   EXPECT_NE(r.out.find("</malloc>\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("options1_rc=-1 errno=22"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.rfind("arenakit malloc:\n  allocated ", 0), 0u) << r.err;  // malloc_stats()
 }
 
 // Blocks of glibc's internal names go to free() and the other way round:
