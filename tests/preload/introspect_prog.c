@@ -98,6 +98,8 @@ static int info2(void) {
   if (ak_stat && ak_stat("allocated", &ak_allocated) != 0) return 1;
   printf("inuse_before=%zu\ninuse_after=%zu\nusable_sum=%zu\n", a.uordblks + a.hblkhd, b.uordblks + b.hblkhd,
          usable);
+  size_t grown = b.uordblks + b.hblkhd - (a.uordblks + a.hblkhd);
+  printf("within_1pct=%d\n", grown >= usable - usable / 100 && grown <= usable + usable / 100);
   printf("arena=%zu\nfordblks=%zu\nmallinfo_uordblks=%d\nak_allocated=%llu\nhave_ak=%d\n", b.arena,
          b.fordblks, c.uordblks, (unsigned long long)ak_allocated, ak_stat != NULL);
   for (int i = 0; i < MIXED; i++) free(mixed[i]);
