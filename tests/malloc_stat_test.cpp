@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -62,12 +63,21 @@ TEST(MallocStat, AnUnknownNameIsEnoent) {
   EXPECT_EQ(errno, EINVAL);
 }
 
+// A thread's very first block, allocated before its heap exists, counts
+// in the bytes as in the blocks.
+TEST(MallocStat, AThreadsFirstBlockCountsItsBytes) {
+  uint64_t allocs0 = stat("allocations"), bytes0 = stat("bytes_allocated");
+  std::thread([] { ak_free(ak_malloc(777)); }).join();
+  EXPECT_EQ(stat("allocations") - allocs0, 1u);
+  EXPECT_EQ(stat("bytes_allocated") - bytes0, 777u);
+}
+
 // 1000 blocks of 100 bytes and a large one: allocations, bytes asked for,
 // live blocks and allocated bytes grow by them; after the frees, frees
 // grows by them and the live figures come back.
 TEST(MallocStat, CumulativeCountsFollowTheProgram) {
   std::vector<void *> blocks(1000);
-  ak_free(ak_malloc(1)); /* the thread's heap exists: its first block's bytes are not counted (heap.c) */
+  ak_free(ak_malloc(1)); /* the thread's heap exists */
   uint64_t allocs0 = stat("allocations"), frees0 = stat("frees"), bytes0 = stat("bytes_allocated");
   uint64_t live0 = stat("live_blocks"), allocated0 = stat("allocated");
   for (void *&b : blocks) b = ak_malloc(100);

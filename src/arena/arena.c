@@ -152,8 +152,7 @@ int ak_arena_init(ak_arena *a, const ak_arena_options *opts) {
     c->flags = AK_CHUNK_CALLER;
     c->since = 0;
     c->prof_end = 0;
-    c->prof_one = NULL;
-    c->prof_list = NULL;
+    c->prof_sampled = 0;
     AK_ASSERT(data_start(c) + AK_GRANULE <= c->end); /* AK_ARENA_MIN_BUFFER leaves room for data */
     a->chunks = c;
     if (annotated(a)) AK_TRACK_RELEASE((void *)data_start(c), c->end - data_start(c));

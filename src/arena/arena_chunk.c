@@ -70,8 +70,7 @@ static ak_arena_chunk *map_chunk(ak_arena *a, size_t size) {
   c->flags = 0;
   c->since = 0;
   c->prof_end = 0;
-  c->prof_one = NULL;
-  c->prof_list = NULL;
+  c->prof_sampled = 0;
   AK_ASSERT(data_start(c) < c->end); /* room for data after the header */
   account_map(a, size);
   if (annotated(a)) AK_TRACK_RELEASE((void *)data_start(c), c->end - data_start(c));

@@ -47,12 +47,10 @@ struct ak_arena_chunk {
   uint64_t since; /* spares: reclaim clock (ms) when the chunk was last emptied */
   /* The heap profiler (arena_prof.c): the address where the arena's
    * sampling countdown ends (the current chunk, while AK_ARENA_PROF is set;
-   * 0: none drawn), and the chunk's blocks it keeps: the first in
-   * `prof_one`, later ones in nodes bumped right after their blocks,
-   * newest first. */
+   * 0: none drawn), and whether a block of the chunk was sampled since it
+   * was last emptied (its kept blocks are forgotten by address range). */
   uintptr_t prof_end;
-  void *prof_one;
-  struct ak_arena_prof_node *prof_list;
+  uint32_t prof_sampled;
 };
 
 /* PURGED: a spare whose data pages were decommitted (the header stays). */
@@ -168,11 +166,6 @@ void _ak_arena_cache_drain(void);
 
 /* ---- arena_prof.c: the heap profiler's side ---- */
 
-/** A sampled block past the chunk's first, kept in the chunk itself. */
-struct ak_arena_prof_node {
-  struct ak_arena_prof_node *next;
-  void *block;
-};
 /** Whether the slow path's allocation of `n` bytes crosses the end of
  *  the arena's countdown: it is then sampled, and a new one is drawn. */
 bool _ak_arena_prof_due(ak_arena *a, size_t n);
@@ -185,9 +178,6 @@ void _ak_arena_prof_arm(ak_arena *a);
 /** Forgets the blocks of `c` the profiler keeps at addresses >= `from`
  *  (0: all), before their memory can be handed out again. */
 void _ak_arena_prof_drop(ak_arena_chunk *c, uintptr_t from);
-/** The validator of a chunk's records (the invariant in arena_prof.c;
- *  checked build only, from _ak_arena_check_counts). */
-void _ak_arena_prof_check(const ak_arena_chunk *c);
 
 /** Sets the limit for the current chunk: its end, or lower if the budget
  *  says so (ptr = limit = 0 without a current chunk). */

@@ -18,14 +18,12 @@
  * the fast path nothing; an arena notices a start or a stop at its next
  * slow path, clear or restore.
  *
- * Sampled blocks are recorded in their chunk, so a whole-chunk operation
- * finds them: the first in the header's `prof_one`, later ones in 16-byte
- * nodes bumped right after the block (the node counts in `used`; a block
- * whose node does not fit is counted as allocated, not kept). Invariant:
- * every block in a chunk's records is live in the profiler's live set and
- * lies in the chunk at or above its data start; the list is in decreasing
- * address order (bump order, newest first), and a node lies after its
- * block, so a restore frees a node exactly when it frees its block. */
+ * A chunk notes that it holds sampled blocks (`prof_sampled`); a clear,
+ * a restore and a destroy forget the kept blocks of the address range
+ * they free (_ak_prof_forget_range, one pass over the profiler's live set
+ * per such chunk), so nothing is kept in the arena's own memory and its
+ * budget and counts are the same with the profiler on. Invariant: every
+ * kept block of an arena lies in a chunk whose `prof_sampled` is set. */
 #include "arena/arena_internal.h"
 #include "prof/prof.h"
 
@@ -38,36 +36,13 @@ bool _ak_arena_prof_due(ak_arena *a, size_t n) {
   return true;
 }
 
-/* The chunk holding `p`: the current one, or the newest dedicated one. */
-static ak_arena_chunk *chunk_of(const ak_arena *a, uintptr_t p) {
-  if (a->cur && p >= data_start(a->cur) && p < a->cur->end) return a->cur;
-  ak_arena_chunk *c = a->large;
-  return c && p >= data_start(c) && p < c->end ? c : NULL;
-}
-
 void _ak_arena_prof_sampled(ak_arena *a, void *p, size_t n) {
   if (!_ak_prof_record(p, n, "arena", a->opts.name ? a->opts.name : "unnamed")) return;
-  ak_arena_chunk *c = chunk_of(a, (uintptr_t)p);
-  if (c && !c->prof_one) {
-    c->prof_one = p;
-    return;
-  }
-  struct ak_arena_prof_node *node = NULL;
-  if (c == a->cur) { /* right after the block: freed with it */
-    uintptr_t at = place(a->ptr, real_limit(a), sizeof *node, sizeof(void *));
-    if (at) {
-      a->ptr = at + granules(sizeof *node);
-      node = (struct ak_arena_prof_node *)at;
-      AK_TRACK_INTERNAL(node, sizeof *node);
-    }
-  }
-  if (!node) {
-    _ak_prof_forget(p); /* counted as allocated, not kept */
-    return;
-  }
-  node->block = p;
-  node->next = c->prof_list;
-  c->prof_list = node;
+  uintptr_t b = (uintptr_t)p;
+  ak_arena_chunk *c = a->cur && b >= data_start(a->cur) && b < a->cur->end ? a->cur : a->large;
+  AK_ASSERT(c && b >= data_start(c) &&
+            b < c->end); /* the block lies in the current or the newest dedicated chunk */
+  c->prof_sampled = 1;
 }
 
 void _ak_arena_prof_arm(ak_arena *a) {
@@ -96,30 +71,9 @@ void _ak_arena_prof_arm(ak_arena *a) {
 }
 
 void _ak_arena_prof_drop(ak_arena_chunk *c, uintptr_t from) {
-  while (c->prof_list && (uintptr_t)c->prof_list->block >= from) {
-    struct ak_arena_prof_node *node = c->prof_list;
-    AK_ASSERT((uintptr_t)node->block >= data_start(c) && (uintptr_t)node->block < c->end);
-    AK_ASSERT(!node->next || node->next->block < node->block); /* newest first */
-    c->prof_list = node->next;
-    _ak_prof_forget(node->block);
-  }
-  if (c->prof_one && (uintptr_t)c->prof_one >= from) {
-    AK_ASSERT(!c->prof_list); /* the first block is below every later one */
-    _ak_prof_forget(c->prof_one);
-    c->prof_one = NULL;
+  if (c->prof_sampled) {
+    (void)_ak_prof_forget_range(from > data_start(c) ? from : data_start(c), c->end);
+    if (from <= data_start(c)) c->prof_sampled = 0; /* a partial drop may leave blocks below `from` */
   }
   c->prof_end = 0;
-}
-
-void _ak_arena_prof_check(const ak_arena_chunk *c) {
-  if (!AK_CHECKED) return;
-  uintptr_t above = UINTPTR_MAX;
-  for (const struct ak_arena_prof_node *n = c->prof_list; n; n = n->next) {
-    uintptr_t b = (uintptr_t)n->block;
-    AK_ASSERT(b >= data_start(c) && (uintptr_t)n > b && (uintptr_t)n < c->end); /* node after its block */
-    AK_ASSERT(b < above);                                                       /* newest first */
-    above = b;
-  }
-  AK_ASSERT(!c->prof_list || (c->prof_one && (uintptr_t)c->prof_one < above)); /* the first is the lowest */
-  AK_ASSERT(!c->prof_one || ((uintptr_t)c->prof_one >= data_start(c) && (uintptr_t)c->prof_one < c->end));
 }

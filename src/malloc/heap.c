@@ -473,10 +473,11 @@ void _ak_heap_totals(uint64_t *blocks, uint64_t *bytes) {
 /* The slow paths end where no lock of the library is held: a background
  * thread that memory put aside on the way asked for starts there. */
 void *_ak_malloc_slow(size_t n) {
+  bool fresh = _ak_tl.heap == NULL; /* the fast path's subtraction went to the word before it was armed */
   void *p = malloc_slow(n);
   _ak_mheap *h = _ak_tl.heap;
   if (p && h) {
-    if (n > 1024) _ak_tl.left -= (int64_t)n; /* the fast path took only sizes it serves */
+    if (n > 1024 || fresh) _ak_tl.left -= (int64_t)n; /* the fast path took only sizes it serves */
     _ak_tl.allocs++;
     if (count_sync(h)) _ak_malloc_prof_sampled(p, n);
   }

@@ -178,3 +178,20 @@ static bool forget(void *block, bool count_unknown) {
 void _ak_prof_forget(void *block) { (void)forget(block, true); }
 
 bool _ak_prof_forget_if_kept(void *block) { return forget(block, false); }
+
+size_t _ak_prof_forget_range(uintptr_t lo, uintptr_t hi) {
+  size_t n = 0;
+  pthread_mutex_lock(&_ak_prof_g.mu);
+  _ak_prof_tables *t = &_ak_prof_g.t;
+  for (uint32_t b = 0; t->ready && b <= t->rec_mask; b++) {
+    uint32_t id = t->rec_heads[b];
+    while (id != 0) {
+      const _ak_prof_rec *r = rec_at(t, id);
+      uint32_t next = r->next; /* the record is recycled by the remove */
+      if (r->block >= lo && r->block < hi && _ak_prof_live_remove(t, r->block)) n++;
+      id = next;
+    }
+  }
+  pthread_mutex_unlock(&_ak_prof_g.mu);
+  return n;
+}

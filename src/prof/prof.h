@@ -99,6 +99,11 @@ int64_t _ak_prof_countdown(void);
  *  component that marks a group of blocks, not each one): true when it
  *  was and is now forgotten; a block that was not is not counted. */
 bool _ak_prof_forget_if_kept(void *block);
+/** Forgets every kept block at an address in [lo, hi) (a component that
+ *  releases memory whose blocks it cannot list, with samples in it: a
+ *  pool's slab at destroy). One pass over the live set under the lock;
+ *  returns how many were forgotten. */
+size_t _ak_prof_forget_range(uintptr_t lo, uintptr_t hi);
 
 #ifdef __cplusplus
 }
