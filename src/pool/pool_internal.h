@@ -13,7 +13,7 @@
  *                    (fullest first), slab get/put under the reclaim policy
  *   pool_check.c     errors and checks (the slab of a pointer, bitmaps)
  *   pool_backing.c   where slabs come from (mmap, C heap, file)
- *   pool_table.c     the slab table by address, its counters, the word lock
+ *   pool_table.c     the slab table by address, its counters
  *   slab.c           one slab: header, slots, free and remote lists
  * No file calls up into a file above it. */
 #ifndef AK_POOL_INTERNAL_H
@@ -26,6 +26,7 @@
 #include "arenakit/pool.h"
 #include "common/assert.h"
 #include "common/list.h"
+#include "common/wordlock.h"
 #include "pool/slab.h"
 
 #ifndef AK_CHECKED
@@ -74,19 +75,7 @@ static inline void _ak_slab_list_remove(_ak_slab_list *l, _ak_slab *s) {
   s->list = 0;
 }
 
-/* ---- pool_table.c: the word lock and the slab table ----------------------- */
-
-void _ak_word_lock_slow(atomic_int *l);
-/** A test-and-test-and-set lock with exponential backoff, then yield (it
- *  survives far more threads than cores): AK_SYNC_SPINLOCK's lock and the
- *  slab table's, whose critical sections are a few dozen instructions. */
-static inline void _ak_word_lock(atomic_int *l) {
-  /* One exchange first (the lock is usually free), then the test-and-test-
-   * and-set loop out of line. */
-  if (AK_LIKELY(!atomic_exchange_explicit(l, 1, memory_order_acquire))) return;
-  _ak_word_lock_slow(l);
-}
-static inline void _ak_word_unlock(atomic_int *l) { atomic_store_explicit(l, 0, memory_order_release); }
+/* ---- pool_table.c: the slab table ----------------------------------------- */
 
 #define AK_TABLE_SHARD_BITS 6
 #define AK_TABLE_SHARDS (1u << AK_TABLE_SHARD_BITS)

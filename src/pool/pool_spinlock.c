@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* pool_spinlock.c - AK_SYNC_SPINLOCK: per-thread magazines
  * (pool_magazine.c) in front of the serial core (pool_serial.c) under one
- * test-and-test-and-set spinlock (the word lock of pool_table.c), taken
+ * test-and-test-and-set spinlock (common/wordlock.h), taken
  * once per batch of AK_MAG_BATCH objects. */
 #include "pool/pool_internal.h"
 

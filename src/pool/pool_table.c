@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* pool_table.c - a pool's slab table: the set of its slab addresses, read
  * by ak_pool_owns and the checked build's frees (a foreign pointer is
- * looked up here, never dereferenced), and the slab counters. Also the
- * word lock the table and AK_SYNC_SPINLOCK use.
+ * looked up here, never dereferenced), and the slab counters.
  *
  * The table is split into AK_TABLE_SHARDS shards by a hash of the slab's
  * address, each a sorted array under its own word lock on its own cache
@@ -13,35 +12,11 @@
  * the pool-stress scenario at T=2, perf). The hash takes 64 KiB of address at a
  * time, so the small slabs of one thread's C-heap arena share a few
  * shards and those of another thread's arena others. */
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "os/os_mem.h"
 #include "pool/pool_internal.h"
-
-void _ak_word_lock_slow(atomic_int *l) {
-  unsigned backoff = 1;
-  for (;;) {
-    if (!atomic_load_explicit(l, memory_order_relaxed) &&
-        !atomic_exchange_explicit(l, 1, memory_order_acquire))
-      return;
-    if (backoff <= 64) {
-      for (unsigned i = 0; i < backoff; i++) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#elif defined(__aarch64__)
-        __asm__ __volatile__("yield"); /* the spin-wait hint of aarch64 */
-#else
-        atomic_signal_fence(memory_order_seq_cst); /* keeps the loop: a pause of its own length */
-#endif
-      }
-      backoff *= 2;
-    } else {
-      sched_yield(); /* more threads than cores: let the holder run */
-    }
-  }
-}
 
 /* ---- the slab map: every pool's slab addresses, read without a lock ------ */
 
