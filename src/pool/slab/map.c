@@ -1,22 +1,24 @@
 /* SPDX-License-Identifier: MIT */
-/* pool_table.c - a pool's slab table: the set of its slab addresses, read
- * by ak_pool_owns and the checked build's frees (a foreign pointer is
- * looked up here, never dereferenced), and the slab counters.
+/* map.c - a pool's slab table (slab/map.h): the set of its slab
+ * addresses, read by ak_pool_owns and the checked build's frees (a foreign
+ * pointer is looked up here, never dereferenced), and the slab counters;
+ * and the process-wide slab map behind it.
  *
  * The table is split into AK_TABLE_SHARDS shards by a hash of the slab's
  * address, each a sorted array under its own word lock on its own cache
  * line. Threads that obtain and release slabs at once (AK_SYNC_THREADS
  * with release_empty gives every empty slab back at once) mostly meet
- * different shards: with one table and one lock, its line, the array and
- * the counters moved between cores on every slab (19 % of the time of
- * the pool-stress scenario at T=2, perf). The hash takes 64 KiB of address at a
+ * different shards, so the line of one lock, its array and its counters
+ * does not move between cores on every slab. The hash takes 64 KiB of address at a
  * time, so the small slabs of one thread's C-heap arena share a few
  * shards and those of another thread's arena others. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
+#include "common/wordlock.h"
 #include "os/os_mem.h"
-#include "pool/pool_internal.h"
+#include "pool/slab/map.h"
 
 /* ---- the slab map: every pool's slab addresses, read without a lock ------ */
 

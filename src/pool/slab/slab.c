@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* slab.c - slab headers, slot carving, remote collection and the hardened
  * checks of free lists (slab layer). */
-#include "pool/slab.h"
+#include "pool/slab/slab.h"
 
 #include "common/assert.h"
 
@@ -97,4 +97,33 @@ bool _ak_slab_search(const _ak_slab *s, const void *o, bool local) {
                   _ak_slab_remote_list(
                       atomic_load_explicit(&((_ak_slab *)(uintptr_t)s)->remote, memory_order_acquire)),
                   o, limit);
+}
+
+/* Aborts: invariant `what` of slab `s` is broken (checked by `where`). */
+static _Noreturn AK_COLD void invalid(const _ak_slab *s, const char *where, const char *what) {
+  _ak_fatal("%s: pool '%s': slab %p is invalid: %s", where, s->name ? s->name : "?", (const void *)s, what);
+}
+
+bool _ak_slab_validate(const _ak_slab *s, const char *where) {
+  if (s->magic != (AK_SLAB_MAGIC ^ (uintptr_t)s->pool)) invalid(s, where, "bad magic");
+  if (s->slot == 0 || s->start <= (uintptr_t)s || s->end - s->start != (uintptr_t)s->capacity * s->slot)
+    invalid(s, where, "slot area");
+  if (s->bump < s->start || s->bump > s->end || (s->bump - s->start) % s->slot != 0)
+    invalid(s, where, "never-used slots off the slot grid");
+  if (s->used > s->capacity) invalid(s, where, "more live objects than slots");
+  /* The local free list: slots already carved, each once (the count is
+   * bounded, so a cycle is caught too), none live in the checked build's
+   * bitmap. Objects on the remote list are still counted in `used`. */
+  size_t carved = (size_t)(s->bump - s->start) / s->slot, n = 0;
+  for (const void *o = s->free; o; o = _ak_slab_link(s, o)) {
+    uintptr_t u = (uintptr_t)o;
+    if (u < s->start || u >= s->bump || (u - s->start) % s->slot != 0)
+      invalid(s, where, "a free-list link off the carved slots");
+    if (++n > carved) invalid(s, where, "the free list is longer than the carved slots (a cycle)");
+    size_t i = (u - s->start) / s->slot;
+    if (AK_CHECKED && (s->bitmap[i / 64] >> (i % 64) & 1)) invalid(s, where, "a live slot on the free list");
+  }
+  if (s->used + n + (size_t)(s->end - s->bump) / s->slot != s->capacity)
+    invalid(s, where, "used + free + never-used slots != capacity");
+  return true;
 }

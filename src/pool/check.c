@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* pool_check.c - the pool's checks and error reports: the pool error
- * path, the slab of a pointer with its validation (slab map, header,
- * slot grid), the checked build's live bitmap and the tool annotations. */
+/* check.c - the pool's checks and error reports: the slab of a pointer
+ * with its validation (slab map, header, slot grid) and the reports of a
+ * foreign pointer or a double free, the checked build's live bitmap and
+ * the tool annotations of a slot. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stddef.h>
@@ -11,22 +12,17 @@
 
 #include "common/error.h"
 #include "common/track.h"
-#include "os/os_mem.h"
-#include "pool/pool_internal.h"
+#include "pool/pool.h"
 
 /* ---- errors and checks -------------------------------------------------- */
-
-void _ak_pool_error(_ak_pool_impl *p, int err, const char *call, const char *what) {
-  _ak_error(err, "%s: pool '%s': %s", call, p ? p->name : "?", what);
-}
 
 AK_COLD void _ak_pool_double_free(_ak_pool_impl *p, const void *o) {
   _ak_fatal("ak_pool_free(%p): double free in pool '%s'", o, p->name);
 }
 
-_ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call) {
+_ak_slab *_ak_pool_slab_check(_ak_pool_impl *p, const void *o, const char *call) {
   uintptr_t u = (uintptr_t)o;
-  uintptr_t base = u & ~(uintptr_t)(p->slab_size - 1);
+  uintptr_t base = (uintptr_t)_ak_slab_of(o, p->slab_size);
   if (_ak_config_validate) {
     if (AK_UNLIKELY(p->destroyed))
       _ak_fatal("%s(%p): pool '%s' was destroyed (ak_pool_destroy)", call, o, p->name);

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* pool_magazine.c - the per-thread front of AK_SYNC_SPINLOCK and
+/* magazine.c - the per-thread front of AK_SYNC_SPINLOCK and
  * AK_SYNC_LOCKFREE: a magazine of free objects per thread and pool, in
  * front of the pool's shared structure (the serial core under the
  * spinlock, or the lock-free stack of batches).
  *
  * Why: with one shared word touched on every call, two threads on two
  * cores move its cache line between the cores on every allocation and
- * free (the pool-newdelete-mt table: 12x slower at T=2 than at T=1).
+ * free.
  * A magazine takes and gives objects AK_MAG_BATCH at a time, so the shared
  * word (the lock, the stack head, the counters) is touched once per batch.
  *
@@ -28,10 +28,8 @@
  * After the barrier an owner either was marked (the taker sees the mark
  * and waits) or sees `taken` (and keeps off), so exactly one of them works
  * on a chain and nobody reads a slot it does not hold. The owner pays a
- * compiler barrier instead of a fence: an atomic exchange of the chain,
- * the protocol before this one, cost 8-10 ns each on Intel Xeon (family 6
- * model 207; 19-24 ns per allocate + free pair against 5 ns with the
- * mark) and about 2 ns on AMD Zen 3. Without membarrier(2) (an old
+ * compiler barrier instead of a fence or an atomic read-modify-write: the
+ * cost of synchronising falls on the rare taker. Without membarrier(2) (an old
  * kernel, a seccomp filter: barrier_setup) the owners fence their marks
  * themselves (`fenced`, library paths only: the inline paths stay off).
  *
@@ -56,11 +54,11 @@
  *
  * Thread exit (a pthread key destructor) hands a thread's magazines back.
  * The thread's table of magazines, the registry of live pools, the key and
- * the thread-exit walk are the shared component pool_tls.c; this file
+ * the thread-exit walk are the shared component modes/tls.c; this file
  * gives it its hooks (_ak_mag_tls: magazine creation, mag_empty at thread
  * exit, freeing at destroy, cache reset) and keeps its own direct-mapped
  * caches in front of it (tl_last, tl_cache: mag_is_last, mag_find).
- * Locks: pool_tls.c's g_mu (registry) before a pool's `mu` before its
+ * Locks: modes/tls.c's g_mu (registry) before a pool's `mu` before its
  * spinlock. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -73,7 +71,7 @@
 #include "common/error.h"
 #include "common/track.h"
 #include "os/os_mem.h"
-#include "pool/pool_internal.h"
+#include "pool/modes.h"
 
 struct _ak_pool_mag {
   /* The owner's line. The inline paths' part (arenakit/detail/pool.h):
@@ -112,7 +110,7 @@ static inline _ak_pool_mag *mag_first(const _ak_pool_impl *p) { return mag_of(p-
 static inline _ak_pool_mag *mag_next(const _ak_pool_mag *m) { return mag_of(m->node.next); }
 
 /* Thread-local: a direct-mapped cache of the thread's magazines, in front
- * of its table in pool_tls.c, by pool id, and in front of it the entry of
+ * of its table in modes/tls.c, by pool id, and in front of it the entry of
  * the pool the thread used last (tl_last: one compare on a fast path).
  * Ids are unique over the process lifetime and never 0, so an empty entry
  * or one of a destroyed pool whose address is reused never matches. */
@@ -244,7 +242,7 @@ static void net_flush(_ak_pool_impl *p, _ak_pool_mag *m) {
   if (net > 0) peak_raise(p, live);
 }
 
-size_t _ak_mag_live(_ak_pool_impl *p) {
+static size_t mag_live(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
   size_t live = atomic_load(&p->mag_live);
   for (_ak_pool_mag *m = mag_first(p); m; m = mag_next(m)) live += (size_t)net_get(m);
@@ -252,8 +250,8 @@ size_t _ak_mag_live(_ak_pool_impl *p) {
   return (intptr_t)live < 0 ? 0 : live;
 }
 
-size_t _ak_mag_peak(_ak_pool_impl *p) {
-  size_t live = _ak_mag_live(p), peak = atomic_load(&p->mag_peak);
+static size_t mag_peak(_ak_pool_impl *p) {
+  size_t live = mag_live(p), peak = atomic_load(&p->mag_peak);
   return live > peak ? live : peak;
 }
 
@@ -323,7 +321,7 @@ static void mag_exit(_ak_pool_impl *p, void *state) {
 }
 
 /* _ak_tls_mode.forget: the exiting thread's caches of magazines are
- * emptied (pool_tls.c empties the inline paths' _ak_pool_tcache). */
+ * emptied (modes/tls.c empties the inline paths' _ak_pool_tcache). */
 static void mag_forget(void) {
   memset(tl_cache, 0, sizeof tl_cache);
   memset(&tl_last, 0, sizeof tl_last);
@@ -384,7 +382,7 @@ void _ak_mag_fork_child(_ak_pool_impl *p) {
  * (links encoded) has its own below, which check the links. */
 
 static _Noreturn AK_COLD void corrupt(_ak_pool_impl *p, void *o, void *next) {
-  _ak_slab_corrupt(_ak_pool_slab_base(p, o), o, next, "ak_pool_alloc");
+  _ak_slab_corrupt(_ak_slab_of(o, p->slab_size), o, next, "ak_pool_alloc");
 }
 
 /* The owner found `list` NULL: empty, or a thief took it (n is then
@@ -445,7 +443,7 @@ static AK_COLD __attribute__((noinline)) void *alloc_slow(_ak_pool_impl *p, _ak_
   chain_pop(p, m, o, n_get(m));
   if (p->max_objects) base_set(m, (intptr_t)n_get(m)); /* counted in mag_live: net stays 0 */
   if (AK_UNLIKELY(p->debug)) {
-    _ak_pool_mark_live(p, _ak_pool_slab_base(p, o), o);
+    _ak_pool_mark_live(p, _ak_slab_of(o, p->slab_size), o);
     _ak_pool_track_alloc(p, o);
   }
   set_hi(m);
@@ -505,7 +503,7 @@ void _ak_mag_init(_ak_pool_impl *p) {
   if (p->inline_ok && !mag_counted(p) && !ak_harden_encode && !_ak_config_checked && !p->tracked &&
       !g_fenced) {
     p->pub.mkey = p->id;
-    p->pub.mag_mask = ~(uintptr_t)(p->slab_size - 1);
+    p->pub.mag_mask = _ak_slab_mask(p->slab_size);
   }
 }
 
@@ -619,7 +617,7 @@ static inline void free_in(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab *s, void 
 /* _ak_mag_free when the quick ownership check fails (the report) or `p` is
  * not the pool the thread used last. */
 static __attribute__((noinline)) void free_find(_ak_pool_impl *p, void *o) {
-  _ak_slab *s = _ak_pool_slab_fast(p, o, "ak_pool_free"); /* aborts on a foreign `o` */
+  _ak_slab *s = _ak_pool_slab_find(p, o, "ak_pool_free"); /* aborts on a foreign `o` */
   _ak_pool_mag *m = mag_find(p);
   if (AK_UNLIKELY(!m)) { /* no memory for a magazine: straight to the shared structure */
     _ak_chain_set(p, o, NULL);
@@ -630,8 +628,8 @@ static __attribute__((noinline)) void free_find(_ak_pool_impl *p, void *o) {
 }
 
 void _ak_mag_free(_ak_pool_impl *p, void *o) {
-  /* A cheap ownership check (_ak_pool_slab_fast's; free_find reports). */
-  _ak_slab *s = _ak_pool_slab_base(p, o);
+  /* A cheap ownership check (_ak_pool_slab_find's; free_find reports). */
+  _ak_slab *s = _ak_slab_of(o, p->slab_size);
   if (AK_UNLIKELY(!_ak_pool_slab_ok(p, o, s) || !mag_is_last(p))) {
     free_find(p, o);
     return;
@@ -641,6 +639,12 @@ void _ak_mag_free(_ak_pool_impl *p, void *o) {
 
 void _ak_mag_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {
   /* Counted by the magazines (objects they cache are not live). */
-  *live = _ak_mag_live(p);
-  *peak = _ak_mag_peak(p);
+  *live = mag_live(p);
+  *peak = mag_peak(p);
+}
+
+void _ak_pool_note_slab(_ak_pool_impl *p, const _ak_slab *s) {
+  if (!atomic_load(&p->lf_lo) || (uintptr_t)s < atomic_load(&p->lf_lo)) atomic_store(&p->lf_lo, (uintptr_t)s);
+  if ((uintptr_t)s + p->slab_size > atomic_load(&p->lf_hi))
+    atomic_store(&p->lf_hi, (uintptr_t)s + p->slab_size);
 }

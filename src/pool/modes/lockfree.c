@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* pool_lockfree.c - AK_SYNC_LOCKFREE: a lock-free free list made ABA-safe, as a lock-free stack (a Treiber
- * stack) of batches behind the per-thread magazines of pool_magazine.c.
+/* lockfree.c - AK_SYNC_LOCKFREE: a lock-free free list made ABA-safe, a
+ * lock-free stack (a Treiber stack) of batches behind the per-thread
+ * magazines of modes/magazine.c. Links cross slabs here: each is encoded
+ * with the key of the slab of the slot that stores it (_ak_slab_of).
  *
  * The stack holds batches: chains of at most AK_MAG_BATCH free slots
  * linked through their first word. The first slot of a batch also holds,
@@ -28,8 +30,9 @@
 
 #include "common/error.h"
 #include "common/track.h"
-#include "os/os_mem.h"
-#include "pool/pool_internal.h"
+#include "pool/modes.h"
+#include "pool/slab/backing.h"
+#include "pool/slab/spares.h"
 
 #define PTR_BITS 48
 #define PTR_MASK ((UINT64_C(1) << PTR_BITS) - 1)
@@ -43,31 +46,25 @@
 
 static inline uint64_t pack(uint64_t old, void *p) { return ((old & ~PTR_MASK) + TAG_ONE) | (uintptr_t)p; }
 
-/* The slab of slot `o`: its header holds the key of the links stored in
- * its slots (links cross slabs here, each encoded with its slot's key). */
-static inline _ak_slab *slab_of(const _ak_pool_impl *p, const void *o) {
-  return (_ak_slab *)((uintptr_t)o & ~(uintptr_t)(p->slab_size - 1));
-}
-
 /* A link word `w` read from slot `o` (atomically, or the batch word's
  * part), decoded with the codec of arenakit/detail/link.h. */
 static inline void *decode(const _ak_pool_impl *p, const void *o, uintptr_t w) {
   _ak_link l;
   memcpy(&l, &w, sizeof l);
-  return _ak_link_get(&l, _ak_slab_key(slab_of(p, o)));
+  return _ak_link_get(&l, _ak_slab_key(_ak_slab_of(o, p->slab_size)));
 }
 
 /* The word slot `o` stores for link `next`. */
 static inline uintptr_t encode(const _ak_pool_impl *p, const void *o, const void *next) {
   _ak_link l;
-  _ak_link_set(&l, next, _ak_slab_key(slab_of(p, o)));
+  _ak_link_set(&l, next, _ak_slab_key(_ak_slab_of(o, p->slab_size)));
   uintptr_t w;
   memcpy(&w, &l, sizeof w);
   return w;
 }
 
 static _Noreturn AK_COLD void corrupt(_ak_pool_impl *p, void *o, void *next) {
-  _ak_slab_corrupt(slab_of(p, o), o, next, "ak_pool_alloc");
+  _ak_slab_corrupt(_ak_slab_of(o, p->slab_size), o, next, "ak_pool_alloc");
 }
 
 /* The benign race of a Treiber stack: the link of the head slot may be
@@ -143,12 +140,6 @@ static size_t push_chain(_ak_pool_impl *p, void *first) {
   return total;
 }
 
-void _ak_pool_note_slab(_ak_pool_impl *p, const _ak_slab *s) {
-  if (!atomic_load(&p->lf_lo) || (uintptr_t)s < atomic_load(&p->lf_lo)) atomic_store(&p->lf_lo, (uintptr_t)s);
-  if ((uintptr_t)s + p->slab_size > atomic_load(&p->lf_hi))
-    atomic_store(&p->lf_hi, (uintptr_t)s + p->slab_size);
-}
-
 /* Under p->mu: carves a spare or new slab into batches and pushes them
  * with one CAS. 0 or an errno. */
 static int push_slab(_ak_pool_impl *p) {
@@ -185,7 +176,7 @@ static int grow(_ak_pool_impl *p) {
   return rc;
 }
 
-uint32_t _ak_lockfree_take(_ak_pool_impl *p, void **chain) {
+static uint32_t lockfree_take(_ak_pool_impl *p, void **chain) {
   /* Counted out before the pop (a whole batch; the excess given back
    * after), so that lf_out is never below the slots outside the stack. */
   atomic_fetch_add(&p->lf_out, AK_MAG_BATCH);
@@ -223,10 +214,8 @@ static void reorder(_ak_pool_impl *p);
 /* A pool that empties again and again (a thread allocating a batch and
  * freeing all of it, each time) is reordered at most every
  * AK_LF_REORDER_MS of the reclaim clock: a reorder makes the next
- * allocations carve the slabs again, which took 36 % of such a loop
- * (batches of 1,000 objects of 48 bytes, Intel Xeon family 6 model 207:
- * 10.0 ns per allocate + free pair with a reorder each time, 6.7 ns with
- * this limit). A thread that leaves the pool with every slot on the stack
+ * allocations carve the slabs again, a cost that a loop emptying the pool
+ * on every batch would otherwise pay each time. A thread that leaves the pool with every slot on the stack
  * reorders it whatever the clock says (lf_thread_left). */
 #define AK_LF_REORDER_MS 100
 
@@ -235,7 +224,7 @@ static bool reorder_due(_ak_pool_impl *p) {
   return last == 0 || _ak_reclaim_now() - last >= AK_LF_REORDER_MS;
 }
 
-size_t _ak_lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n) {
+static size_t lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n) {
   size_t total = n;
   if (n) {
     /* A magazine's batch: its length is known, so only its first slot is
@@ -262,10 +251,10 @@ size_t _ak_lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n) {
  * of it is allocated; see reorder and trim), or if it is on the stack
  * (bounded search; a link changed under the walk by a concurrent pop ends
  * it). Called with no pool lock held. */
-bool _ak_lockfree_on_stack(_ak_pool_impl *p, void *o) {
+static bool lockfree_on_stack(_ak_pool_impl *p, void *o) {
   if (!_ak_pool_plausible(p, (uintptr_t)decode(p, o, _ak_link_word(o, 0)))) return false;
   pthread_mutex_lock(&p->mu);
-  bool spare = slab_of(p, o)->list == AK_SLAB_SPARE;
+  bool spare = _ak_slab_of(o, p->slab_size)->list == AK_SLAB_SPARE;
   pthread_mutex_unlock(&p->mu);
   if (spare) return true;
   size_t limit = (atomic_load_explicit(&p->lf_hi, memory_order_relaxed) -
@@ -329,7 +318,7 @@ static bool takedown(_ak_pool_impl *p) {
  * slab (none of its slots is on the stack) given back in every backing:
  * decommitted (C heap included: the block stays the pool's, only its
  * pages go), or punched out of the file. */
-void _ak_lockfree_trim(_ak_pool_impl *p) {
+static void lockfree_trim(_ak_pool_impl *p) {
   _ak_mag_flush_all(p);
   pthread_mutex_lock(&p->mu);
   (void)takedown(p);
@@ -341,12 +330,12 @@ void _ak_lockfree_trim(_ak_pool_impl *p) {
  * every magazine empty: when the last thread using the pool exits, or a
  * thread's last free drains its magazine; see reorder_due). The stack's
  * order is that of the frees, mixed across threads and slabs, and the
- * mixing compounds over the pool's life (a long-lived pool ran the
- * pool-newdelete-mt table 6x slower than a fresh one): the stack is taken
+ * mixing compounds over the pool's life (each batch then touches more
+ * slabs and cache lines than a fresh pool's): the stack is taken
  * down so that grow() carves the slabs again in address order, their pages
  * kept. Skipped if another thread holds the mutex (it is growing). The
  * hardened double-free check knows a slot of a slab taken down by the
- * slab's state (_ak_lockfree_on_stack). */
+ * slab's state (lockfree_on_stack). */
 static void reorder(_ak_pool_impl *p) {
   if (pthread_mutex_trylock(&p->mu) != 0) return;
   if (takedown(p)) atomic_store_explicit(&p->lf_reordered, _ak_reclaim_now(), memory_order_relaxed);
@@ -360,7 +349,7 @@ static void lf_thread_left(_ak_pool_impl *p) {
   if (atomic_load(&p->lf_out) == 0) reorder(p);
 }
 
-int _ak_lockfree_reserve(_ak_pool_impl *p, size_t n) {
+static int lockfree_reserve(_ak_pool_impl *p, size_t n) {
   /* Grow until the slabs hold n slots beyond those outside the stack:
    * counted by slabs, since the stack itself cannot be measured without
    * popping. */
@@ -378,11 +367,11 @@ int _ak_lockfree_reserve(_ak_pool_impl *p, size_t n) {
   return 0;
 }
 
-static void lf_give(_ak_pool_impl *p, void *chain, uint32_t n) { (void)_ak_lockfree_give(p, chain, n); }
+static void lf_give(_ak_pool_impl *p, void *chain, uint32_t n) { (void)lockfree_give(p, chain, n); }
 
 static bool lf_on_lists(_ak_pool_impl *p, _ak_slab *s, void *o) {
   (void)s;
-  return _ak_lockfree_on_stack(p, o);
+  return lockfree_on_stack(p, o);
 }
 
 /* Slabs taken down by a trim count as decommitted spares. */
@@ -400,11 +389,11 @@ const _ak_pool_mode _ak_mode_lockfree = {
     .init = _ak_mag_init,
     .alloc = _ak_mag_alloc,
     .free = _ak_mag_free,
-    .reserve = _ak_lockfree_reserve,
-    .trim = _ak_lockfree_trim,
+    .reserve = lockfree_reserve,
+    .trim = lockfree_trim,
     .counts = _ak_mag_counts,
     .stats = lf_stats,
-    .take = _ak_lockfree_take,
+    .take = lockfree_take,
     .give = lf_give,
     .thread_left = lf_thread_left,
     .on_lists = lf_on_lists,

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* slab.h - the slab layer (internal).
+/* slab.h - one slab: its header, slots, free lists and the lists of slabs
+ * (internal, the pool's slab layer; knows no sync mode).
  *
  * A slab is a block of `slab_size` bytes aligned to `slab_size`, holding
  * `capacity` slots of one size after its header. The slab of any slot is
@@ -11,8 +12,8 @@
  *   used + |free list| + |remote list| + (end - bump) / slot == capacity
  * Slabs come from a backing (mmap, C heap, or a shared file mapping)
  * through the OS layer; this layer never calls the system itself. */
-#ifndef AK_SLAB_H
-#define AK_SLAB_H
+#ifndef AK_POOL_SLAB_SLAB_H
+#define AK_POOL_SLAB_SLAB_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -44,8 +45,8 @@ enum { AK_SLAB_F_TRACKED = 1u, AK_SLAB_F_REUSED = 2u };
 enum { AK_SLAB_AVAIL = 1, AK_SLAB_FULL = 2, AK_SLAB_SPARE = 3, AK_SLAB_ABANDONED = 4 };
 
 struct _ak_slab {
-  /* The first seven fields are _ak_pool_slab_head (arenakit/pool.h): the
-   * inline frees read them. */
+  /* The first seven fields are _ak_pool_slab_head (arenakit/detail/pool.h):
+   * the inline frees read them (the layout is asserted below). */
   void *free;               /* local free list (owner only) */
   uint32_t used;            /* live objects counted by the owner */
   uint32_t list;            /* AK_SLAB_* */
@@ -63,13 +64,40 @@ struct _ak_slab {
   size_t file_offset;       /* file backing: where this slab lives in the file */
   /* Frees by other threads (AK_SYNC_THREADS): a list, tagged with
    * AK_SLAB_REMOTE_FULL while the slab is on its owner's full list
-   * (pool_threads.c, full_push). */
+   * (modes/threads.c, full_push). */
   _Atomic(void *) remote;
   void *heap;        /* owning heap (owner's copy, THREADS) */
   const char *name;  /* the owning pool's name, for messages */
   _ak_spare spare;   /* while the slab is in its pool's spare set (common/reclaim.h) */
   uint64_t bitmap[]; /* checked build: 1 bit per live slot */
 };
+
+/* The inline paths read these fields of _ak_slab as _ak_pool_slab_head:
+ * the layouts must agree. */
+_Static_assert(offsetof(_ak_slab, free) == offsetof(_ak_pool_slab_head, free) &&
+                   offsetof(_ak_slab, used) == offsetof(_ak_pool_slab_head, used) &&
+                   offsetof(_ak_slab, list) == offsetof(_ak_pool_slab_head, state) &&
+                   offsetof(_ak_slab, owner) == offsetof(_ak_pool_slab_head, owner) &&
+                   offsetof(_ak_slab, key) == offsetof(_ak_pool_slab_head, key) &&
+                   offsetof(_ak_slab, magic) == offsetof(_ak_pool_slab_head, magic) &&
+                   offsetof(_ak_slab, pool) == offsetof(_ak_pool_slab_head, pool),
+               "_ak_slab must begin with _ak_pool_slab_head");
+/* The headers' names for the state and the mitigation bits they read. */
+_Static_assert(_AK_POOL_SLAB_AVAIL == AK_SLAB_AVAIL, "the inline paths' list state");
+_Static_assert(AK_CONFIG_HARDEN_LINKS == AK_HARDEN_LINKS &&
+                   AK_CONFIG_HARDEN_DOUBLE_FREE == AK_HARDEN_DOUBLE_FREE,
+               "the headers' hardening bits");
+
+/** The mask that takes an address to the start of its slab, for slabs of
+ *  `slab_size` bytes (a power of two; slabs are aligned to their size). */
+static inline uintptr_t _ak_slab_mask(size_t slab_size) { return ~(uintptr_t)(slab_size - 1); }
+
+/** The slab that address `o` lies in, for slabs of `slab_size` bytes: the
+ *  one way from a pointer to its slab header. No check: the address may
+ *  be foreign (the validated lookup is the pool's _ak_pool_slab_find). */
+static inline _ak_slab *_ak_slab_of(const void *o, size_t slab_size) {
+  return (_ak_slab *)((uintptr_t)o & _ak_slab_mask(slab_size));
+}
 
 /** The slab whose list node is `n` (NULL stays NULL). */
 static inline _ak_slab *_ak_slab_of_node(const _ak_dnode *n) {
@@ -204,4 +232,46 @@ static inline void _ak_slab_push(_ak_slab *s, void *o) {
  *  returns how many objects it held. */
 uint32_t _ak_slab_collect(_ak_slab *s);
 
-#endif /* AK_SLAB_H */
+/* ---- lists of slabs ------------------------------------------------------------ */
+
+/** A list of slabs (common/list.h, through each slab's `node`) with its
+ *  length; each slab's `list` names the kind of list it is on. */
+typedef _ak_dlist _ak_slab_list;
+
+/** The first slab of `l` (NULL: empty). */
+static inline _ak_slab *_ak_slab_first(const _ak_slab_list *l) { return _ak_slab_of_node(l->head); }
+
+/** Puts `s` (on no list) first on `l`, a list of kind `which` (AK_SLAB_*). */
+static inline void _ak_slab_list_push_front(_ak_slab_list *l, _ak_slab *s, uint32_t which) {
+  _ak_dlist_push_front(l, &s->node);
+  s->list = which;
+}
+
+/** Puts `s` (on no list) last on `l`, a list of kind `which`. */
+static inline void _ak_slab_list_push_back(_ak_slab_list *l, _ak_slab *s, uint32_t which) {
+  _ak_dlist_push_back(l, &s->node);
+  s->list = which;
+}
+
+/** Puts `s` (on no list) before `at` on `l` (last if `at` is NULL). */
+static inline void _ak_slab_list_insert_before(_ak_slab_list *l, _ak_slab *at, _ak_slab *s, uint32_t which) {
+  _ak_dlist_insert_before(l, at ? &at->node : NULL, &s->node);
+  s->list = which;
+}
+
+/** Takes `s` off `l`, the list it is on. */
+static inline void _ak_slab_list_remove(_ak_slab_list *l, _ak_slab *s) {
+  AK_ASSERT(s->list != 0);
+  _ak_dlist_remove(l, &s->node);
+  s->list = 0;
+}
+
+/** Checks the invariants of slab `s` (header, counts, carving, the local
+ *  free list) and aborts naming `where` when one is broken; returns true,
+ *  so that it is called as AK_ASSERT(_ak_slab_validate(s, where)), which
+ *  only the checked build evaluates. The caller owns the slab's local
+ *  state (its free list); the remote list is not walked. Walks the free
+ *  list: O(capacity). */
+bool _ak_slab_validate(const _ak_slab *s, const char *where);
+
+#endif /* AK_POOL_SLAB_SLAB_H */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* pool_threads.c - AK_SYNC_THREADS: thread-owned slabs with local and
+/* threads.c - AK_SYNC_THREADS: thread-owned slabs with local and
  * remote free lists (the mimalloc design, per pool).
  *
  * Each thread that uses a pool gets a heap: the slabs it allocates from.
@@ -18,7 +18,7 @@
  * operation of the owner. The thread finds its heap through the public
  * thread cache _ak_pool_tcache, keyed by the pool's id; behind it, the
  * thread's table of states, the registry of live pools and thread exit are
- * the shared component pool_tls.c, to which this file gives its hooks
+ * the shared component modes/tls.c, to which this file gives its hooks
  * (_ak_threads_tls: heap creation, abandon at thread exit, freeing at
  * destroy, cache reset).
  *
@@ -31,7 +31,7 @@
  *        spares (no lock), then a spare of the pool (mutex) or a new slab
  *   threads_free: slab by mask -> owner? push local : remote_free
  *
- * Locks: pool_tls.c's g_mu (the registry of pools, thread exit, destroy)
+ * Locks: modes/tls.c's g_mu (the registry of pools, thread exit, destroy)
  * is taken before a pool's `mu` (slab get/put, abandoned list, heap list). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -40,7 +40,9 @@
 
 #include "common/error.h"
 #include "common/track.h"
-#include "pool/pool_internal.h"
+#include "pool/modes.h"
+#include "pool/slab/backing.h"
+#include "pool/slab/spares.h"
 
 struct _ak_pool_heap {
   _ak_pool_theap pub; /* first: what the inline paths use (owner writes) */
@@ -180,7 +182,7 @@ static void heap_out(_ak_pool_impl *p, _ak_pool_heap *h) {
   }
   /* The defragmenter must see every free: frees go to the library. */
   h->pub.cur.mask =
-      atomic_load_explicit(&p->defragment, memory_order_relaxed) ? 0 : ~(uintptr_t)(p->slab_size - 1);
+      atomic_load_explicit(&p->defragment, memory_order_relaxed) ? 0 : _ak_slab_mask(p->slab_size);
 }
 
 /* The calling thread's heap for `p`; creates one if `create`. */
@@ -272,7 +274,7 @@ static void heap_exit(_ak_pool_impl *p, void *state) {
 }
 
 /* _ak_tls_mode.destroy (under g_mu, `p` unregistered): every heap of `p`
- * is freed with its slabs (pool_tls.c drops `p` from the thread cache). */
+ * is freed with its slabs (modes/tls.c drops `p` from the thread cache). */
 static void heaps_destroy(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
   for (_ak_pool_heap *h; (h = heap_first(p)) != NULL;) {
@@ -590,7 +592,7 @@ static void remote_free(_ak_pool_impl *p, _ak_slab *s, void *o) {
 /* ak_pool_free_slow. */
 static void threads_free(_ak_pool_impl *p, void *o) {
   _ak_spare_tick(&p->spares);
-  _ak_slab *s = _ak_pool_slab_fast(p, o, "ak_pool_free");
+  _ak_slab *s = _ak_pool_slab_find(p, o, "ak_pool_free");
   if (AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_free(p, s, o, "ak_pool_free");
     _ak_pool_track_free(p, o);

@@ -1,23 +1,23 @@
 /* SPDX-License-Identifier: MIT */
-/* pool_backing.c - where slabs come from: anonymous memory, the C heap,
- * or a shared file mapping (free file slots reused first, blocks allocated
- * when a slab is added, so a full file system is an error, not SIGBUS), and
- * new slabs made from that memory (guard page, slab table, header). */
+/* backing_file.c - the file backing (slab/backing.h): slabs are windows of
+ * one shared file, at offsets that are multiples of the slab size (file
+ * slots). Free file slots are reused first and the file never keeps a
+ * free tail; blocks are allocated when a slab is added, so a full file
+ * system is an error, not SIGBUS. Its state is under `file_mu`, a leaf
+ * word lock: a slab is obtained and released without a pool lock. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
-#include "common/track.h"
+#include "common/wordlock.h"
 #include "os/os_mem.h"
-#include "pool/pool_internal.h"
+#include "pool/pool.h"
+#include "pool/slab/backing.h"
 
-/* ---- backings -------------------------------------------------------------------- */
-
-/* The free file slots (pool_internal.h, file_free/file_pos), under file_mu. */
+/* The free file slots (pool.h, file_free/file_pos), under file_mu. */
 static void file_slot_push(_ak_pool_impl *p, size_t i) {
   /* Every file slot has a place (file_slots_room); a free one is listed once. */
   AK_ASSERT(i < p->cap_file_slots && p->file_pos[i] == SIZE_MAX && p->nfile_free < p->cap_file_slots);
@@ -105,69 +105,41 @@ static void *file_get(_ak_pool_impl *p, size_t *offset) {
   return m;
 }
 
-/* Slab memory from the backing (no pool lock needed). */
-static void *backing_get(_ak_pool_impl *p, size_t *offset) {
-  switch (p->backing) {
-    case AK_BACKING_HEAP: return _ak_os_heap_alloc(p->slab_size, p->slab_size);
-    case AK_BACKING_FILE: {
-      _ak_word_lock(&p->file_mu);
-      void *m = file_get(p, offset);
-      _ak_word_unlock(&p->file_mu);
-      return m;
-    }
-    default: return _ak_os_alloc(p->slab_size, p->slab_size);
-  }
+void *_ak_pool_file_get(_ak_pool_impl *p, size_t *offset) {
+  _ak_word_lock(&p->file_mu);
+  void *m = file_get(p, offset);
+  _ak_word_unlock(&p->file_mu);
+  return m;
 }
 
-/* Gives slab memory back to the backing (the guard page made accessible
- * again first where the memory is reused by others: the C heap). */
-void _ak_pool_backing_put(_ak_pool_impl *p, void *m, size_t off) {
-  switch (p->backing) {
-    case AK_BACKING_HEAP:
-      /* A guard that cannot be made writable again must not go back to
-       * the C heap (it would fault there): the slab is leaked instead. */
-      if (p->guard && _ak_os_guard((char *)m + p->slab_size - p->guard, p->guard, false) != 0) break;
-      _ak_os_heap_free(m, p->slab_size);
-      break;
-    case AK_BACKING_FILE:
-      _ak_word_lock(&p->file_mu);
-      _ak_os_file_unmap(p->fd, m, off, p->slab_size);
-      file_slot_push(p, off / p->slab_size); /* file_pos has room for every slot */
-      file_shrink_tail(p);
-      _ak_word_unlock(&p->file_mu);
-      break;
-    default: _ak_os_free(m, p->slab_size); break;
-  }
+void _ak_pool_file_put(_ak_pool_impl *p, void *m, size_t off) {
+  AK_ASSERT(off % p->slab_size == 0 && off < p->file_size); /* a file slot in use */
+  _ak_word_lock(&p->file_mu);
+  _ak_os_file_unmap(p->fd, m, off, p->slab_size);
+  file_slot_push(p, off / p->slab_size); /* file_pos has room for every slot */
+  file_shrink_tail(p);
+  _ak_word_unlock(&p->file_mu);
 }
 
-/* A new slab from the backing, registered and counted. NULL + errno +
- * message naming `call` on failure. */
-_ak_slab *_ak_pool_slab_new(_ak_pool_impl *p, const char *call) {
-  size_t off = 0;
-  void *m = backing_get(p, &off);
-  if (!m) {
-    if (p->backing != AK_BACKING_FILE) _ak_pool_error(p, errno ? errno : ENOMEM, call, "out of memory");
-    return NULL;
-  }
-  /* Hardened: the slab's last page is a guard (the slots end before it). */
-  if (p->guard && _ak_os_guard((char *)m + p->slab_size - p->guard, p->guard, true) != 0) {
-    int e = errno;
-    _ak_pool_backing_put(p, m, off);
-    _ak_pool_error(p, e, call, "cannot protect the slab's guard page");
-    return NULL;
-  }
-  if (_ak_table_add(&p->table, (uintptr_t)m) != 0) {
-    _ak_pool_backing_put(p, m, off);
-    _ak_pool_error(p, ENOMEM, call, "out of memory for the slab table");
-    return NULL;
-  }
-  _ak_slab *s = _ak_slab_init(m, p, p->name, p->slab_size - p->guard, p->slot, p->align, _ak_config_checked);
-  s->file_offset = off;
-  /* The pool's grid (the inline paths' slot_first, the checks' capacity). */
-  AK_ASSERT(s->capacity == p->capacity && s->start - (uintptr_t)s == p->pub.slot_first);
-  if (p->tracked) {
-    s->flags |= AK_SLAB_F_TRACKED;
-    AK_TRACK_RELEASE((void *)s->start, s->end - s->start);
-  }
-  return s;
+int _ak_pool_file_open(_ak_pool_impl *p, const char *path, const char *call) {
+  p->path = strdup(path);
+  const char *why = NULL;
+  p->fd = p->path ? _ak_os_file_open(path, &why) : -1;
+  if (p->fd >= 0) return 0;
+  int e = p->path ? errno : ENOMEM;
+  if (why)
+    _ak_error(e, "%s: pool '%s': file '%s' %s: %s", call, p->name, path, why, strerror(e));
+  else
+    _ak_error(e, "%s: pool '%s': cannot create file '%s': %s", call, p->name, path, strerror(e));
+  free(p->path);
+  p->path = NULL;
+  errno = e;
+  return e;
+}
+
+void _ak_pool_file_close(_ak_pool_impl *p) {
+  if (p->fd >= 0) _ak_os_file_close(p->fd);
+  free(p->path);
+  free(p->file_free);
+  free(p->file_pos);
 }

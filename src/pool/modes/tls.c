@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* pool_tls.c - the per-thread, per-pool state of the concurrent pool
- * modes: a heap per thread and pool for AK_SYNC_THREADS (pool_threads.c), a
+/* tls.c - the per-thread, per-pool state of the concurrent pool modes: a
+ * heap per thread and pool for AK_SYNC_THREADS (modes/threads.c), a
  * magazine per thread and pool for AK_SYNC_SPINLOCK and AK_SYNC_LOCKFREE
- * (pool_magazine.c). What the modes share lives here:
+ * (modes/magazine.c). What the modes share lives here:
  *
  *   - the registry of live pools (g_mu and a list of them): a pool is
  *     registered at create and unregistered at destroy;
@@ -31,11 +31,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pool/pool_internal.h"
+#include "pool/modes.h"
 
 /* Thread-local: the public direct-mapped cache of heaps (key = pool id:
  * ids are unique, so a destroyed pool whose address is reused never
- * matches), in front of the thread's table of pool_tls.c. Initial-exec
+ * matches), in front of the thread's table (this file). Initial-exec
  * TLS: the fast paths reach it with one %fs-relative access, no
  * __tls_get_addr call (the library is loaded at start-up, or dlopen'ed
  * into glibc's static TLS reserve). */

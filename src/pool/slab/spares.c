@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/* spares.c - a pool's empty slabs kept for reuse (slab/spares.h): getting
+ * a slab (a spare under the reclaim policy first, else a new one from the
+ * backing), putting an empty one back, releasing one, and the spare set's
+ * view of the pool's slabs. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stddef.h>
+
+#include "common/track.h"
+#include "pool/pool.h"
+#include "pool/slab/backing.h"
+#include "pool/slab/spares.h"
+
+/* The slab whose header holds spare-set node `n`. */
+static _ak_slab *spare_slab(_ak_spare *n) { return (_ak_slab *)((char *)n - offsetof(_ak_slab, spare)); }
+
+/* A spare slab (LOCKFREE's taken-down list first, then the spare set), or
+ * NULL; `*failed` when a punched-out file spare cannot get its blocks back
+ * (error reported; a taken-down LOCKFREE slab stays listed, a purged spare
+ * is released: put back, it would pass for a committed one). */
+static _ak_slab *spare_take(_ak_pool_impl *p, bool *failed) {
+  *failed = false;
+  _ak_slab *s = _ak_slab_first(&p->spare);
+  bool cold = true, listed = s != NULL;
+  if (!s) {
+    _ak_spare *n = _ak_spare_take(&p->spares, &cold);
+    if (!n) return NULL;
+    s = spare_slab(n);
+  }
+  /* A file spare that was punched out (_ak_pool_slab_decommit) has its
+   * blocks allocated again before a slot is written. */
+  if (cold && _ak_pool_slab_recommit(p, s) != 0) {
+    int e = errno;
+    if (!listed) _ak_pool_slab_release(p, s);
+    errno = e;
+    *failed = true;
+    return NULL;
+  }
+  if (listed) _ak_slab_list_remove(&p->spare, s);
+  AK_ASSERT(!_ak_dnode_linked(&s->node) && s->used == 0); /* an empty slab on no list */
+  return s;
+}
+
+_ak_slab *_ak_pool_slab_spare(_ak_pool_impl *p) {
+  bool failed;
+  return spare_take(p, &failed);
+}
+
+_ak_slab *_ak_pool_slab_get(_ak_pool_impl *p) {
+  bool failed;
+  _ak_slab *s = spare_take(p, &failed);
+  return s || failed ? s : _ak_pool_slab_new(p, "ak_pool_alloc");
+}
+
+void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s) {
+  AK_ASSERT(!_ak_dnode_linked(&s->node)); /* taken off its list first */
+  _ak_table_del(&p->table, (uintptr_t)s);
+  if (p->tracked) AK_TRACK_INTERNAL((void *)s, p->slab_size);
+  s->magic = 0;
+  _ak_pool_backing_put(p, s, s->file_offset);
+}
+
+void _ak_pool_slab_reset(_ak_slab *s) {
+  /* A reused slab starts from scratch: carving is lazy again (no slot is
+   * touched before it is handed out, and no cold list is chased). */
+  s->free = NULL;
+  s->bump = s->start;
+  s->used = 0;
+  s->flags |= AK_SLAB_F_REUSED;
+}
+
+void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s) {
+  AK_ASSERT(!_ak_dnode_linked(&s->node)); /* on no list: the spare set holds it by `spare` */
+  _ak_pool_slab_reset(s);
+  s->list = AK_SLAB_SPARE;
+  _ak_spare_put(&p->spares, &s->spare, p->slab_size);
+}
+
+/* The spare set's view of a pool's slabs (common/reclaim.h). Decommit
+ * keeps the header page, where the set's node lives. */
+static void spare_decommit(_ak_spare *n, void *ctx) { _ak_pool_slab_decommit(ctx, spare_slab(n)); }
+static void spare_release(_ak_spare *n, void *ctx) { _ak_pool_slab_release(ctx, spare_slab(n)); }
+const _ak_spare_ops _ak_pool_spare_ops = {spare_decommit, spare_release};
