@@ -111,8 +111,8 @@ static inline void _ak_chain_set(const _ak_pool_impl *p, void *o, const void *ne
  *  the slots span less than 4 GiB, a division otherwise. */
 static inline bool _ak_pool_plausible(const _ak_pool_impl *p, uintptr_t next) {
   if (next == 0) return true;
-  uintptr_t lo = atomic_load_explicit(&p->lf_lo, memory_order_relaxed);
-  if (next - lo >= atomic_load_explicit(&p->lf_hi, memory_order_relaxed) - lo) return false;
+  uintptr_t lo = atomic_load_explicit(&p->mag.lo, memory_order_relaxed);
+  if (next - lo >= atomic_load_explicit(&p->mag.hi, memory_order_relaxed) - lo) return false;
   uint64_t n = (uint64_t)((next & ~_ak_slab_mask(p->slab_size)) - p->pub.slot_first), div = p->pub.slot_div;
   if (AK_LIKELY(div != 0)) return n < p->pub.slot_span && n * div <= div - 1;
   return n < (uint64_t)p->capacity * p->slot && n % p->slot == 0;

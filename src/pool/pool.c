@@ -191,14 +191,14 @@ static void pool_init(_ak_pool_impl *p, const ak_pool_options *o, const geometry
   p->spare_limit = o->spare_slabs;
   p->release_empty = o->release_empty;
   p->backing = o->backing;
-  p->fd = -1;
+  p->file.fd = -1;
   snprintf(p->name, sizeof p->name, "%s", o->name ? o->name : "pool");
   p->id = _ak_pools_new_id();
   atomic_init(&p->defragment, o->defragment);
   p->tracked = _ak_track_mode();
   p->debug = _ak_config_checked || p->tracked;
   pthread_mutex_init(&p->mu, NULL);
-  atomic_init(&p->file_mu, 0);
+  atomic_init(&p->file.mu, 0);
   p->pub.slot = p->slot; /* the inline paths' step through never-used slots */
   p->alloc = p->mode->alloc;
   p->free = p->mode->free;
@@ -241,15 +241,6 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
   return &p->pub;
 }
 
-static void release_list(_ak_pool_impl *p, _ak_slab_list *l, size_t *live) {
-  while (l->head) {
-    _ak_slab *s = _ak_slab_first(l);
-    _ak_slab_list_remove(l, s);
-    if (live) *live += s->used;
-    _ak_pool_slab_release(p, s);
-  }
-}
-
 void ak_pool_destroy(ak_pool *pub) {
   if (!pub) return;
   _ak_pool_impl *p = _ak_impl(pub);
@@ -261,10 +252,7 @@ void ak_pool_destroy(ak_pool *pub) {
   p->mode->counts(p, &live, &peak);
   /* Frees every thread's heap or magazine; no thread exit touches p after. */
   if (p->tls_mode) _ak_tls_unregister(p);
-  release_list(p, &p->avail, NULL);
-  release_list(p, &p->full, NULL);
-  release_list(p, &p->spare, NULL);
-  release_list(p, &p->abandoned, NULL);
+  p->mode->release(p);
   _ak_spare_drain(&p->spares);
   _ak_spare_set_fini(&p->spares); /* waits for a pass of the background thread */
   if (_ak_config_checked && live) _ak_warn("ak_pool_destroy: pool '%s' had %zu live objects", p->name, live);
@@ -318,12 +306,12 @@ int ak_pool_reserve(ak_pool *pub, size_t n) {
    * system has free, fails now, with nothing mapped, instead of after
    * mapping slab after slab. */
   size_t bytes = (n / p->capacity + (n % p->capacity != 0)) * p->slab_size;
-  if (p->backing == AK_BACKING_FILE ? bytes > _ak_os_file_room(p->fd) : bytes > _ak_os_commit_limit()) {
+  if (p->backing == AK_BACKING_FILE ? bytes > _ak_os_file_room(p->file.fd) : bytes > _ak_os_commit_limit()) {
     char msg[600];
     if (p->backing == AK_BACKING_FILE)
       snprintf(msg, sizeof msg,
                "%zu objects need up to %zu bytes, more than the file system of '%s' has free", n, bytes,
-               p->path);
+               p->file.path);
     else
       snprintf(msg, sizeof msg, "%zu objects need up to %zu bytes, more than the system can commit", n,
                bytes);

@@ -30,8 +30,10 @@
 #include "common/error.h"
 #include "common/list.h"
 #include "common/wordlock.h"
+#include "pool/slab/backing.h"
 #include "pool/slab/map.h"
 #include "pool/slab/slab.h"
+#include "pool/state.h"
 
 #ifndef AK_CHECKED
 #define AK_CHECKED 0
@@ -73,6 +75,9 @@ typedef struct _ak_pool_mode {
   void (*counts)(_ak_pool_impl *p, size_t *live, size_t *peak);
   /** ak_pool_destroy, first: brings the mode's state back into the slabs. */
   void (*settle)(_ak_pool_impl *p);
+  /** ak_pool_destroy, once no thread holds state of the pool: releases
+   *  every slab the mode lists. */
+  void (*release)(_ak_pool_impl *p);
   /** ak_pool_stats_get, last: the mode's own slabs in the byte counts. */
   void (*stats)(_ak_pool_impl *p, ak_pool_stats *out);
   /** fork(): takes (releases) the mode's own lock, after the pool's `mu`
@@ -108,17 +113,7 @@ struct _ak_pool_impl {
   size_t max_objects, spare_limit;
   bool release_empty; /* ak_pool_options.release_empty: no time-based reuse */
   ak_backing backing;
-  int fd;           /* file backing (under file_mu, as the fields below) */
-  size_t file_size; /* bytes of the file in use: file slots (slabs) end to end */
-  /* The free file slots (slot i: offset i * slab_size), a stack with each
-   * slot's place in it, so that a release pushes, a reuse pops and the
-   * tail shrink takes any slot out in O(1). Both arrays hold a place for
-   * every slot of the file, grown before the file grows: a release never
-   * allocates, so no free slot is ever lost. file_pos[i]: the index of
-   * slot i in file_free, or SIZE_MAX if the slot is in use. */
-  size_t *file_free, *file_pos;
-  size_t nfile_free, cap_file_slots;
-  char *path;
+  _ak_pool_file file; /* AK_BACKING_FILE (slab/backing_file.c) */
   char name[64];
   uint64_t id;                     /* unique over the process lifetime */
   struct _ak_pool_impl *next_pool; /* registry of every live pool (registry.c, under g_pools_mu) */
@@ -128,64 +123,33 @@ struct _ak_pool_impl {
   bool debug;       /* checked build or tracked: the per-object hooks run */
   void *vg_pool;
 
-  /* Serial core (NONE, SPINLOCK) and THREADS' shared lists: */
-  _ak_slab_list avail;     /* slabs with free slots, fullest first */
-  _ak_slab_list full;      /* slabs without free slots */
-  _ak_slab_list spare;     /* LOCKFREE: slabs taken down by a trim (modes/lockfree.c) */
-  _ak_slab_list abandoned; /* THREADS: slabs of exited threads */
-  size_t live, peak_live;  /* serial modes: exact */
-
-  /* `mu`: the shared lists of the concurrent modes. The slab counters are
-   * the slab table's (slab/map.c); the file backing's state is under
-   * `file_mu`, a leaf word lock, so that a slab is obtained and released
-   * without the pool's own lock (AK_SYNC_THREADS calls the backing outside
-   * `mu`, so that slabs are obtained and given back without a pool lock). */
+  /* The shared lists of the concurrent modes and their per-thread state.
+   * The slab counters are the slab table's; the file backing and the
+   * spare set have leaf locks of their own, so that a slab is obtained
+   * and released without `mu` (AK_SYNC_THREADS does so outside it). */
   pthread_mutex_t mu;
-  atomic_int file_mu;
-  atomic_uintptr_t lf_lo, lf_hi; /* SPINLOCK, LOCKFREE, hardened: address range of the slabs */
-
-  /* SPINLOCK and LOCKFREE: the shared words, all on one cache line (the
-   * block is allocated 64-aligned). A magazine touches them together once
-   * per batch (flush its count, then lock or pop/push), so a batch costs
-   * one transfer of this line between cores, not one per word; no fast
-   * path reads them (modes/magazine.c). */
-  _Alignas(64) atomic_int spin; /* AK_SYNC_SPINLOCK */
-  _Atomic uint64_t lf_head;     /* LOCKFREE: tag << 48 | first slot of the top batch */
-  /* LOCKFREE: slots outside the stack: in magazines, live, or being
-   * popped (a popper adds a whole batch before its CAS and gives back the
-   * excess). Never below the true count, so 0 proves that every slot is
-   * on the stack (trim). */
-  atomic_size_t lf_out;
-  /* LOCKFREE: the reclaim clock (ms) when the stack was last taken down
-   * for address order (0: never; reorder in modes/lockfree.c). */
-  _Atomic uint64_t lf_reordered;
-  /* live = mag_live + the `net` of every magazine (exact when no thread
-   * is inside a call); with max_objects every call updates mag_live, so
-   * it is exact at all times and the cap is enforced with it. */
-  atomic_size_t mag_live, mag_peak;
-
-  /* Magazine bookkeeping (modes/magazine.c), off the contended line. */
-  _Alignas(64) _ak_dlist mags; /* magazines of live threads (under mu) */
-
   /* THREADS, SPINLOCK, LOCKFREE: the registry of modes/tls.c. */
   const _ak_tls_mode *tls_mode;        /* the mode's hooks (NULL: not registered) */
   struct _ak_pool_impl *next_tls_pool; /* registry of live pools (under its g_mu) */
 
-  /* AK_SYNC_THREADS */
-  _ak_dlist heaps;                           /* live heaps of this pool (under mu) */
-  _Alignas(64) atomic_size_t t_live, t_peak; /* only when max_objects != 0 */
-  /* Bumped when a remote free may have given a slot to a slab on its
-   * owner's full list: the owners walk their full lists only when it
-   * changed (modes/threads.c, full_push). */
-  atomic_size_t full_epoch;
-  atomic_bool t_adoptable; /* set when a slab is abandoned; cleared under mu when none is */
+  /* The sync mode's own state (pool/state.h): only its mode's is used. */
+  union {
+    struct {
+      _ak_mag_state mag; /* SPINLOCK, LOCKFREE: the magazine front */
+      union {
+        _ak_serial_state serial;     /* NONE, SPINLOCK: the serial core */
+        _ak_lockfree_state lockfree; /* LOCKFREE: its slabs */
+      };
+    };
+    _ak_threads_state threads; /* THREADS */
+  };
 
   _ak_slab_table table; /* every slab of the pool (ak_pool_owns, checks, counters) */
   /* Empty slabs kept for reuse under the reclaim policy (common/reclaim.h):
    * newest first, decommitted after the purge delay, released after the
    * release delay or past spare_slabs; with release_empty, untimed and
    * capped at spare_slabs (0: an empty slab goes back at once). Its own
-   * leaf lock, taken inside `mu` and `spin`; the background thread purges
+   * leaf lock, taken inside `mu` and the mode's lock; the background thread purges
    * it too. */
   _ak_spare_set spares;
 };

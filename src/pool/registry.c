@@ -46,7 +46,7 @@ static void fork_prepare(void) {
   for (_ak_pool_impl *q = g_pools; q; q = q->next_pool) {
     pthread_mutex_lock(&q->mu);
     if (q->mode->fork_lock) q->mode->fork_lock(q);
-    _ak_word_lock(&q->file_mu);
+    _ak_word_lock(&q->file.mu);
     _ak_table_lock_all(&q->table);
     _ak_spare_set_lock(&q->spares);
   }
@@ -56,7 +56,7 @@ static void fork_release(void) {
   for (_ak_pool_impl *q = g_pools; q; q = q->next_pool) {
     _ak_spare_set_unlock(&q->spares);
     _ak_table_unlock_all(&q->table);
-    _ak_word_unlock(&q->file_mu);
+    _ak_word_unlock(&q->file.mu);
     if (q->mode->fork_unlock) q->mode->fork_unlock(q);
     pthread_mutex_unlock(&q->mu);
   }

@@ -8,18 +8,18 @@
 #include "pool/slab/backing.h"
 
 size_t _ak_serial_live(const _ak_pool_impl *p) {
-  if (!_ak_serial_inline(p)) return p->live;
+  if (!_ak_serial_inline(p)) return p->serial.live;
   size_t n = 0;
-  for (const _ak_slab *s = _ak_slab_first(&p->avail); s; s = _ak_slab_next(s))
+  for (const _ak_slab *s = _ak_slab_first(&p->serial.avail); s; s = _ak_slab_next(s))
     n += (uintptr_t)s == p->pub.cur.hot_slab ? p->pub.cur.hot_used : s->used;
-  for (const _ak_slab *s = _ak_slab_first(&p->full); s; s = _ak_slab_next(s)) n += s->used;
-  AK_ASSERT(n <= (p->avail.n + p->full.n) * p->capacity);
+  for (const _ak_slab *s = _ak_slab_first(&p->serial.full); s; s = _ak_slab_next(s)) n += s->used;
+  AK_ASSERT(n <= (p->serial.avail.n + p->serial.full.n) * p->capacity);
   return n;
 }
 
 int _ak_serial_reserve(_ak_pool_impl *p, size_t n) {
   size_t room = 0;
-  for (_ak_slab *s = _ak_slab_first(&p->avail); s; s = _ak_slab_next(s)) room += s->capacity - s->used;
+  for (_ak_slab *s = _ak_slab_first(&p->serial.avail); s; s = _ak_slab_next(s)) room += s->capacity - s->used;
   int rc = 0;
   while (room < n) {
     /* Spares are taken onto `avail`, not counted: the reclaim policy could
@@ -30,7 +30,7 @@ int _ak_serial_reserve(_ak_pool_impl *p, size_t n) {
       rc = errno ? errno : ENOMEM;
       break;
     }
-    _ak_slab_list_push_back(&p->avail, s, AK_SLAB_AVAIL);
+    _ak_slab_list_push_back(&p->serial.avail, s, AK_SLAB_AVAIL);
     room += p->capacity;
   }
   return rc;
@@ -38,17 +38,22 @@ int _ak_serial_reserve(_ak_pool_impl *p, size_t n) {
 
 void _ak_serial_trim(_ak_pool_impl *p) {
   _ak_spare_drain(&p->spares);
-  for (_ak_slab *s = _ak_slab_first(&p->avail), *next; s; s = next) {
+  for (_ak_slab *s = _ak_slab_first(&p->serial.avail), *next; s; s = next) {
     next = _ak_slab_next(s);
     if (s->used == 0) {
-      _ak_slab_list_remove(&p->avail, s);
+      _ak_slab_list_remove(&p->serial.avail, s);
       _ak_pool_slab_release(p, s);
     }
   }
 }
 
+void _ak_serial_release(_ak_pool_impl *p) {
+  _ak_pool_slab_list_release(p, &p->serial.avail);
+  _ak_pool_slab_list_release(p, &p->serial.full);
+}
+
 void _ak_serial_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {
   *live = _ak_serial_live(p);
-  if (*live > p->peak_live) p->peak_live = *live;
-  *peak = p->peak_live;
+  if (*live > p->serial.peak_live) p->serial.peak_live = *live;
+  *peak = p->serial.peak_live;
 }

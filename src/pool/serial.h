@@ -37,36 +37,36 @@ static inline bool _ak_serial_inline(const _ak_pool_impl *p) {
 size_t _ak_serial_live(const _ak_pool_impl *p);
 
 /** Pops one slot for the serial core: the head of `avail` (fullest first),
- * or a spare or (if `may_grow`) new slab; counts it in p->live. No cap, no
+ * or a spare or (if `may_grow`) new slab; counts it in p->serial.live. No cap, no
  * checks. */
 static inline void *_ak_serial_pop(_ak_pool_impl *p, bool may_grow) {
-  _ak_slab *s = _ak_slab_first(&p->avail);
+  _ak_slab *s = _ak_slab_first(&p->serial.avail);
   void *o = s ? _ak_slab_pop(s) : NULL;
   while (!o) {
     /* The inline path may have emptied the head slab's list: list it full. */
     if (s) {
-      _ak_slab_list_remove(&p->avail, s);
-      _ak_slab_list_push_back(&p->full, s, AK_SLAB_FULL);
+      _ak_slab_list_remove(&p->serial.avail, s);
+      _ak_slab_list_push_back(&p->serial.full, s, AK_SLAB_FULL);
     }
-    s = _ak_slab_first(&p->avail);
+    s = _ak_slab_first(&p->serial.avail);
     if (!s) {
       if (_ak_serial_inline(p)) { /* sample the high-water mark as memory grows */
         size_t live = _ak_serial_live(p);
-        if (live > p->peak_live) p->peak_live = live;
+        if (live > p->serial.peak_live) p->serial.peak_live = live;
       }
       s = may_grow ? _ak_pool_slab_get(p) : _ak_pool_slab_spare(p);
       if (!s) return NULL;
-      _ak_slab_list_push_front(&p->avail, s, AK_SLAB_AVAIL);
+      _ak_slab_list_push_front(&p->serial.avail, s, AK_SLAB_AVAIL);
     }
     o = _ak_slab_pop(s);
   }
   if (!s->free && s->bump == s->end) {
     AK_ASSERT(s->used == s->capacity); /* no free slot: every slot is out */
-    _ak_slab_list_remove(&p->avail, s);
-    _ak_slab_list_push_back(&p->full, s, AK_SLAB_FULL);
+    _ak_slab_list_remove(&p->serial.avail, s);
+    _ak_slab_list_push_back(&p->serial.full, s, AK_SLAB_FULL);
   }
-  p->live++;
-  if (p->live > p->peak_live) p->peak_live = p->live;
+  p->serial.live++;
+  if (p->serial.live > p->serial.peak_live) p->serial.peak_live = p->serial.live;
   return o;
 }
 
@@ -81,18 +81,18 @@ static inline void _ak_serial_push(_ak_pool_impl *p, _ak_slab *s, void *o, bool 
   bool was_full = s->list == AK_SLAB_FULL;
   AK_ASSERT(was_full || s->list == AK_SLAB_AVAIL); /* a slab with live objects is listed */
   _ak_slab_push(s, o);
-  p->live--;
+  p->serial.live--;
   if (was_full) {
-    _ak_slab_list_remove(&p->full, s);
+    _ak_slab_list_remove(&p->serial.full, s);
     s->list = AK_SLAB_AVAIL;
-    _ak_pool_list_place(p, &p->avail, s);
+    _ak_pool_list_place(p, &p->serial.avail, s);
   } else {
-    _ak_pool_list_settle(p, &p->avail, s);
+    _ak_pool_list_settle(p, &p->serial.avail, s);
   }
   /* An empty slab goes back at once, unless it is the only one left to
    * allocate from (then alloc/free of one object does not map and unmap). */
-  if (s->used == 0 && p->avail.n > 1) {
-    _ak_slab_list_remove(&p->avail, s);
+  if (s->used == 0 && p->serial.avail.n > 1) {
+    _ak_slab_list_remove(&p->serial.avail, s);
     _ak_pool_slab_put(p, s);
   }
 }
@@ -102,6 +102,8 @@ static inline void _ak_serial_push(_ak_pool_impl *p, _ak_slab *s, void *o, bool 
 int _ak_serial_reserve(_ak_pool_impl *p, size_t n);
 /** ak_pool_trim: drains the spare set, releases the empty slabs. */
 void _ak_serial_trim(_ak_pool_impl *p);
+/** ak_pool_destroy: releases the slabs of both lists. */
+void _ak_serial_release(_ak_pool_impl *p);
 /** Live objects and their sampled high-water mark. */
 void _ak_serial_counts(_ak_pool_impl *p, size_t *live, size_t *peak);
 

@@ -130,27 +130,39 @@ static size_t push_chain(_ak_pool_impl *p, void *first) {
     prev_n = n;
   }
   if (!head) return 0;
-  uint64_t old = atomic_load_explicit(&p->lf_head, memory_order_relaxed);
+  uint64_t old = atomic_load_explicit(&p->mag.lf_head, memory_order_relaxed);
   do {
     __atomic_store_n(batch_word(prev_batch),
                      batch_pack(p, prev_batch, (void *)(uintptr_t)(old & PTR_MASK), prev_n),
                      __ATOMIC_RELAXED);
-  } while (!atomic_compare_exchange_weak_explicit(&p->lf_head, &old, pack(old, head), memory_order_release,
-                                                  memory_order_relaxed));
+  } while (!atomic_compare_exchange_weak_explicit(&p->mag.lf_head, &old, pack(old, head),
+                                                  memory_order_release, memory_order_relaxed));
   return total;
 }
 
 /* Under p->mu: carves a spare or new slab into batches and pushes them
  * with one CAS. 0 or an errno. */
+/* A slab to carve: one a trim took down first (a file slab gets its
+ * blocks back; if it cannot, the slab stays listed, the error reported),
+ * else a spare or new one. Under p->mu. */
+static _ak_slab *slab_get(_ak_pool_impl *p) {
+  _ak_slab *s = _ak_slab_first(&p->lockfree.spare);
+  if (!s) return _ak_pool_slab_get(p);
+  if (_ak_pool_slab_recommit(p, s) != 0) return NULL;
+  _ak_slab_list_remove(&p->lockfree.spare, s);
+  AK_ASSERT(!_ak_dnode_linked(&s->node) && s->used == 0); /* an empty slab on no list */
+  return s;
+}
+
 static int push_slab(_ak_pool_impl *p) {
-  _ak_slab *s = _ak_pool_slab_get(p);
+  _ak_slab *s = slab_get(p);
   if (!s) return errno ? errno : ENOMEM;
   if ((uintptr_t)s + p->slab_size - 1 > PTR_MASK) {
     _ak_pool_slab_release(p, s);
     _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "slab address does not fit 48 bits");
     return ENOMEM;
   }
-  _ak_slab_list_push_back(&p->full, s, AK_SLAB_FULL); /* listed for trim/destroy */
+  _ak_slab_list_push_back(&p->lockfree.full, s, AK_SLAB_FULL); /* listed for trim/destroy */
   _ak_pool_note_slab(p, s);
   s->free = NULL;
   s->bump = s->start;
@@ -170,7 +182,7 @@ static int push_slab(_ak_pool_impl *p) {
 static int grow(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
   int rc = 0;
-  if (!(atomic_load_explicit(&p->lf_head, memory_order_acquire) & PTR_MASK)) rc = push_slab(p);
+  if (!(atomic_load_explicit(&p->mag.lf_head, memory_order_acquire) & PTR_MASK)) rc = push_slab(p);
   pthread_mutex_unlock(&p->mu);
   if (rc) errno = rc;
   return rc;
@@ -179,22 +191,22 @@ static int grow(_ak_pool_impl *p) {
 static uint32_t lockfree_take(_ak_pool_impl *p, void **chain) {
   /* Counted out before the pop (a whole batch; the excess given back
    * after), so that lf_out is never below the slots outside the stack. */
-  atomic_fetch_add(&p->lf_out, AK_MAG_BATCH);
-  uint64_t old = atomic_load_explicit(&p->lf_head, memory_order_acquire);
+  atomic_fetch_add(&p->mag.lf_out, AK_MAG_BATCH);
+  uint64_t old = atomic_load_explicit(&p->mag.lf_head, memory_order_acquire);
   for (;;) {
     void *top = (void *)(uintptr_t)(old & PTR_MASK);
     if (!top) {
       if (grow(p) != 0) {
-        atomic_fetch_sub(&p->lf_out, AK_MAG_BATCH);
+        atomic_fetch_sub(&p->mag.lf_out, AK_MAG_BATCH);
         *chain = NULL;
         return 0;
       }
-      old = atomic_load_explicit(&p->lf_head, memory_order_acquire);
+      old = atomic_load_explicit(&p->mag.lf_head, memory_order_acquire);
       continue;
     }
     uintptr_t w = read_batch_word(top);
     void *next = batch_next(p, top, w);
-    if (atomic_compare_exchange_weak_explicit(&p->lf_head, &old, pack(old, next), memory_order_acquire,
+    if (atomic_compare_exchange_weak_explicit(&p->mag.lf_head, &old, pack(old, next), memory_order_acquire,
                                               memory_order_acquire)) {
       /* The CAS proves `top` was the head throughout: `w` is its real
        * batch word, so a bad one is corruption, not a race. */
@@ -202,7 +214,7 @@ static uint32_t lockfree_take(_ak_pool_impl *p, void **chain) {
       if (AK_UNLIKELY(n == 0 || n > AK_MAG_BATCH) ||
           (ak_harden_links && AK_UNLIKELY(!_ak_pool_plausible(p, (uintptr_t)next))))
         corrupt(p, top, next);
-      if (n < AK_MAG_BATCH) atomic_fetch_sub(&p->lf_out, AK_MAG_BATCH - n);
+      if (n < AK_MAG_BATCH) atomic_fetch_sub(&p->mag.lf_out, AK_MAG_BATCH - n);
       *chain = top;
       return n;
     }
@@ -220,7 +232,7 @@ static void reorder(_ak_pool_impl *p);
 #define AK_LF_REORDER_MS 100
 
 static bool reorder_due(_ak_pool_impl *p) {
-  uint64_t last = atomic_load_explicit(&p->lf_reordered, memory_order_relaxed);
+  uint64_t last = atomic_load_explicit(&p->mag.lf_reordered, memory_order_relaxed);
   return last == 0 || _ak_reclaim_now() - last >= AK_LF_REORDER_MS;
 }
 
@@ -230,19 +242,19 @@ static size_t lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n) {
     /* A magazine's batch: its length is known, so only its first slot is
      * touched (no walk over slots that may have left the cache). */
     if (p->tracked && p->slot > sizeof(void *)) AK_TRACK_INTERNAL(batch_word(chain), sizeof(uintptr_t));
-    uint64_t old = atomic_load_explicit(&p->lf_head, memory_order_relaxed);
+    uint64_t old = atomic_load_explicit(&p->mag.lf_head, memory_order_relaxed);
     do {
       __atomic_store_n(batch_word(chain), batch_pack(p, chain, (void *)(uintptr_t)(old & PTR_MASK), n),
                        __ATOMIC_RELAXED);
-    } while (!atomic_compare_exchange_weak_explicit(&p->lf_head, &old, pack(old, chain), memory_order_release,
-                                                    memory_order_relaxed));
+    } while (!atomic_compare_exchange_weak_explicit(&p->mag.lf_head, &old, pack(old, chain),
+                                                    memory_order_release, memory_order_relaxed));
   } else {
     total = push_chain(p, chain);
   }
   /* After the push: never below the true count. The give that leaves no
    * slot outside the stack restores address order (see reorder), unless
    * that was done within AK_LF_REORDER_MS. */
-  if (atomic_fetch_sub(&p->lf_out, total) == total && reorder_due(p)) reorder(p);
+  if (atomic_fetch_sub(&p->mag.lf_out, total) == total && reorder_due(p)) reorder(p);
   return total;
 }
 
@@ -257,11 +269,11 @@ static bool lockfree_on_stack(_ak_pool_impl *p, void *o) {
   bool spare = _ak_slab_of(o, p->slab_size)->list == AK_SLAB_SPARE;
   pthread_mutex_unlock(&p->mu);
   if (spare) return true;
-  size_t limit = (atomic_load_explicit(&p->lf_hi, memory_order_relaxed) -
-                  atomic_load_explicit(&p->lf_lo, memory_order_relaxed)) /
+  size_t limit = (atomic_load_explicit(&p->mag.hi, memory_order_relaxed) -
+                  atomic_load_explicit(&p->mag.lo, memory_order_relaxed)) /
                      p->slot +
                  1;
-  for (void *b = (void *)(uintptr_t)(atomic_load(&p->lf_head) & PTR_MASK); b && limit;) {
+  for (void *b = (void *)(uintptr_t)(atomic_load(&p->mag.lf_head) & PTR_MASK); b && limit;) {
     void *nb = batch_next(p, b, read_batch_word(b));
     for (void *c = b; c && limit--;) {
       if (c == o) return true;
@@ -282,34 +294,34 @@ static bool lockfree_on_stack(_ak_pool_impl *p, void *o) {
  * after that finds the stack empty and waits in grow() for the mutex.
  * Returns false (the stack put back as it was) if a slot is outside. */
 static bool takedown(_ak_pool_impl *p) {
-  uint64_t old = atomic_load(&p->lf_head);
-  while (!atomic_compare_exchange_weak(&p->lf_head, &old, pack(old, NULL))) {
+  uint64_t old = atomic_load(&p->mag.lf_head);
+  while (!atomic_compare_exchange_weak(&p->mag.lf_head, &old, pack(old, NULL))) {
   }
   void *taken = (void *)(uintptr_t)(old & PTR_MASK);
-  if (atomic_load(&p->lf_out) != 0) {
+  if (atomic_load(&p->mag.lf_out) != 0) {
     /* Something is live: put the batches back as they were (the last
      * one's link to whatever was pushed since). */
     if (taken) {
       void *last = taken;
       for (void *nb; (nb = batch_next(p, last, *batch_word(last))) != NULL;) last = nb;
       uintptr_t n = *batch_word(last) >> BATCH_SHIFT;
-      uint64_t h = atomic_load_explicit(&p->lf_head, memory_order_relaxed);
+      uint64_t h = atomic_load_explicit(&p->mag.lf_head, memory_order_relaxed);
       do {
         __atomic_store_n(batch_word(last),
                          batch_pack(p, last, (void *)(uintptr_t)(h & PTR_MASK), (uint32_t)n),
                          __ATOMIC_RELAXED);
-      } while (!atomic_compare_exchange_weak_explicit(&p->lf_head, &h, pack(h, taken), memory_order_release,
-                                                      memory_order_relaxed));
+      } while (!atomic_compare_exchange_weak_explicit(&p->mag.lf_head, &h, pack(h, taken),
+                                                      memory_order_release, memory_order_relaxed));
     }
     return false;
   }
-  while (_ak_slab_first(&p->full)) {
-    _ak_slab *s = _ak_slab_first(&p->full);
-    _ak_slab_list_remove(&p->full, s);
+  while (_ak_slab_first(&p->lockfree.full)) {
+    _ak_slab *s = _ak_slab_first(&p->lockfree.full);
+    _ak_slab_list_remove(&p->lockfree.full, s);
     s->free = NULL;
     s->bump = s->start;
     s->used = 0;
-    _ak_slab_list_push_back(&p->spare, s, AK_SLAB_SPARE);
+    _ak_slab_list_push_back(&p->lockfree.spare, s, AK_SLAB_SPARE);
   }
   return true;
 }
@@ -322,7 +334,8 @@ static void lockfree_trim(_ak_pool_impl *p) {
   _ak_mag_flush_all(p);
   pthread_mutex_lock(&p->mu);
   (void)takedown(p);
-  for (_ak_slab *s = _ak_slab_first(&p->spare); s; s = _ak_slab_next(s)) _ak_pool_slab_decommit(p, s);
+  for (_ak_slab *s = _ak_slab_first(&p->lockfree.spare); s; s = _ak_slab_next(s))
+    _ak_pool_slab_decommit(p, s);
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -338,7 +351,7 @@ static void lockfree_trim(_ak_pool_impl *p) {
  * slab's state (lockfree_on_stack). */
 static void reorder(_ak_pool_impl *p) {
   if (pthread_mutex_trylock(&p->mu) != 0) return;
-  if (takedown(p)) atomic_store_explicit(&p->lf_reordered, _ak_reclaim_now(), memory_order_relaxed);
+  if (takedown(p)) atomic_store_explicit(&p->mag.lf_reordered, _ak_reclaim_now(), memory_order_relaxed);
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -346,7 +359,7 @@ static void reorder(_ak_pool_impl *p) {
  * thread to use it should find address order: reorder if every slot is on
  * the stack, however recent the last reorder. */
 static void lf_thread_left(_ak_pool_impl *p) {
-  if (atomic_load(&p->lf_out) == 0) reorder(p);
+  if (atomic_load(&p->mag.lf_out) == 0) reorder(p);
 }
 
 static int lockfree_reserve(_ak_pool_impl *p, size_t n) {
@@ -354,9 +367,9 @@ static int lockfree_reserve(_ak_pool_impl *p, size_t n) {
    * counted by slabs, since the stack itself cannot be measured without
    * popping. */
   pthread_mutex_lock(&p->mu);
-  size_t have = (p->full.n + p->spare.n) * p->capacity;
+  size_t have = (p->lockfree.full.n + p->lockfree.spare.n) * p->capacity;
   pthread_mutex_unlock(&p->mu);
-  size_t out = atomic_load(&p->lf_out);
+  size_t out = atomic_load(&p->mag.lf_out);
   while (have < out + n) {
     pthread_mutex_lock(&p->mu);
     int rc = push_slab(p);
@@ -377,10 +390,16 @@ static bool lf_on_lists(_ak_pool_impl *p, _ak_slab *s, void *o) {
 /* Slabs taken down by a trim count as decommitted spares. */
 static void lf_stats(_ak_pool_impl *p, ak_pool_stats *out) {
   pthread_mutex_lock(&p->mu);
-  size_t down = p->spare.n * p->slab_size;
+  size_t down = p->lockfree.spare.n * p->slab_size;
   pthread_mutex_unlock(&p->mu);
   out->bytes_spare += down;
   out->bytes_committed = out->bytes_committed > down ? out->bytes_committed - down : 0;
+}
+
+/* ak_pool_destroy: the slabs on the stack and those taken down. */
+static void lockfree_release(_ak_pool_impl *p) {
+  _ak_pool_slab_list_release(p, &p->lockfree.full);
+  _ak_pool_slab_list_release(p, &p->lockfree.spare);
 }
 
 const _ak_pool_mode _ak_mode_lockfree = {
@@ -391,6 +410,7 @@ const _ak_pool_mode _ak_mode_lockfree = {
     .free = _ak_mag_free,
     .reserve = lockfree_reserve,
     .trim = lockfree_trim,
+    .release = lockfree_release,
     .counts = _ak_mag_counts,
     .stats = lf_stats,
     .take = lockfree_take,

@@ -34,11 +34,11 @@
  * themselves (`fenced`, library paths only: the inline paths stay off).
  *
  * Counting: each magazine's allocations minus frees not yet in the pool's
- * `mag_live` (net) are added to it whenever the magazine touches the
+ * `mag.live` (net) are added to it whenever the magazine touches the
  * shared structure, where the high-water mark is sampled. The fast paths
  * count nothing: an allocation pops one object and a free pushes one, so
  * net + n (`base`) changes only on slow paths, and net is base - n. With
- * max_objects every call updates `mag_live` instead, exactly, and the cap
+ * max_objects every call updates `mag.live` instead, exactly, and the cap
  * is enforced on it.
  *
  * The fast paths are the mark, a pop or push, and one compare each
@@ -92,9 +92,9 @@ struct _ak_pool_mag {
                            last drain_self (see there) */
   bool counted;         /* owner: every call takes the slow path (max_objects: the
                            exact count; checked or tracked builds: the hooks) */
-  size_t live_seen;     /* owner: mag_live as of its last flush */
+  size_t live_seen;     /* owner: mag.live as of its last flush */
   /* Owner stores, stats read: net + n, where net (allocations minus frees
-   * not yet added to mag_live) is base - n. A fast path changes n by one
+   * not yet added to mag.live) is base - n. A fast path changes n by one
    * and net by the opposite one, so base changes only on slow paths: the
    * fast paths keep no count of their own. */
   _Atomic intptr_t base;
@@ -106,7 +106,7 @@ struct _ak_pool_mag {
 static inline _ak_pool_mag *mag_of(const _ak_dnode *n) {
   return _AK_DLIST_ENTRY((_ak_dnode *)(uintptr_t)n, _ak_pool_mag, node);
 }
-static inline _ak_pool_mag *mag_first(const _ak_pool_impl *p) { return mag_of(p->mags.head); }
+static inline _ak_pool_mag *mag_first(const _ak_pool_impl *p) { return mag_of(p->mag.list.head); }
 static inline _ak_pool_mag *mag_next(const _ak_pool_mag *m) { return mag_of(m->node.next); }
 
 /* Thread-local: a direct-mapped cache of the thread's magazines, in front
@@ -199,7 +199,7 @@ static inline intptr_t base_get(_ak_pool_mag *m) {
 static inline void base_set(_ak_pool_mag *m, intptr_t v) {
   atomic_store_explicit(&m->base, v, memory_order_relaxed);
 }
-/* Allocations minus frees not yet in mag_live (any thread; exact from the
+/* Allocations minus frees not yet in mag.live (any thread; exact from the
  * owner or when no call is running). */
 static inline intptr_t net_get(_ak_pool_mag *m) { return base_get(m) - (intptr_t)n_get(m); }
 /* Owner: `list` now holds `n` objects, net unchanged (a batch came or went). */
@@ -226,8 +226,8 @@ static void set_hi(_ak_pool_mag *m) {
 }
 
 static void peak_raise(_ak_pool_impl *p, size_t live) {
-  size_t peak = atomic_load_explicit(&p->mag_peak, memory_order_relaxed);
-  while (live > peak && !atomic_compare_exchange_weak_explicit(&p->mag_peak, &peak, live,
+  size_t peak = atomic_load_explicit(&p->mag.peak, memory_order_relaxed);
+  while (live > peak && !atomic_compare_exchange_weak_explicit(&p->mag.peak, &peak, live,
                                                                memory_order_relaxed, memory_order_relaxed)) {
   }
 }
@@ -237,21 +237,21 @@ static void peak_raise(_ak_pool_impl *p, size_t live) {
 static void net_flush(_ak_pool_impl *p, _ak_pool_mag *m) {
   intptr_t net = net_get(m);
   base_set(m, (intptr_t)n_get(m));
-  size_t live = atomic_fetch_add_explicit(&p->mag_live, (size_t)net, memory_order_relaxed) + (size_t)net;
+  size_t live = atomic_fetch_add_explicit(&p->mag.live, (size_t)net, memory_order_relaxed) + (size_t)net;
   m->live_seen = live;
   if (net > 0) peak_raise(p, live);
 }
 
 static size_t mag_live(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
-  size_t live = atomic_load(&p->mag_live);
+  size_t live = atomic_load(&p->mag.live);
   for (_ak_pool_mag *m = mag_first(p); m; m = mag_next(m)) live += (size_t)net_get(m);
   pthread_mutex_unlock(&p->mu);
   return (intptr_t)live < 0 ? 0 : live;
 }
 
 static size_t mag_peak(_ak_pool_impl *p) {
-  size_t live = mag_live(p), peak = atomic_load(&p->mag_peak);
+  size_t live = mag_live(p), peak = atomic_load(&p->mag.peak);
   return live > peak ? live : peak;
 }
 
@@ -292,13 +292,13 @@ static void *mag_create(_ak_pool_impl *p) {
   m->counted = mag_counted(p);
   set_hi(m);
   pthread_mutex_lock(&p->mu);
-  _ak_dlist_push_front(&p->mags, &m->node);
+  _ak_dlist_push_front(&p->mag.list, &m->node);
   pthread_mutex_unlock(&p->mu);
   return m;
 }
 
 /* Under p->mu: takes `m` off the pool's magazine list. */
-static void mag_unlink(_ak_pool_impl *p, _ak_pool_mag *m) { _ak_dlist_remove(&p->mags, &m->node); }
+static void mag_unlink(_ak_pool_impl *p, _ak_pool_mag *m) { _ak_dlist_remove(&p->mag.list, &m->node); }
 
 /* The owner gives back everything `m` holds. */
 static void mag_empty(_ak_pool_impl *p, _ak_pool_mag *m) {
@@ -313,7 +313,7 @@ static void mag_exit(_ak_pool_impl *p, void *state) {
   _ak_pool_mag *m = state;
   pthread_mutex_lock(&p->mu);
   mag_unlink(p, m);
-  atomic_fetch_add(&p->mag_live, (size_t)net_get(m));
+  atomic_fetch_add(&p->mag.live, (size_t)net_get(m));
   pthread_mutex_unlock(&p->mu);
   mag_empty(p, m);
   free(m);
@@ -426,9 +426,9 @@ static AK_COLD __attribute__((noinline)) void *alloc_slow(_ak_pool_impl *p, _ak_
   if (!o) claim_lost(m);
   /* The cap needs an exact count: one shared atomic per call, only then. */
   if (p->max_objects) {
-    size_t live = atomic_fetch_add_explicit(&p->mag_live, 1, memory_order_relaxed) + 1;
+    size_t live = atomic_fetch_add_explicit(&p->mag.live, 1, memory_order_relaxed) + 1;
     if (AK_UNLIKELY(live > p->max_objects)) {
-      atomic_fetch_sub_explicit(&p->mag_live, 1, memory_order_relaxed);
+      atomic_fetch_sub_explicit(&p->mag.live, 1, memory_order_relaxed);
       if (o) list_put(m, o);
       _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "max_objects live objects already");
       return NULL;
@@ -436,12 +436,12 @@ static AK_COLD __attribute__((noinline)) void *alloc_slow(_ak_pool_impl *p, _ak_
     peak_raise(p, live);
   }
   if (!o && !(o = refill(p, m))) {
-    if (p->max_objects) atomic_fetch_sub_explicit(&p->mag_live, 1, memory_order_relaxed);
+    if (p->max_objects) atomic_fetch_sub_explicit(&p->mag.live, 1, memory_order_relaxed);
     set_hi(m);
     return NULL;
   }
   chain_pop(p, m, o, n_get(m));
-  if (p->max_objects) base_set(m, (intptr_t)n_get(m)); /* counted in mag_live: net stays 0 */
+  if (p->max_objects) base_set(m, (intptr_t)n_get(m)); /* counted in mag.live: net stays 0 */
   if (AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_live(p, _ak_slab_of(o, p->slab_size), o);
     _ak_pool_track_alloc(p, o);
@@ -576,8 +576,8 @@ static AK_COLD __attribute__((noinline)) void free_slow(_ak_pool_impl *p, _ak_po
   n_set(m, n + 1);
   list_put(m, o);
   if (p->max_objects) {
-    base_set(m, (intptr_t)(n + 1)); /* counted in mag_live: net stays 0 */
-    if (AK_UNLIKELY(atomic_fetch_sub_explicit(&p->mag_live, 1, memory_order_relaxed) == 1) && m->takes >= 2)
+    base_set(m, (intptr_t)(n + 1)); /* counted in mag.live: net stays 0 */
+    if (AK_UNLIKELY(atomic_fetch_sub_explicit(&p->mag.live, 1, memory_order_relaxed) == 1) && m->takes >= 2)
       drain_self(p, m);
   } else {
     /* Everything freed? Judged from the pool's count as this thread last
@@ -586,7 +586,7 @@ static AK_COLD __attribute__((noinline)) void free_slow(_ak_pool_impl *p, _ak_po
      * thread exit are exact). */
     intptr_t net = net_get(m);
     if (net <= 0 && (intptr_t)m->live_seen + net <= 0 && m->takes >= 2 &&
-        (intptr_t)atomic_load_explicit(&p->mag_live, memory_order_relaxed) + net <= 0)
+        (intptr_t)atomic_load_explicit(&p->mag.live, memory_order_relaxed) + net <= 0)
       drain_self(p, m);
   }
   set_hi(m);
@@ -644,7 +644,8 @@ void _ak_mag_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {
 }
 
 void _ak_pool_note_slab(_ak_pool_impl *p, const _ak_slab *s) {
-  if (!atomic_load(&p->lf_lo) || (uintptr_t)s < atomic_load(&p->lf_lo)) atomic_store(&p->lf_lo, (uintptr_t)s);
-  if ((uintptr_t)s + p->slab_size > atomic_load(&p->lf_hi))
-    atomic_store(&p->lf_hi, (uintptr_t)s + p->slab_size);
+  if (!atomic_load(&p->mag.lo) || (uintptr_t)s < atomic_load(&p->mag.lo))
+    atomic_store(&p->mag.lo, (uintptr_t)s);
+  if ((uintptr_t)s + p->slab_size > atomic_load(&p->mag.hi))
+    atomic_store(&p->mag.hi, (uintptr_t)s + p->slab_size);
 }

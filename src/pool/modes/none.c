@@ -26,13 +26,13 @@ static void mirror_in(_ak_pool_impl *p) {
   if (p->pub.cur.hot_slab <= 1) return;
   _ak_slab *s = _ak_pool_cur_writeback(&p->pub.cur);
   /* The current slab is the head of `avail`, its state checked out. */
-  AK_ASSERT(s->list == AK_SLAB_AVAIL && _ak_slab_first(&p->avail) == s);
+  AK_ASSERT(s->list == AK_SLAB_AVAIL && _ak_slab_first(&p->serial.avail) == s);
   p->pub.cur.hot.first = NULL;
   p->pub.cur.hot_slab = 0;
   p->pub.cur.bump = p->pub.cur.bump_end = 0;
   p->pub.alt = NULL; /* its list and count live in its header: nothing to copy */
-  if (s->used == 0 && p->avail.n > 1) {
-    _ak_slab_list_remove(&p->avail, s);
+  if (s->used == 0 && p->serial.avail.n > 1) {
+    _ak_slab_list_remove(&p->serial.avail, s);
     _ak_pool_slab_put(p, s);
   }
 }
@@ -43,7 +43,7 @@ static void mirror_out(_ak_pool_impl *p) {
     return;
   }
   p->pub.cur.mask = ~(uintptr_t)(p->slab_size - 1);
-  _ak_slab *s = _ak_slab_first(&p->avail);
+  _ak_slab *s = _ak_slab_first(&p->serial.avail);
   if (s) {
     /* Never-used slots go out by address inline, unless they must be
      * shuffled: then they are carved into `hot` in random order. */
@@ -75,7 +75,7 @@ static void mirror_out(_ak_pool_impl *p) {
 }
 
 static void *none_alloc_locked(_ak_pool_impl *p) {
-  if (p->max_objects && p->live >= p->max_objects) {
+  if (p->max_objects && p->serial.live >= p->max_objects) {
     _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "max_objects live objects already");
     return NULL;
   }
@@ -127,8 +127,8 @@ static void none_trim(_ak_pool_impl *p) {
 static void none_set_defragment(_ak_pool_impl *p, bool on) {
   mirror_in(p);
   /* The inline paths keep no count: recount before they may switch off
-   * (with them off, stats and frees use p->live). */
-  p->live = _ak_serial_live(p);
+   * (with them off, stats and frees use p->serial.live). */
+  p->serial.live = _ak_serial_live(p);
   atomic_store(&p->defragment, on);
   mirror_out(p);
 }
@@ -143,4 +143,5 @@ const _ak_pool_mode _ak_mode_none = {
     .set_defragment = none_set_defragment,
     .counts = _ak_serial_counts,
     .settle = mirror_in,
+    .release = _ak_serial_release,
 };

@@ -17,8 +17,8 @@
 #include "pool/modes.h"
 #include "pool/serial.h"
 
-static inline void spin_lock(_ak_pool_impl *p) { _ak_word_lock(&p->spin); }
-static inline void spin_unlock(_ak_pool_impl *p) { _ak_word_unlock(&p->spin); }
+static inline void spin_lock(_ak_pool_impl *p) { _ak_word_lock(&p->mag.spin); }
+static inline void spin_unlock(_ak_pool_impl *p) { _ak_word_unlock(&p->mag.spin); }
 
 static uint32_t spin_take(_ak_pool_impl *p, void **chain) {
   const uint32_t n = AK_MAG_BATCH;
@@ -90,6 +90,7 @@ const _ak_pool_mode _ak_mode_spinlock = {
     .free = _ak_mag_free,
     .reserve = spin_reserve,
     .trim = spin_trim,
+    .release = _ak_serial_release,
     .counts = _ak_mag_counts,
     .take = spin_take,
     .give = spin_give,

@@ -52,7 +52,7 @@ struct _ak_pool_heap {
   _ak_slab_list full;  /* owner only: slabs without local free slots */
   _ak_slab_list stash; /* owner only: empty slabs this heap keeps (at most spare_limit) */
   atomic_int trim_req; /* another thread asked for a trim */
-  size_t full_seen;    /* owner only: p->full_epoch at the last walk of `full` */
+  size_t full_seen;    /* owner only: p->threads.full_epoch at the last walk of `full` */
   unsigned takes;      /* owner only: slabs taken (take_slab) */
   size_t hot_base;     /* pub.cur.hot_used when the current slab was checked out */
   _ak_dnode node;      /* on the pool's heap list (under mu) */
@@ -60,7 +60,7 @@ struct _ak_pool_heap {
 
 /* The pool's heaps in list order (under mu). */
 static inline _ak_pool_heap *heap_of(_ak_dnode *n) { return _AK_DLIST_ENTRY(n, _ak_pool_heap, node); }
-static inline _ak_pool_heap *heap_first(const _ak_pool_impl *p) { return heap_of(p->heaps.head); }
+static inline _ak_pool_heap *heap_first(const _ak_pool_impl *p) { return heap_of(p->threads.heaps.head); }
 static inline _ak_pool_heap *heap_next(const _ak_pool_heap *h) { return heap_of(h->node.next); }
 
 /* The heap's live count: written by the owner only (relaxed, as the inline
@@ -129,7 +129,7 @@ static void full_push(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
   while (!atomic_compare_exchange_weak_explicit(&s->remote, &r, (void *)((uintptr_t)r | AK_SLAB_REMOTE_FULL),
                                                 memory_order_relaxed, memory_order_relaxed)) {
   }
-  if (_ak_slab_remote_list(r)) atomic_fetch_add_explicit(&p->full_epoch, 1, memory_order_release);
+  if (_ak_slab_remote_list(r)) atomic_fetch_add_explicit(&p->threads.full_epoch, 1, memory_order_release);
 }
 
 /* Takes `s` off the heap's full list (owner) and its remote list's tag off. */
@@ -211,13 +211,13 @@ static void *heap_create(_ak_pool_impl *p) {
   h->pool = p;
   h->pub.cur.hot_slab = 1; /* no current slab; mask 0 until heap_out */
   pthread_mutex_lock(&p->mu);
-  _ak_dlist_push_front(&p->heaps, &h->node);
+  _ak_dlist_push_front(&p->threads.heaps, &h->node);
   pthread_mutex_unlock(&p->mu);
   return h;
 }
 
 /* Under p->mu: takes `h` off the pool's heap list. */
-static void heap_unlink(_ak_pool_impl *p, _ak_pool_heap *h) { _ak_dlist_remove(&p->heaps, &h->node); }
+static void heap_unlink(_ak_pool_impl *p, _ak_pool_heap *h) { _ak_dlist_remove(&p->threads.heaps, &h->node); }
 
 /* Under p->mu, on the owner's thread: hands the slabs of `h` to the pool. */
 static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
@@ -239,8 +239,8 @@ static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
       if (s->used == 0) {
         _ak_pool_slab_put(p, s);
       } else {
-        _ak_slab_list_push_back(&p->abandoned, s, AK_SLAB_ABANDONED);
-        atomic_store_explicit(&p->t_adoptable, true, memory_order_relaxed);
+        _ak_slab_list_push_back(&p->threads.abandoned, s, AK_SLAB_ABANDONED);
+        atomic_store_explicit(&p->threads.adoptable, true, memory_order_relaxed);
       }
     }
   }
@@ -250,7 +250,7 @@ static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
 /* Live objects of the abandoned slabs: their `used` (under p->mu). */
 static size_t abandoned_live(_ak_pool_impl *p) {
   size_t n = 0;
-  for (_ak_slab *s = _ak_slab_first(&p->abandoned); s; s = _ak_slab_next(s)) n += s->used;
+  for (_ak_slab *s = _ak_slab_first(&p->threads.abandoned); s; s = _ak_slab_next(s)) n += s->used;
   return n;
 }
 
@@ -315,7 +315,7 @@ static void fork_adopt(uintptr_t x, void *ctx) {
   /* Its heap's list is given up unread (it may be torn): the slab leaves it
    * without an unlink. Empty ones go back at the next collect. */
   s->node = (_ak_dnode){NULL, NULL};
-  _ak_slab_list_push_back(&f->p->abandoned, s, AK_SLAB_ABANDONED);
+  _ak_slab_list_push_back(&f->p->threads.abandoned, s, AK_SLAB_ABANDONED);
 }
 
 /* fork() child, no lock held (the mode's fork_child). */
@@ -331,7 +331,8 @@ static void threads_fork_child(_ak_pool_impl *p) {
     heap_unlink(p, h);
     free(h);
   }
-  if (_ak_slab_first(&p->abandoned)) atomic_store_explicit(&p->t_adoptable, true, memory_order_relaxed);
+  if (_ak_slab_first(&p->threads.abandoned))
+    atomic_store_explicit(&p->threads.adoptable, true, memory_order_relaxed);
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -344,11 +345,11 @@ const _ak_tls_mode _ak_threads_tls = {
  * it; nobody owns the slab to collect it then, so the pool does here (the
  * stats, trim; adoption and the next free into the slab collect too). */
 static void collect_abandoned(_ak_pool_impl *p, bool release) {
-  for (_ak_slab *s = _ak_slab_first(&p->abandoned), *next; s; s = next) {
+  for (_ak_slab *s = _ak_slab_first(&p->threads.abandoned), *next; s; s = next) {
     next = _ak_slab_next(s);
     (void)_ak_slab_collect(s);
     if (s->used == 0) {
-      _ak_slab_list_remove(&p->abandoned, s);
+      _ak_slab_list_remove(&p->threads.abandoned, s);
       if (release)
         _ak_pool_slab_release(p, s);
       else
@@ -364,7 +365,7 @@ static void threads_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {
   collect_abandoned(p, false);
   *live = heaps_live(p);
   pthread_mutex_unlock(&p->mu);
-  *peak = atomic_load(&p->t_peak);
+  *peak = atomic_load(&p->threads.peak);
   if (*live > *peak) *peak = *live;
 }
 
@@ -385,7 +386,7 @@ static _ak_slab *new_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
  * pool's lock). */
 static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   /* A stale `t_adoptable` only delays an adoption. */
-  bool adopt = atomic_load_explicit(&p->t_adoptable, memory_order_relaxed);
+  bool adopt = atomic_load_explicit(&p->threads.adoptable, memory_order_relaxed);
   bool sample = (++h->takes & 7) == 0;
   /* The heap's own spares need no lock, and their lines are likelier to
    * be in this thread's caches than those of a slab another thread
@@ -407,10 +408,10 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   }
   pthread_mutex_lock(&p->mu);
   if (!s) {
-    s = _ak_slab_first(&p->abandoned);
-    if (!s) atomic_store_explicit(&p->t_adoptable, false, memory_order_relaxed);
+    s = _ak_slab_first(&p->threads.abandoned);
+    if (!s) atomic_store_explicit(&p->threads.adoptable, false, memory_order_relaxed);
     if (s) {
-      _ak_slab_list_remove(&p->abandoned, s);
+      _ak_slab_list_remove(&p->threads.abandoned, s);
       /* Its live objects now count for this heap. */
       live_add(h, s->used);
     } else if ((s = _ak_slab_first(&h->stash)) != NULL) { /* `adopt` was stale */
@@ -422,7 +423,7 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   if (!p->max_objects) {
     /* Sample the high-water mark whenever a heap needs a slab. */
     size_t live = heaps_live(p);
-    if (live > atomic_load(&p->t_peak)) atomic_store(&p->t_peak, live);
+    if (live > atomic_load(&p->threads.peak)) atomic_store(&p->threads.peak, live);
   }
   if (s) {
     s->heap = h;
@@ -476,7 +477,7 @@ static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
   }
   /* 2. Full slabs that other threads freed into: walked only if a remote
    * free may have reached one since the last walk (see full_push). */
-  size_t epoch = atomic_load_explicit(&p->full_epoch, memory_order_acquire);
+  size_t epoch = atomic_load_explicit(&p->threads.full_epoch, memory_order_acquire);
   if (epoch != h->full_seen) {
     h->full_seen = epoch;
     for (_ak_slab *s = _ak_slab_first(&h->full), *next; s; s = next) {
@@ -535,20 +536,20 @@ static void *threads_alloc(_ak_pool_impl *p) {
     return NULL;
   }
   if (p->max_objects) {
-    size_t n = atomic_fetch_add_explicit(&p->t_live, 1, memory_order_relaxed) + 1;
+    size_t n = atomic_fetch_add_explicit(&p->threads.live, 1, memory_order_relaxed) + 1;
     if (n > p->max_objects) {
-      atomic_fetch_sub_explicit(&p->t_live, 1, memory_order_relaxed);
+      atomic_fetch_sub_explicit(&p->threads.live, 1, memory_order_relaxed);
       _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "max_objects live objects already");
       return NULL;
     }
-    size_t peak = atomic_load_explicit(&p->t_peak, memory_order_relaxed);
-    while (n > peak && !atomic_compare_exchange_weak(&p->t_peak, &peak, n)) {
+    size_t peak = atomic_load_explicit(&p->threads.peak, memory_order_relaxed);
+    while (n > peak && !atomic_compare_exchange_weak(&p->threads.peak, &peak, n)) {
     }
   }
   heap_in(p, h, NULL);
   void *o = heap_alloc(p, h);
   heap_out(p, h);
-  if (!o && p->max_objects) atomic_fetch_sub_explicit(&p->t_live, 1, memory_order_relaxed);
+  if (!o && p->max_objects) atomic_fetch_sub_explicit(&p->threads.live, 1, memory_order_relaxed);
   return o;
 }
 
@@ -566,7 +567,7 @@ static void remote_free(_ak_pool_impl *p, _ak_slab *s, void *o) {
       _ak_slab_push(s, o);
       (void)_ak_slab_collect(s);
       if (s->used == 0) {
-        _ak_slab_list_remove(&p->abandoned, s);
+        _ak_slab_list_remove(&p->threads.abandoned, s);
         _ak_pool_slab_put(p, s);
       }
       pthread_mutex_unlock(&p->mu);
@@ -586,7 +587,7 @@ static void remote_free(_ak_pool_impl *p, _ak_slab *s, void *o) {
   /* The first remote free into a slab on its owner's full list: tell the
    * owners to walk their full lists (full_push). */
   if ((uintptr_t)head == AK_SLAB_REMOTE_FULL)
-    atomic_fetch_add_explicit(&p->full_epoch, 1, memory_order_release);
+    atomic_fetch_add_explicit(&p->threads.full_epoch, 1, memory_order_release);
 }
 
 /* ak_pool_free_slow. */
@@ -597,7 +598,7 @@ static void threads_free(_ak_pool_impl *p, void *o) {
     _ak_pool_mark_free(p, s, o, "ak_pool_free");
     _ak_pool_track_free(p, o);
   }
-  if (p->max_objects) atomic_fetch_sub_explicit(&p->t_live, 1, memory_order_relaxed);
+  if (p->max_objects) atomic_fetch_sub_explicit(&p->threads.live, 1, memory_order_relaxed);
   _ak_pool_heap *h = heap_get(p, false);
   if (!h || atomic_load_explicit(&s->owner, memory_order_relaxed) != (uintptr_t)h) {
     remote_free(p, s, o);
@@ -682,6 +683,9 @@ static void threads_init(_ak_pool_impl *p) {
   if (p->inline_ok && !_ak_config_checked && !p->tracked && !p->max_objects) p->pub.tkey = p->id;
 }
 
+/* ak_pool_destroy: the abandoned slabs (the heaps gave theirs back). */
+static void threads_release(_ak_pool_impl *p) { _ak_pool_slab_list_release(p, &p->threads.abandoned); }
+
 const _ak_pool_mode _ak_mode_threads = {
     .name = "threads",
     .tls = &_ak_threads_tls,
@@ -690,6 +694,7 @@ const _ak_pool_mode _ak_mode_threads = {
     .free = threads_free,
     .reserve = threads_reserve,
     .trim = threads_trim,
+    .release = threads_release,
     .counts = threads_counts,
     .fork_child = threads_fork_child,
 };

@@ -74,13 +74,14 @@ void _ak_pool_slab_decommit(_ak_pool_impl *p, _ak_slab *s) {
   uintptr_t to = (uintptr_t)s + p->slab_size;
   if (to <= from) return;
   if (p->backing == AK_BACKING_FILE)
-    (void)_ak_os_file_decommit(p->fd, (void *)from, s->file_offset + (from - (uintptr_t)s), to - from);
+    (void)_ak_os_file_decommit(p->file.fd, (void *)from, s->file_offset + (from - (uintptr_t)s), to - from);
   else
     (void)_ak_os_decommit((void *)from, to - from);
 }
 
 int _ak_pool_slab_recommit(_ak_pool_impl *p, _ak_slab *s) {
-  if (p->backing != AK_BACKING_FILE || _ak_os_file_alloc(p->fd, s->file_offset, p->slab_size) == 0) return 0;
+  if (p->backing != AK_BACKING_FILE || _ak_os_file_alloc(p->file.fd, s->file_offset, p->slab_size) == 0)
+    return 0;
   int e = errno;
   _ak_pool_file_error(p, e, "allocate", s->file_offset);
   return e;

@@ -7,11 +7,28 @@
 #ifndef AK_POOL_SLAB_BACKING_H
 #define AK_POOL_SLAB_BACKING_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "pool/slab/slab.h"
 
 typedef struct _ak_pool_impl _ak_pool_impl;
+
+/** The file backing's state in its pool, under `mu` (a leaf word lock). */
+typedef struct _ak_pool_file {
+  atomic_int mu;
+  int fd;      /* the file (-1: none) */
+  char *path;  /* its path, for messages */
+  size_t size; /* bytes of the file in use: file slots (slabs) end to end */
+  /* The free file slots (slot i: offset i * slab_size), a stack with each
+   * slot's place in it, so that a release pushes, a reuse pops and the
+   * tail shrink takes any slot out in O(1). Both arrays hold a place for
+   * every slot of the file, grown before the file grows: a release never
+   * allocates, so no free slot is ever lost. pos[i]: the index of slot i
+   * in `free_slots`, or SIZE_MAX if the slot is in use. */
+  size_t *free_slots, *pos;
+  size_t nfree, cap;
+} _ak_pool_file;
 
 /** A fresh slab from the backing, in the slab table, its header made
  *  (guard page, tool annotations). NULL + errno + message naming `call`

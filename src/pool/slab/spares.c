@@ -15,29 +15,24 @@
 /* The slab whose header holds spare-set node `n`. */
 static _ak_slab *spare_slab(_ak_spare *n) { return (_ak_slab *)((char *)n - offsetof(_ak_slab, spare)); }
 
-/* A spare slab (LOCKFREE's taken-down list first, then the spare set), or
- * NULL; `*failed` when a punched-out file spare cannot get its blocks back
- * (error reported; a taken-down LOCKFREE slab stays listed, a purged spare
- * is released: put back, it would pass for a committed one). */
+/* A slab of the spare set, or NULL; `*failed` when a punched-out file
+ * spare cannot get its blocks back (error reported; the spare is
+ * released: put back, it would pass for a committed one). */
 static _ak_slab *spare_take(_ak_pool_impl *p, bool *failed) {
   *failed = false;
-  _ak_slab *s = _ak_slab_first(&p->spare);
-  bool cold = true, listed = s != NULL;
-  if (!s) {
-    _ak_spare *n = _ak_spare_take(&p->spares, &cold);
-    if (!n) return NULL;
-    s = spare_slab(n);
-  }
+  bool cold = true;
+  _ak_spare *n = _ak_spare_take(&p->spares, &cold);
+  if (!n) return NULL;
+  _ak_slab *s = spare_slab(n);
   /* A file spare that was punched out (_ak_pool_slab_decommit) has its
    * blocks allocated again before a slot is written. */
   if (cold && _ak_pool_slab_recommit(p, s) != 0) {
     int e = errno;
-    if (!listed) _ak_pool_slab_release(p, s);
+    _ak_pool_slab_release(p, s);
     errno = e;
     *failed = true;
     return NULL;
   }
-  if (listed) _ak_slab_list_remove(&p->spare, s);
   AK_ASSERT(!_ak_dnode_linked(&s->node) && s->used == 0); /* an empty slab on no list */
   return s;
 }
@@ -82,3 +77,12 @@ void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s) {
 static void spare_decommit(_ak_spare *n, void *ctx) { _ak_pool_slab_decommit(ctx, spare_slab(n)); }
 static void spare_release(_ak_spare *n, void *ctx) { _ak_pool_slab_release(ctx, spare_slab(n)); }
 const _ak_spare_ops _ak_pool_spare_ops = {spare_decommit, spare_release};
+
+void _ak_pool_slab_list_release(_ak_pool_impl *p, _ak_slab_list *l) {
+  while (l->head) {
+    _ak_slab *s = _ak_slab_first(l);
+    _ak_slab_list_remove(l, s);
+    _ak_pool_slab_release(p, s);
+  }
+  AK_ASSERT(l->n == 0 && l->tail == NULL);
+}

@@ -27,5 +27,7 @@ void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s);
 /** Releases an empty slab (on no list) to the backing at once: out of the
  *  slab table, header invalidated; needs no pool lock. */
 void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s);
+/** Releases every slab of list `l`, whatever it holds (ak_pool_destroy). */
+void _ak_pool_slab_list_release(_ak_pool_impl *p, _ak_slab_list *l);
 
 #endif /* AK_POOL_SLAB_SPARES_H */
