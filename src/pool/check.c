@@ -51,22 +51,30 @@ _ak_slab *_ak_pool_slab_check(_ak_pool_impl *p, const void *o, const char *call)
     _ak_fatal("%s(%p): pointer is inside pool '%s' but not the start of an object (slot %zu bytes)", call, o,
               p->name, p->slot);
   }
+  AK_ASSERT(s->pool == p && _ak_slab_is_slot(s, u)); /* a slot of one of p's slabs */
   return s;
 }
 
-static size_t slot_index(const _ak_slab *s, const void *o) { return ((uintptr_t)o - s->start) / s->slot; }
+static size_t slot_index(const _ak_slab *s, const void *o) {
+  AK_ASSERT(_ak_slab_is_slot(s, (uintptr_t)o)); /* found on the grid (_ak_pool_slab_find) */
+  return ((uintptr_t)o - s->start) / s->slot;
+}
 
 void _ak_pool_mark_live(_ak_pool_impl *p, _ak_slab *s, void *o) {
   (void)p;
   if (!_ak_config_checked) return;
   size_t i = slot_index(s, o);
+  AK_ASSERT(i < s->capacity);
   /* Atomic: in the concurrent modes other threads mark other slots of the word. */
-  __atomic_fetch_or(&s->bitmap[i / 64], UINT64_C(1) << (i % 64), __ATOMIC_RELAXED);
+  uint64_t was = __atomic_fetch_or(&s->bitmap[i / 64], UINT64_C(1) << (i % 64), __ATOMIC_RELAXED);
+  AK_ASSERT(!(was >> (i % 64) & 1)); /* a slot is handed out once until it is freed */
+  (void)was;
 }
 
 void _ak_pool_mark_free(_ak_pool_impl *p, _ak_slab *s, void *o, const char *call) {
   if (!_ak_config_checked) return;
   size_t i = slot_index(s, o);
+  AK_ASSERT(i < s->capacity);
   uint64_t bit = UINT64_C(1) << (i % 64);
   /* Atomic: in the concurrent modes other threads mark other slots of the word. */
   if (!(__atomic_fetch_and(&s->bitmap[i / 64], ~bit, __ATOMIC_RELAXED) & bit))

@@ -30,7 +30,9 @@ void *ak_pool_alloc_slow(ak_pool *pub) {
   _ak_pool_impl *p = _ak_impl(pub);
   if (_ak_config_validate && AK_UNLIKELY(p->destroyed))
     _ak_fatal("ak_pool_alloc(%p): pool '%s' was destroyed (ak_pool_destroy)", (void *)pub, p->name);
-  return p->alloc(p);
+  void *o = p->alloc(p);
+  AK_ASSERT(o == NULL || _ak_pool_slab_ok(p, o, _ak_slab_of(o, p->slab_size))); /* a slot of p */
+  return o;
 }
 
 void ak_pool_free_slow(ak_pool *pub, void *o) {
@@ -131,6 +133,7 @@ static int pool_geometry(const ak_pool_options *o, geometry *g) {
   size_t lalign = slot & (~slot + 1);
   if (lalign > 64) lalign = 64;
   if (lalign < ialign) lalign = ialign;
+  AK_ASSERT((lalign & (lalign - 1)) == 0 && lalign % ialign == 0 && slot % ialign == 0); /* powers of two */
   size_t slab = o->slab_size;
   if (!slab) {
     slab = DEFAULT_SLAB < ps ? ps : DEFAULT_SLAB;
@@ -220,6 +223,9 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
   }
   memset(p, 0, bsize);
   pool_init(p, opts, &g, (inline_abi & AK_POOL_INLINE_ENCODE_BIT) != 0);
+  /* Every mode has the steps the API calls unconditionally. */
+  AK_ASSERT(p->mode->alloc && p->mode->free && p->mode->reserve && p->mode->trim && p->mode->counts &&
+            p->mode->release && p->mode->init && (p->mode->tls == NULL) == (p->sync == AK_SYNC_NONE));
   if (opts->backing == AK_BACKING_FILE && _ak_pool_file_open(p, opts->path, "ak_pool_create") != 0) {
     int e = errno;
     pthread_mutex_destroy(&p->mu);
@@ -250,6 +256,7 @@ void ak_pool_destroy(ak_pool *pub) {
   size_t live = 0, peak = 0;
   if (p->mode->settle) p->mode->settle(p);
   p->mode->counts(p, &live, &peak);
+  AK_ASSERT(live <= peak); /* the high-water mark is never below the count */
   /* Frees every thread's heap or magazine; no thread exit touches p after. */
   if (p->tls_mode) _ak_tls_unregister(p);
   p->mode->release(p);
@@ -364,6 +371,8 @@ void ak_pool_stats_get(const ak_pool *pub, ak_pool_stats *out) {
   out->bytes_spare = sc.spare_bytes;
   out->bytes_purged = sc.purged_bytes;
   if (p->mode->stats) p->mode->stats(p, out); /* LOCKFREE: its taken-down slabs */
+  AK_ASSERT(out->live <= out->peak_live && out->slabs <= out->peak_slabs &&
+            out->bytes_committed <= out->bytes_reserved);
 }
 
 int ak_pool_stats_print(const ak_pool *pub, FILE *f) {

@@ -257,6 +257,7 @@ static inline _ak_slab *_ak_pool_cur_writeback(const _ak_pool_cur *c) {
  *  sorted with the defragmenter, else within the first three positions
  *  (a bounded walk). */
 static inline void _ak_pool_list_place(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
+  AK_ASSERT(s->used < s->capacity); /* it has a free slot */
   bool strict = atomic_load_explicit(&p->defragment, memory_order_relaxed);
   _ak_slab *at = _ak_slab_first(list);
   /* Fullest first: skip slabs holding more objects. The walk is limited
@@ -270,6 +271,7 @@ static inline void _ak_pool_list_place(_ak_pool_impl *p, _ak_slab_list *list, _a
 /** After `s` lost an object: keeps a defragmented list sorted. */
 static inline void _ak_pool_list_settle(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
   if (!atomic_load_explicit(&p->defragment, memory_order_relaxed)) return;
+  AK_ASSERT(s->list != 0); /* on `list` */
   _ak_slab *at = _ak_slab_next(s);
   if (!at || at->used <= s->used) return;
   uint32_t which = s->list;

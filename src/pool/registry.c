@@ -79,10 +79,15 @@ __attribute__((constructor(AK_CTOR_POOL))) static void fork_register(void) {
   (void)pthread_atfork(fork_prepare, fork_release, fork_child);
 }
 
-uint64_t _ak_pools_new_id(void) { return atomic_fetch_add(&g_next_id, 1); }
+uint64_t _ak_pools_new_id(void) {
+  uint64_t id = atomic_fetch_add(&g_next_id, 1);
+  AK_ASSERT(id != 0); /* 0 marks an empty cache entry: never a pool's id */
+  return id;
+}
 
 void _ak_pools_add(_ak_pool_impl *p) {
   pthread_mutex_lock(&g_pools_mu);
+  AK_ASSERT(p->next_pool == NULL && p != g_pools && !p->destroyed); /* added once, alive */
   p->next_pool = g_pools;
   g_pools = p;
   pthread_mutex_unlock(&g_pools_mu);
@@ -90,21 +95,27 @@ void _ak_pools_add(_ak_pool_impl *p) {
 
 void _ak_pools_remove(_ak_pool_impl *p) {
   pthread_mutex_lock(&g_pools_mu);
+  bool found = false;
   for (_ak_pool_impl **pp = &g_pools; *pp; pp = &(*pp)->next_pool) {
     if (*pp == p) {
       *pp = p->next_pool;
+      found = true;
       break;
     }
   }
+  AK_ASSERT(found); /* a live pool is registered (destroy checked for a tombstone) */
+  (void)found;
   pthread_mutex_unlock(&g_pools_mu);
 }
 
 _ak_pool_impl *_ak_pools_bury(_ak_pool_impl *p) {
   pthread_mutex_lock(&g_pools_mu);
+  AK_ASSERT(p->destroyed && g_grave_next < AK_POOL_GRAVES); /* a tombstone, in the ring */
   _ak_pool_impl *old = g_graves[g_grave_next];
   g_graves[g_grave_next] = p;
   g_grave_next = (g_grave_next + 1) % AK_POOL_GRAVES;
   pthread_mutex_unlock(&g_pools_mu);
+  AK_ASSERT(old == NULL || old->destroyed); /* only tombstones are freed here */
   return old;
 }
 

@@ -18,6 +18,7 @@ size_t _ak_serial_live(const _ak_pool_impl *p) {
 }
 
 int _ak_serial_reserve(_ak_pool_impl *p, size_t n) {
+  AK_ASSERT(p->pub.cur.hot_slab <= 1); /* the caller checked the current slab in */
   size_t room = 0;
   for (_ak_slab *s = _ak_slab_first(&p->serial.avail); s; s = _ak_slab_next(s)) room += s->capacity - s->used;
   int rc = 0;
@@ -33,10 +34,12 @@ int _ak_serial_reserve(_ak_pool_impl *p, size_t n) {
     _ak_slab_list_push_back(&p->serial.avail, s, AK_SLAB_AVAIL);
     room += p->capacity;
   }
+  AK_ASSERT(rc != 0 || room >= n); /* the room asked for, or the reason there is none */
   return rc;
 }
 
 void _ak_serial_trim(_ak_pool_impl *p) {
+  AK_ASSERT(p->pub.cur.hot_slab <= 1); /* the caller checked the current slab in */
   _ak_spare_drain(&p->spares);
   for (_ak_slab *s = _ak_slab_first(&p->serial.avail), *next; s; s = next) {
     next = _ak_slab_next(s);

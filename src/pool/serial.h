@@ -40,6 +40,7 @@ size_t _ak_serial_live(const _ak_pool_impl *p);
  * or a spare or (if `may_grow`) new slab; counts it in p->serial.live. No cap, no
  * checks. */
 static inline void *_ak_serial_pop(_ak_pool_impl *p, bool may_grow) {
+  AK_ASSERT(p->pub.cur.hot_slab <= 1); /* no slab checked out to the inline paths */
   _ak_slab *s = _ak_slab_first(&p->serial.avail);
   void *o = s ? _ak_slab_pop(s) : NULL;
   while (!o) {
@@ -62,6 +63,7 @@ static inline void *_ak_serial_pop(_ak_pool_impl *p, bool may_grow) {
   }
   if (!s->free && s->bump == s->end) {
     AK_ASSERT(s->used == s->capacity); /* no free slot: every slot is out */
+    AK_ASSERT(_ak_slab_validate(s, "_ak_serial_pop"));
     _ak_slab_list_remove(&p->serial.avail, s);
     _ak_slab_list_push_back(&p->serial.full, s, AK_SLAB_FULL);
   }
@@ -76,11 +78,13 @@ static inline void *_ak_serial_pop(_ak_pool_impl *p, bool may_grow) {
  * object was freed, see modes/spinlock.c, and its chain links would make
  * every object of a spilled batch look free). */
 static inline void _ak_serial_push(_ak_pool_impl *p, _ak_slab *s, void *o, bool search) {
+  AK_ASSERT(p->pub.cur.hot_slab <= 1 && s->pool == p); /* nothing checked out; a slab of p */
   if (AK_UNLIKELY(o == s->free) || (ak_harden_double_free && search && _ak_slab_is_free(s, o, true)))
     _ak_pool_double_free(p, o);
   bool was_full = s->list == AK_SLAB_FULL;
   AK_ASSERT(was_full || s->list == AK_SLAB_AVAIL); /* a slab with live objects is listed */
   _ak_slab_push(s, o);
+  AK_ASSERT(!was_full || _ak_slab_validate(s, "_ak_serial_push")); /* one free slot: a short walk */
   p->serial.live--;
   if (was_full) {
     _ak_slab_list_remove(&p->serial.full, s);

@@ -44,7 +44,10 @@
 #define AK_NO_TSAN
 #endif
 
-static inline uint64_t pack(uint64_t old, void *p) { return ((old & ~PTR_MASK) + TAG_ONE) | (uintptr_t)p; }
+static inline uint64_t pack(uint64_t old, void *p) {
+  AK_ASSERT(((uintptr_t)p & ~(uintptr_t)PTR_MASK) == 0); /* slot addresses fit 48 bits (push_slab) */
+  return ((old & ~PTR_MASK) + TAG_ONE) | (uintptr_t)p;
+}
 
 /* A link word `w` read from slot `o` (atomically, or the batch word's
  * part), decoded with the codec of arenakit/detail/link.h. */
@@ -119,6 +122,7 @@ static size_t push_chain(_ak_pool_impl *p, void *first) {
       n++;
     }
     _ak_chain_set(p, o, NULL); /* the batch ends here */
+    AK_ASSERT(n >= 1 && n <= AK_MAG_BATCH);
     first = next;
     total += n;
     if (p->tracked && p->slot > sizeof(void *)) AK_TRACK_INTERNAL(batch_word(b), sizeof(uintptr_t));
@@ -129,6 +133,7 @@ static size_t push_chain(_ak_pool_impl *p, void *first) {
     prev_batch = b;
     prev_n = n;
   }
+  AK_ASSERT((head == NULL) == (total == 0) && (head == NULL) == (prev_batch == NULL));
   if (!head) return 0;
   uint64_t old = atomic_load_explicit(&p->mag.lf_head, memory_order_relaxed);
   do {
@@ -157,6 +162,7 @@ static _ak_slab *slab_get(_ak_pool_impl *p) {
 static int push_slab(_ak_pool_impl *p) {
   _ak_slab *s = slab_get(p);
   if (!s) return errno ? errno : ENOMEM;
+  AK_ASSERT(s->used == 0 && !_ak_dnode_linked(&s->node)); /* an empty slab on no list */
   if ((uintptr_t)s + p->slab_size - 1 > PTR_MASK) {
     _ak_pool_slab_release(p, s);
     _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "slab address does not fit 48 bits");
@@ -174,6 +180,7 @@ static int push_slab(_ak_pool_impl *p) {
   void *first = s->free;
   s->free = NULL;
   s->used = s->capacity; /* the slots now belong to the stack */
+  AK_ASSERT(first != NULL && s->bump == s->end && s->list == AK_SLAB_FULL); /* every slot carved, listed */
   (void)push_chain(p, first);
   return 0;
 }
@@ -215,6 +222,7 @@ static uint32_t lockfree_take(_ak_pool_impl *p, void **chain) {
           (ak_harden_links && AK_UNLIKELY(!_ak_pool_plausible(p, (uintptr_t)next))))
         corrupt(p, top, next);
       if (n < AK_MAG_BATCH) atomic_fetch_sub(&p->mag.lf_out, AK_MAG_BATCH - n);
+      AK_ASSERT(_ak_slab_of(top, p->slab_size)->pool == p); /* a slot of one of p's slabs */
       *chain = top;
       return n;
     }
@@ -237,6 +245,7 @@ static bool reorder_due(_ak_pool_impl *p) {
 }
 
 static size_t lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n) {
+  AK_ASSERT(chain != NULL && n <= AK_MAG_BATCH);
   size_t total = n;
   if (n) {
     /* A magazine's batch: its length is known, so only its first slot is
@@ -254,6 +263,7 @@ static size_t lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n) {
   /* After the push: never below the true count. The give that leaves no
    * slot outside the stack restores address order (see reorder), unless
    * that was done within AK_LF_REORDER_MS. */
+  AK_ASSERT(total > 0);
   if (atomic_fetch_sub(&p->mag.lf_out, total) == total && reorder_due(p)) reorder(p);
   return total;
 }
@@ -305,6 +315,7 @@ static bool takedown(_ak_pool_impl *p) {
       void *last = taken;
       for (void *nb; (nb = batch_next(p, last, *batch_word(last))) != NULL;) last = nb;
       uintptr_t n = *batch_word(last) >> BATCH_SHIFT;
+      AK_ASSERT(n >= 1 && n <= AK_MAG_BATCH); /* the batches were whole when taken */
       uint64_t h = atomic_load_explicit(&p->mag.lf_head, memory_order_relaxed);
       do {
         __atomic_store_n(batch_word(last),
@@ -323,6 +334,7 @@ static bool takedown(_ak_pool_impl *p) {
     s->used = 0;
     _ak_slab_list_push_back(&p->lockfree.spare, s, AK_SLAB_SPARE);
   }
+  AK_ASSERT(p->lockfree.full.n == 0); /* every slab is a spare now */
   return true;
 }
 

@@ -125,11 +125,16 @@ TL tl_entry tl_cache[8];
 
 /* ---- the shared structure of each mode ------------------------------------------- */
 
-static uint32_t shared_take(_ak_pool_impl *p, void **chain) { return p->mode->take(p, chain); }
+static uint32_t shared_take(_ak_pool_impl *p, void **chain) {
+  uint32_t n = p->mode->take(p, chain);
+  AK_ASSERT(n <= AK_MAG_BATCH && (n == 0 || *chain != NULL)); /* at most one batch, as a chain */
+  return n;
+}
 
 /* `n`: the chain's length if known (a full batch), else 0. */
 static void shared_give(_ak_pool_impl *p, void *chain, uint32_t n) {
   if (!chain) return;
+  AK_ASSERT(n <= AK_MAG_BATCH); /* a known length is at most one batch */
   p->mode->give(p, chain, n);
 }
 
@@ -177,6 +182,7 @@ static inline void *list_take(_ak_pool_mag *m) {
 }
 /* The owner stores the chain it holds (back). */
 static inline void list_put(_ak_pool_mag *m, void *c) {
+  AK_ASSERT((c == NULL) == (n_get(m) == 0)); /* `n` is the chain's length */
   owner_enter(m);
   __atomic_store_n(&m->head.list, c, __ATOMIC_RELAXED);
   _ak_pool_mag_leave(&m->head);
@@ -185,9 +191,13 @@ static inline void list_put(_ak_pool_mag *m, void *c) {
 /* A taker (another thread, under p->mu) announces itself on `m`; after
  * owners_barrier, steal_chain waits out an owner at work and takes the
  * chain. */
-static void steal_begin(_ak_pool_mag *m) { __atomic_store_n(&m->head.taken, 1, __ATOMIC_RELAXED); }
+static void steal_begin(_ak_pool_mag *m) {
+  AK_ASSERT(__atomic_load_n(&m->head.taken, __ATOMIC_RELAXED) == 0); /* one taker at a time (p->mu) */
+  __atomic_store_n(&m->head.taken, 1, __ATOMIC_RELAXED);
+}
 static void *steal_chain(_ak_pool_mag *m) {
   while (__atomic_load_n(&m->head.busy, __ATOMIC_ACQUIRE)) sched_yield();
+  AK_ASSERT(__atomic_load_n(&m->head.taken, __ATOMIC_RELAXED) == 1); /* announced by steal_begin */
   void *c = __atomic_load_n(&m->head.list, __ATOMIC_RELAXED);
   __atomic_store_n(&m->head.list, NULL, __ATOMIC_RELAXED);
   __atomic_store_n(&m->head.taken, 0, __ATOMIC_RELEASE);
@@ -204,6 +214,7 @@ static inline void base_set(_ak_pool_mag *m, intptr_t v) {
 static inline intptr_t net_get(_ak_pool_mag *m) { return base_get(m) - (intptr_t)n_get(m); }
 /* Owner: `list` now holds `n` objects, net unchanged (a batch came or went). */
 static inline void n_move(_ak_pool_mag *m, uint32_t n) {
+  AK_ASSERT(n <= AK_MAG_BATCH); /* `list` holds at most one batch */
   base_set(m, base_get(m) + (intptr_t)n - (intptr_t)n_get(m));
   n_set(m, n);
 }
@@ -222,6 +233,7 @@ static void set_hi(_ak_pool_mag *m) {
     intptr_t drain = base_get(m) + (seen > 0 ? seen : 0) - 1; /* n before the push */
     if (drain < hi) hi = drain < 0 ? 0 : drain;
   }
+  AK_ASSERT(hi >= 0 && hi <= (intptr_t)AK_MAG_BATCH && (!m->counted || hi == 0));
   m->head.hi = (uint32_t)hi;
 }
 
@@ -240,6 +252,7 @@ static void net_flush(_ak_pool_impl *p, _ak_pool_mag *m) {
   size_t live = atomic_fetch_add_explicit(&p->mag.live, (size_t)net, memory_order_relaxed) + (size_t)net;
   m->live_seen = live;
   if (net > 0) peak_raise(p, live);
+  AK_ASSERT(net_get(m) == 0); /* the magazine's count is the pool's now */
 }
 
 static size_t mag_live(_ak_pool_impl *p) {
@@ -272,6 +285,7 @@ static _ak_pool_mag *mag_find(_ak_pool_impl *p) {
     *e = (tl_entry){p->id, m};
   }
   tl_last = *e;
+  AK_ASSERT(e->m->pool == p); /* the cache names the pool's own magazine */
   if (p->pub.mkey)
     _ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)] = (_ak_pool_tentry){.key = p->id, .state.mag = &e->m->head};
   return e->m;
@@ -288,6 +302,7 @@ static bool mag_counted(const _ak_pool_impl *p) { return p->max_objects || p->de
 static void *mag_create(_ak_pool_impl *p) {
   _ak_pool_mag *m = _ak_tls_state_alloc(sizeof *m);
   if (!m) return NULL;
+  AK_ASSERT(m->head.list == NULL && m->head.n == 0 && atomic_load(&m->base) == 0); /* holds nothing */
   m->pool = p;
   m->counted = mag_counted(p);
   set_hi(m);
@@ -311,11 +326,13 @@ static void mag_empty(_ak_pool_impl *p, _ak_pool_mag *m) {
  * go back to the shared structure, and it is freed. */
 static void mag_exit(_ak_pool_impl *p, void *state) {
   _ak_pool_mag *m = state;
+  AK_ASSERT(m->pool == p); /* the thread's table pairs each state with its pool */
   pthread_mutex_lock(&p->mu);
   mag_unlink(p, m);
   atomic_fetch_add(&p->mag.live, (size_t)net_get(m));
   pthread_mutex_unlock(&p->mu);
   mag_empty(p, m);
+  AK_ASSERT(!_ak_dnode_linked(&m->node) && atomic_load(&m->full) == NULL); /* off the list, emptied */
   free(m);
   if (p->mode->thread_left) p->mode->thread_left(p);
 }
@@ -333,9 +350,11 @@ static void mag_forget(void) {
 static void mags_destroy(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
   for (_ak_pool_mag *m; (m = mag_first(p)) != NULL;) {
+    AK_ASSERT(m->pool == p); /* the pool's list holds its own magazines */
     mag_unlink(p, m);
     free(m);
   }
+  AK_ASSERT(p->mag.list.n == 0 && p->mag.list.head == NULL); /* no magazine outlives its pool */
   pthread_mutex_unlock(&p->mu);
   for (size_t i = 0; i < 8; i++)
     if (tl_cache[i].id == p->id) memset(&tl_cache[i], 0, sizeof tl_cache[i]);
@@ -418,6 +437,7 @@ static void *refill(_ak_pool_impl *p, _ak_pool_mag *m) {
     if (m->takes < 2) m->takes++;
   }
   if (c) n_move(m, n);
+  AK_ASSERT(!c || (n > 0 && n <= AK_MAG_BATCH)); /* a chain of at most one batch */
   return c;
 }
 
@@ -489,6 +509,7 @@ void *_ak_mag_alloc(_ak_pool_impl *p) {
 static void *alloc_counted(_ak_pool_impl *p) {
   _ak_pool_mag *m = mag_is_last(p) ? tl_last.m : mag_or_error(p);
   if (!m) return NULL;
+  AK_ASSERT(m->counted); /* a pool counts every call or none */
   return alloc_slow(p, m, list_take(m));
 }
 
@@ -500,6 +521,7 @@ void _ak_mag_init(_ak_pool_impl *p) {
   pthread_once(&g_barrier_once, barrier_setup);
   _ak_pool_inline_off(p);
   if (mag_counted(p)) p->alloc = alloc_counted;
+  AK_ASSERT(p->pub.cur.hot_slab == 1 && p->pub.tkey == 0); /* the heap inline paths stay off */
   if (p->inline_ok && !mag_counted(p) && !ak_harden_encode && !_ak_config_checked && !p->tracked &&
       !g_fenced) {
     p->pub.mkey = p->id;
@@ -535,6 +557,7 @@ static AK_COLD bool hardened_is_free(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab
 /* `list` (`c`, n objects) is done: it becomes the full batch and the
  * previous full batch goes back to the shared structure. */
 static void spill(_ak_pool_impl *p, _ak_pool_mag *m, void *c, uint32_t n) {
+  AK_ASSERT(c != NULL && n == AK_MAG_BATCH); /* only a whole batch is spilled */
   net_flush(p, m);
   uint32_t old_n = m->full_n;
   m->full_n = n;
@@ -553,6 +576,7 @@ static void drain_self(_ak_pool_impl *p, _ak_pool_mag *m) {
   net_flush(p, m);
   mag_empty(p, m);
   claim_lost(m);
+  AK_ASSERT(n_get(m) == 0 && atomic_load(&m->full) == NULL); /* the magazine holds nothing */
 }
 
 /* The slow free of `o` (slab `s`): `c` is the chain the caller claimed
@@ -609,6 +633,7 @@ static inline void free_in(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab *s, void 
     free_slow(p, m, s, o, c);
     return;
   }
+  AK_ASSERT(n < AK_MAG_BATCH); /* below `hi`, which is at most a batch */
   _ak_chain_set(p, o, c);
   n_set(m, n + 1);
   list_put(m, o);
@@ -648,4 +673,7 @@ void _ak_pool_note_slab(_ak_pool_impl *p, const _ak_slab *s) {
     atomic_store(&p->mag.lo, (uintptr_t)s);
   if ((uintptr_t)s + p->slab_size > atomic_load(&p->mag.hi))
     atomic_store(&p->mag.hi, (uintptr_t)s + p->slab_size);
+  /* Under the mode's lock: `s` lies within the range now. */
+  AK_ASSERT(atomic_load(&p->mag.lo) <= (uintptr_t)s &&
+            (uintptr_t)s + p->slab_size <= atomic_load(&p->mag.hi));
 }

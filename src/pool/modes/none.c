@@ -35,6 +35,7 @@ static void mirror_in(_ak_pool_impl *p) {
     _ak_slab_list_remove(&p->serial.avail, s);
     _ak_pool_slab_put(p, s);
   }
+  AK_ASSERT(p->pub.cur.hot_slab == 0 && p->pub.alt == NULL); /* nothing checked out */
 }
 
 static void mirror_out(_ak_pool_impl *p) {
@@ -42,7 +43,7 @@ static void mirror_out(_ak_pool_impl *p) {
     _ak_pool_inline_off(p);
     return;
   }
-  p->pub.cur.mask = ~(uintptr_t)(p->slab_size - 1);
+  p->pub.cur.mask = _ak_slab_mask(p->slab_size);
   _ak_slab *s = _ak_slab_first(&p->serial.avail);
   if (s) {
     /* Never-used slots go out by address inline, unless they must be
@@ -52,6 +53,7 @@ static void mirror_out(_ak_pool_impl *p) {
     p->pub.cur.hot.first = s->free;
     p->pub.cur.hot_used = s->used;
     p->pub.cur.hot_slab = (uintptr_t)s;
+    AK_ASSERT(s->list == AK_SLAB_AVAIL && s->used <= s->capacity); /* the head of `avail` goes out */
     p->pub.cur.hot_key = s->key; /* the links of `hot` are encoded with it */
     p->pub.cur.bump = s->bump;
     p->pub.cur.bump_end = shuffled ? s->bump : s->end;
@@ -80,6 +82,7 @@ static void *none_alloc_locked(_ak_pool_impl *p) {
     return NULL;
   }
   void *o = _ak_serial_pop(p, true);
+  AK_ASSERT(!o || !p->max_objects || p->serial.live <= p->max_objects); /* the cap holds */
   if (o && AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_live(p, _ak_slab_of(o, p->slab_size), o);
     _ak_pool_track_alloc(p, o);

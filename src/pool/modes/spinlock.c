@@ -41,6 +41,7 @@ static uint32_t spin_take(_ak_pool_impl *p, void **chain) {
     head = o;
   }
   spin_unlock(p);
+  AK_ASSERT(got <= n && (got == 0) == (head == NULL)); /* a chain of `got` objects */
   *chain = head;
   return got;
 }

@@ -1,38 +1,27 @@
 /* SPDX-License-Identifier: MIT */
-/* threads.c - AK_SYNC_THREADS: thread-owned slabs with local and
- * remote free lists (the mimalloc design, per pool).
+/* threads.c - AK_SYNC_THREADS: thread-owned slabs with local and remote
+ * free lists (the mimalloc design, per pool).
  *
  * Each thread that uses a pool gets a heap: the slabs it allocates from.
  * The owner pops and pushes the local free list of its slabs without any
  * atomic operation; another thread frees by pushing onto the slab's remote
  * list (one CAS); the owner collects remote lists (one exchange) when its
- * local lists run dry. When a thread exits, its heaps are abandoned: empty
- * slabs go back, the others wait on the pool's `abandoned` list, where any
- * thread that needs a slab adopts them (and a free into an abandoned slab
- * is done under the pool mutex).
+ * local lists run dry. A thread that exits abandons its heaps: empty slabs
+ * go back, the others wait on the pool's `abandoned` list for a thread to
+ * adopt them (a free into an abandoned slab is done under the pool mutex).
+ * The heap's current slab is "checked out" to the inline paths: its free
+ * list and count live in the heap's public part (_ak_pool_theap) while
+ * the thread works inline; heap_in/heap_out move them back and forth
+ * around every slow operation. The thread finds its heap through the
+ * public thread cache _ak_pool_tcache (by pool id), behind which
+ * modes/tls.c keeps the thread's table and thread exit (_ak_threads_tls).
  *
- * The heap's current slab is "checked out" to the inline paths of
- * arenakit/pool.h: its free list and count live in the heap's public part
- * (_ak_pool_theap: `hot`, `hot_used`) while the thread allocates and frees
- * inline; heap_in/heap_out move them back and forth around every slow
- * operation of the owner. The thread finds its heap through the public
- * thread cache _ak_pool_tcache, keyed by the pool's id; behind it, the
- * thread's table of states, the registry of live pools and thread exit are
- * the shared component modes/tls.c, to which this file gives its hooks
- * (_ak_threads_tls: heap creation, abandon at thread exit, freeing at
- * destroy, cache reset).
- *
- * Call tree:
- *   ak_pool_alloc / ak_pool_free (inline): the heap's current slab, and
- *     frees into other slabs the heap owns that keep an object
- *   threads_alloc: heap_get (thread-local cache) -> pop current slab
- *     -> refill: collect remote lists, then full slabs with remote frees,
- *        then adopt an abandoned slab (mutex), then one of the heap's own
- *        spares (no lock), then a spare of the pool (mutex) or a new slab
- *   threads_free: slab by mask -> owner? push local : remote_free
- *
- * Locks: modes/tls.c's g_mu (the registry of pools, thread exit, destroy)
- * is taken before a pool's `mu` (slab get/put, abandoned list, heap list). */
+ *   threads_alloc: heap_get -> pop current slab -> refill: collect remote
+ *     lists, then full slabs with remote frees, then adopt an abandoned
+ *     slab (mutex), a spare of the heap (no lock) or of the pool, or a new one
+ *   threads_free: _ak_pool_slab_find -> owner? push local : remote_free
+ * Locks: modes/tls.c's g_mu, then a pool's `mu` (slab get/put, the
+ * abandoned list, the heap list). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
@@ -102,6 +91,8 @@ static _ak_slab *heap_checkin(_ak_pool_heap *h) {
  * own leaf locks). Nobody else can reach the slab: it has no live object
  * to be freed into it. */
 static void give_slab(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
+  AK_ASSERT(s->used == 0 && s->list == 0 && atomic_load(&s->owner) == 0); /* empty, unlisted, unowned */
+  AK_ASSERT(_ak_slab_validate(s, "give_slab"));
   if (h->stash.n < p->spare_limit) {
     _ak_pool_slab_reset(s);
     _ak_slab_list_push_front(&h->stash, s, AK_SLAB_SPARE);
@@ -124,6 +115,8 @@ static void give_slab(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
  * slab goes unnoticed, and the freer never touches the slab after its
  * push (the owner may release it at once). */
 static void full_push(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
+  AK_ASSERT(s->heap == h && !s->free && s->bump == s->end); /* no local free slot */
+  AK_ASSERT(_ak_slab_validate(s, "full_push"));
   _ak_slab_list_push_back(&h->full, s, AK_SLAB_FULL);
   void *r = atomic_load_explicit(&s->remote, memory_order_relaxed);
   while (!atomic_compare_exchange_weak_explicit(&s->remote, &r, (void *)((uintptr_t)r | AK_SLAB_REMOTE_FULL),
@@ -140,6 +133,7 @@ static void full_remove(_ak_pool_heap *h, _ak_slab *s) {
          !atomic_compare_exchange_weak_explicit(&s->remote, &r, _ak_slab_remote_list(r), memory_order_relaxed,
                                                 memory_order_relaxed)) {
   }
+  AK_ASSERT(!((uintptr_t)atomic_load(&s->remote) & AK_SLAB_REMOTE_FULL)); /* frees keep the tag off */
 }
 
 /* True if other threads freed into `s` since its last collection. */
@@ -244,6 +238,7 @@ static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
       }
     }
   }
+  AK_ASSERT(h->avail.n == 0 && h->full.n == 0 && h->stash.n == 0); /* every slab handed over */
   heap_unlink(p, h);
 }
 
@@ -289,6 +284,7 @@ static void heaps_destroy(_ak_pool_impl *p) {
     }
     free(h);
   }
+  AK_ASSERT(p->threads.heaps.n == 0); /* no heap outlives its pool */
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -350,6 +346,7 @@ static void collect_abandoned(_ak_pool_impl *p, bool release) {
     (void)_ak_slab_collect(s);
     if (s->used == 0) {
       _ak_slab_list_remove(&p->threads.abandoned, s);
+      AK_ASSERT(atomic_load(&s->owner) == 0 && s->heap == NULL); /* nobody's */
       if (release)
         _ak_pool_slab_release(p, s);
       else
@@ -374,6 +371,7 @@ static void threads_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {
 static _ak_slab *new_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   _ak_slab *s = _ak_pool_slab_new(p, "ak_pool_alloc");
   if (s) {
+    AK_ASSERT(s->used == 0 && s->list == 0); /* fresh */
     s->heap = h;
     atomic_store_explicit(&s->owner, (uintptr_t)h, memory_order_release);
   }
@@ -432,6 +430,7 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   pthread_mutex_unlock(&p->mu);
   if (s) {
     live_sub(h, _ak_slab_collect(s));
+    AK_ASSERT(s->heap == h && s->list == 0 && _ak_slab_validate(s, "take_slab")); /* ours, unlisted */
     return s;
   }
   return new_slab(p, h);
@@ -460,6 +459,7 @@ static void heap_trim(_ak_pool_impl *p, _ak_pool_heap *h) {
       _ak_pool_slab_release(p, s);
     }
   }
+  AK_ASSERT(h->stash.n == 0); /* the heap's own spares went back */
   atomic_store_explicit(&h->trim_req, 0, memory_order_relaxed);
 }
 

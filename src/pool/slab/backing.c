@@ -24,6 +24,7 @@ static void *backing_get(_ak_pool_impl *p, size_t *offset) {
 /* Gives slab memory back to the backing (the guard page made accessible
  * again first where the memory is reused by others: the C heap). */
 void _ak_pool_backing_put(_ak_pool_impl *p, void *m, size_t off) {
+  AK_ASSERT(m != NULL && ((uintptr_t)m & ~_ak_slab_mask(p->slab_size)) == 0); /* a slab, aligned */
   switch (p->backing) {
     case AK_BACKING_HEAP:
       /* A guard that cannot be made writable again must not go back to
@@ -45,6 +46,8 @@ _ak_slab *_ak_pool_slab_new(_ak_pool_impl *p, const char *call) {
     if (p->backing != AK_BACKING_FILE) _ak_pool_error(p, errno ? errno : ENOMEM, call, "out of memory");
     return NULL;
   }
+  /* _ak_slab_of finds the header by masking: slabs are aligned to their size. */
+  AK_ASSERT(((uintptr_t)m & ~_ak_slab_mask(p->slab_size)) == 0);
   /* Hardened: the slab's last page is a guard (the slots end before it). */
   if (p->guard && _ak_os_guard((char *)m + p->slab_size - p->guard, p->guard, true) != 0) {
     int e = errno;
@@ -57,6 +60,7 @@ _ak_slab *_ak_pool_slab_new(_ak_pool_impl *p, const char *call) {
     _ak_pool_error(p, ENOMEM, call, "out of memory for the slab table");
     return NULL;
   }
+  AK_ASSERT(_ak_table_known(&p->table, (uintptr_t)m)); /* known to the checks before any header is read */
   _ak_slab *s = _ak_slab_init(m, p, p->name, p->slab_size - p->guard, p->slot, p->align, _ak_config_checked);
   s->file_offset = off;
   /* The pool's grid (the inline paths' slot_first, the checks' capacity). */
@@ -65,10 +69,12 @@ _ak_slab *_ak_pool_slab_new(_ak_pool_impl *p, const char *call) {
     s->flags |= AK_SLAB_F_TRACKED;
     AK_TRACK_RELEASE((void *)s->start, s->end - s->start);
   }
+  AK_ASSERT(_ak_slab_validate(s, call));
   return s;
 }
 
 void _ak_pool_slab_decommit(_ak_pool_impl *p, _ak_slab *s) {
+  AK_ASSERT(s->used == 0); /* only an empty slab's pages go */
   size_t ps = _ak_os_page_size();
   uintptr_t from = (s->start + ps - 1) & ~(uintptr_t)(ps - 1);
   uintptr_t to = (uintptr_t)s + p->slab_size;
@@ -80,6 +86,7 @@ void _ak_pool_slab_decommit(_ak_pool_impl *p, _ak_slab *s) {
 }
 
 int _ak_pool_slab_recommit(_ak_pool_impl *p, _ak_slab *s) {
+  AK_ASSERT(s->used == 0); /* a spare, about to be used again */
   if (p->backing != AK_BACKING_FILE || _ak_os_file_alloc(p->file.fd, s->file_offset, p->slab_size) == 0)
     return 0;
   int e = errno;

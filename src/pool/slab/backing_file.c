@@ -17,7 +17,7 @@
 #include "pool/pool.h"
 #include "pool/slab/backing.h"
 
-/* The free file slots (pool.h, file_free/file_pos), under file_mu. */
+/* The free file slots (_ak_pool_file: free_slots, pos), under its mu. */
 static void file_slot_push(_ak_pool_impl *p, size_t i) {
   /* Every file slot has a place (file_slots_room); a free one is listed once. */
   AK_ASSERT(i < p->file.cap && p->file.pos[i] == SIZE_MAX && p->file.nfree < p->file.cap);
@@ -43,9 +43,11 @@ static void file_shrink_tail(_ak_pool_impl *p) {
     p->file.size = n * p->slab_size;
     (void)_ak_os_file_resize(p->file.fd, p->file.size);
   }
+  AK_ASSERT(p->file.size % p->slab_size == 0 &&
+            (n == 0 || p->file.pos[n - 1] == SIZE_MAX)); /* no free tail */
 }
 
-/* Room in file_free/file_pos for `n` file slots; false if out of memory. */
+/* Room in free_slots and pos for `n` file slots; false if out of memory. */
 static bool file_slots_room(_ak_pool_impl *p, size_t n) {
   if (n <= p->file.cap) return true;
   size_t cap = p->file.cap ? p->file.cap * 2 : 64;
@@ -57,6 +59,7 @@ static bool file_slots_room(_ak_pool_impl *p, size_t n) {
   for (size_t i = p->file.cap; i < cap; i++) pos[i] = SIZE_MAX;
   p->file.pos = pos;
   p->file.cap = cap;
+  AK_ASSERT(p->file.cap >= n && p->file.nfree <= p->file.cap);
   return true;
 }
 
@@ -101,6 +104,7 @@ static void *file_get(_ak_pool_impl *p, size_t *offset) {
     return NULL;
   }
   if (grown) p->file.size = off + p->slab_size;
+  AK_ASSERT(off + p->slab_size <= p->file.size && p->file.pos[i] == SIZE_MAX); /* a file slot in use */
   *offset = off;
   return m;
 }
@@ -125,6 +129,7 @@ int _ak_pool_file_open(_ak_pool_impl *p, const char *path, const char *call) {
   p->file.path = strdup(path);
   const char *why = NULL;
   p->file.fd = p->file.path ? _ak_os_file_open(path, &why) : -1;
+  AK_ASSERT(p->file.size == 0 && p->file.nfree == 0 && p->file.cap == 0); /* no slot in use yet */
   if (p->file.fd >= 0) return 0;
   int e = p->file.path ? errno : ENOMEM;
   if (why)

@@ -10,6 +10,7 @@
 #include "common/error.h"
 
 size_t _ak_slab_header_size(size_t capacity, size_t align, bool checked) {
+  AK_ASSERT(align > 0 && (align & (align - 1)) == 0); /* the rounding below needs a power of two */
   size_t h = sizeof(_ak_slab) + (checked ? ((capacity + 63) / 64) * sizeof(uint64_t) : 0);
   return (h + align - 1) & ~(align - 1);
 }
@@ -17,6 +18,7 @@ size_t _ak_slab_header_size(size_t capacity, size_t align, bool checked) {
 size_t _ak_slab_capacity(size_t slab_size, size_t slot, size_t align, bool checked) {
   size_t cap = (slab_size - sizeof(_ak_slab)) / slot;
   while (cap > 0 && _ak_slab_header_size(cap, align, checked) + cap * slot > slab_size) cap--;
+  AK_ASSERT(cap < UINT32_MAX); /* `capacity` and `used` are 32-bit */
   return cap;
 }
 
@@ -39,6 +41,8 @@ _ak_slab *_ak_slab_init(void *mem, void *pool, const char *name, size_t slab_siz
   atomic_init(&s->owner, 0);
   /* The slots fit the usable part of the slab, after the header. */
   AK_ASSERT(cap > 0 && s->start >= (uintptr_t)mem + sizeof *s && s->end <= (uintptr_t)mem + slab_size);
+  AK_ASSERT(s->start % align == 0 &&
+            _ak_slab_validate(s, "_ak_slab_init")); /* aligned slots, a valid header */
   return s;
 }
 
@@ -48,6 +52,7 @@ void _ak_slab_carve(_ak_slab *s, size_t bytes) {
   size_t left = (size_t)(s->end - s->bump) / s->slot;
   if (n > left) n = left;
   s->free = _ak_chain_blocks(s->bump, s->slot, n, s->free, s->key, _ak_slab_shuffled(s));
+  AK_ASSERT(n > 0 && n * s->slot <= (size_t)(s->end - s->bump)); /* whole never-used slots */
   s->bump += n * s->slot;
   AK_ASSERT(s->bump <= s->end && (s->bump - s->start) % s->slot == 0); /* on the slot grid */
 }
@@ -91,6 +96,7 @@ static bool list_has(const _ak_slab *s, const void *head, const void *o, size_t 
 }
 
 bool _ak_slab_search(const _ak_slab *s, const void *o, bool local) {
+  AK_ASSERT(_ak_slab_in(s, (uintptr_t)o)); /* the object being freed lies in the slab */
   size_t limit = (size_t)s->capacity + 1;
   return (local && list_has(s, s->free, o, limit)) ||
          list_has(s,

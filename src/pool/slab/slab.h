@@ -9,7 +9,9 @@
  *
  * Slots are carved lazily: `bump` is the first slot never handed out, so a
  * fresh slab touches only the pages it uses. Invariant (owner's view):
- *   used + |free list| + |remote list| + (end - bump) / slot == capacity
+ *   used + |free list| + (end - bump) / slot == capacity
+ * where `used` still counts the objects on the remote list until the
+ * owner collects them (_ak_slab_collect); _ak_slab_validate checks it.
  * Slabs come from a backing (mmap, C heap, or a shared file mapping)
  * through the OS layer; this layer never calls the system itself. */
 #ifndef AK_POOL_SLAB_SLAB_H
@@ -243,18 +245,21 @@ static inline _ak_slab *_ak_slab_first(const _ak_slab_list *l) { return _ak_slab
 
 /** Puts `s` (on no list) first on `l`, a list of kind `which` (AK_SLAB_*). */
 static inline void _ak_slab_list_push_front(_ak_slab_list *l, _ak_slab *s, uint32_t which) {
+  AK_ASSERT(which >= AK_SLAB_AVAIL && which <= AK_SLAB_ABANDONED); /* a listed slab names its list */
   _ak_dlist_push_front(l, &s->node);
   s->list = which;
 }
 
 /** Puts `s` (on no list) last on `l`, a list of kind `which`. */
 static inline void _ak_slab_list_push_back(_ak_slab_list *l, _ak_slab *s, uint32_t which) {
+  AK_ASSERT(which >= AK_SLAB_AVAIL && which <= AK_SLAB_ABANDONED); /* a listed slab names its list */
   _ak_dlist_push_back(l, &s->node);
   s->list = which;
 }
 
 /** Puts `s` (on no list) before `at` on `l` (last if `at` is NULL). */
 static inline void _ak_slab_list_insert_before(_ak_slab_list *l, _ak_slab *at, _ak_slab *s, uint32_t which) {
+  AK_ASSERT(which >= AK_SLAB_AVAIL && which <= AK_SLAB_ABANDONED); /* a listed slab names its list */
   _ak_dlist_insert_before(l, at ? &at->node : NULL, &s->node);
   s->list = which;
 }

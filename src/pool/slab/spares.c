@@ -34,6 +34,7 @@ static _ak_slab *spare_take(_ak_pool_impl *p, bool *failed) {
     return NULL;
   }
   AK_ASSERT(!_ak_dnode_linked(&s->node) && s->used == 0); /* an empty slab on no list */
+  AK_ASSERT(s->list == AK_SLAB_SPARE && _ak_slab_validate(s, "_ak_pool_slab_spare")); /* reset when put */
   return s;
 }
 
@@ -45,11 +46,14 @@ _ak_slab *_ak_pool_slab_spare(_ak_pool_impl *p) {
 _ak_slab *_ak_pool_slab_get(_ak_pool_impl *p) {
   bool failed;
   _ak_slab *s = spare_take(p, &failed);
-  return s || failed ? s : _ak_pool_slab_new(p, "ak_pool_alloc");
+  if (!s && !failed) s = _ak_pool_slab_new(p, "ak_pool_alloc");
+  AK_ASSERT(!s || (s->used == 0 && !_ak_dnode_linked(&s->node) && s->pool == p)); /* empty, unlisted, p's */
+  return s;
 }
 
 void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s) {
-  AK_ASSERT(!_ak_dnode_linked(&s->node)); /* taken off its list first */
+  AK_ASSERT(!_ak_dnode_linked(&s->node));                /* taken off its list first */
+  AK_ASSERT(s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p)); /* a live slab of p, released once */
   _ak_table_del(&p->table, (uintptr_t)s);
   if (p->tracked) AK_TRACK_INTERNAL((void *)s, p->slab_size);
   s->magic = 0;
@@ -67,6 +71,7 @@ void _ak_pool_slab_reset(_ak_slab *s) {
 
 void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s) {
   AK_ASSERT(!_ak_dnode_linked(&s->node)); /* on no list: the spare set holds it by `spare` */
+  AK_ASSERT(s->used == 0 && _ak_slab_validate(s, "_ak_pool_slab_put")); /* empty before it is reset */
   _ak_pool_slab_reset(s);
   s->list = AK_SLAB_SPARE;
   _ak_spare_put(&p->spares, &s->spare, p->slab_size);
