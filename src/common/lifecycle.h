@@ -25,6 +25,6 @@
 
 #define AK_CTOR_RECLAIM 101 /* src/common/reclaim.c: the background thread's */
 #define AK_CTOR_MALLOC 102  /* src/malloc/heap.c: the malloc's fork handlers */
-#define AK_CTOR_POOL 103    /* src/pool/pool_core.c: the pools' fork handlers */
+#define AK_CTOR_POOL 103    /* src/pool/registry.c: the pools' fork handlers */
 
 #endif /* AK_LIFECYCLE_H */
