@@ -36,7 +36,7 @@ _ak_slab *_ak_pool_slab_check(_ak_pool_impl *p, const void *o, const char *call)
     }
   }
   _ak_slab *s = (_ak_slab *)base;
-  if (AK_UNLIKELY(s->magic != (AK_SLAB_MAGIC ^ (uintptr_t)p))) {
+  if (AK_UNLIKELY(s->head.magic != (AK_SLAB_MAGIC ^ (uintptr_t)p))) {
     /* Validated builds: `base` is a live slab of another pool. */
     if (_ak_config_validate)
       _ak_fatal("%s(%p): pointer belongs to pool '%s', not to pool '%s'", call, o, s->name, p->name);
@@ -51,7 +51,7 @@ _ak_slab *_ak_pool_slab_check(_ak_pool_impl *p, const void *o, const char *call)
     _ak_fatal("%s(%p): pointer is inside pool '%s' but not the start of an object (slot %zu bytes)", call, o,
               p->name, p->slot);
   }
-  AK_ASSERT(s->pool == p && _ak_slab_is_slot(s, u)); /* a slot of one of p's slabs */
+  AK_ASSERT(s->head.pool == p && _ak_slab_is_slot(s, u)); /* a slot of one of p's slabs */
   return s;
 }
 

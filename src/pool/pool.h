@@ -193,9 +193,9 @@ _ak_slab *_ak_pool_slab_check(_ak_pool_impl *p, const void *o, const char *call)
  *  (one multiplication, as _ak_pool_on_grid) and the slab map (two loads,
  *  so no header is read that the map does not know). */
 static inline bool _ak_pool_slab_ok(const _ak_pool_impl *p, const void *o, const _ak_slab *s) {
-  if (!_ak_config_validate) return s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p);
+  if (!_ak_config_validate) return s->head.magic == (AK_SLAB_MAGIC ^ (uintptr_t)p);
   return !p->destroyed && _ak_pool_on_grid(&p->pub, o, (uintptr_t)s) && _ak_pool_known_slab((uintptr_t)s) &&
-         s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p);
+         s->head.magic == (AK_SLAB_MAGIC ^ (uintptr_t)p);
 }
 
 /** The slab of `o`, a pointer handed to a free of `p`: _ak_slab_of, its
@@ -243,8 +243,8 @@ static inline _ak_slab *_ak_pool_cur_writeback(const _ak_pool_cur *c) {
   _ak_slab *s = (_ak_slab *)c->hot_slab;
   AK_ASSERT(c->hot_slab > 1 && c->hot_used <= s->capacity && c->bump <= s->end);
   AK_ASSERT(c->bump >= s->start && (c->bump - s->start) % s->slot == 0); /* on the slot grid */
-  s->free = c->hot.first;
-  s->used = (uint32_t)c->hot_used;
+  s->head.free.first = c->hot.first;
+  s->head.used = (uint32_t)c->hot_used;
   s->bump = c->bump;
   return s;
 }
@@ -257,28 +257,29 @@ static inline _ak_slab *_ak_pool_cur_writeback(const _ak_pool_cur *c) {
  *  sorted with the defragmenter, else within the first three positions
  *  (a bounded walk). */
 static inline void _ak_pool_list_place(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
-  AK_ASSERT(s->used < s->capacity); /* it has a free slot */
+  AK_ASSERT(s->head.used < s->capacity); /* it has a free slot */
   bool strict = atomic_load_explicit(&p->defragment, memory_order_relaxed);
   _ak_slab *at = _ak_slab_first(list);
   /* Fullest first: skip slabs holding more objects. The walk is limited
    * to the first three positions; the defragmenter sorts exactly. */
-  for (int depth = 0; at && at->used > s->used && (strict || depth < 2); depth++) at = _ak_slab_next(at);
-  _ak_slab_list_insert_before(list, at, s, s->list ? s->list : AK_SLAB_AVAIL);
+  for (int depth = 0; at && at->head.used > s->head.used && (strict || depth < 2); depth++)
+    at = _ak_slab_next(at);
+  _ak_slab_list_insert_before(list, at, s, s->head.state ? s->head.state : AK_SLAB_AVAIL);
   /* Fullest first: strictly, every slab before `s` holds more objects. */
-  AK_ASSERT(!strict || !_ak_slab_next(s) || _ak_slab_next(s)->used <= s->used);
+  AK_ASSERT(!strict || !_ak_slab_next(s) || _ak_slab_next(s)->head.used <= s->head.used);
 }
 
 /** After `s` lost an object: keeps a defragmented list sorted. */
 static inline void _ak_pool_list_settle(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
   if (!atomic_load_explicit(&p->defragment, memory_order_relaxed)) return;
-  AK_ASSERT(s->list != 0); /* on `list` */
+  AK_ASSERT(s->head.state != 0); /* on `list` */
   _ak_slab *at = _ak_slab_next(s);
-  if (!at || at->used <= s->used) return;
-  uint32_t which = s->list;
+  if (!at || at->head.used <= s->head.used) return;
+  uint32_t which = s->head.state;
   _ak_slab_list_remove(list, s);
-  while (at && at->used > s->used) at = _ak_slab_next(at);
+  while (at && at->head.used > s->head.used) at = _ak_slab_next(at);
   _ak_slab_list_insert_before(list, at, s, which);
-  AK_ASSERT(!at || at->used <= s->used); /* sorted again around `s` */
+  AK_ASSERT(!at || at->head.used <= s->head.used); /* sorted again around `s` */
 }
 
 #endif /* AK_POOL_POOL_H */

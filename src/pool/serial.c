@@ -11,8 +11,8 @@ size_t _ak_serial_live(const _ak_pool_impl *p) {
   if (!_ak_serial_inline(p)) return p->serial.live;
   size_t n = 0;
   for (const _ak_slab *s = _ak_slab_first(&p->serial.avail); s; s = _ak_slab_next(s))
-    n += (uintptr_t)s == p->pub.cur.hot_slab ? p->pub.cur.hot_used : s->used;
-  for (const _ak_slab *s = _ak_slab_first(&p->serial.full); s; s = _ak_slab_next(s)) n += s->used;
+    n += (uintptr_t)s == p->pub.cur.hot_slab ? p->pub.cur.hot_used : s->head.used;
+  for (const _ak_slab *s = _ak_slab_first(&p->serial.full); s; s = _ak_slab_next(s)) n += s->head.used;
   AK_ASSERT(n <= (p->serial.avail.n + p->serial.full.n) * p->capacity);
   return n;
 }
@@ -20,7 +20,8 @@ size_t _ak_serial_live(const _ak_pool_impl *p) {
 int _ak_serial_reserve(_ak_pool_impl *p, size_t n) {
   AK_ASSERT(p->pub.cur.hot_slab <= 1); /* the caller checked the current slab in */
   size_t room = 0;
-  for (_ak_slab *s = _ak_slab_first(&p->serial.avail); s; s = _ak_slab_next(s)) room += s->capacity - s->used;
+  for (_ak_slab *s = _ak_slab_first(&p->serial.avail); s; s = _ak_slab_next(s))
+    room += s->capacity - s->head.used;
   int rc = 0;
   while (room < n) {
     /* Spares are taken onto `avail`, not counted: the reclaim policy could
@@ -43,7 +44,7 @@ void _ak_serial_trim(_ak_pool_impl *p) {
   _ak_spare_drain(&p->spares);
   for (_ak_slab *s = _ak_slab_first(&p->serial.avail), *next; s; s = next) {
     next = _ak_slab_next(s);
-    if (s->used == 0) {
+    if (s->head.used == 0) {
       _ak_slab_list_remove(&p->serial.avail, s);
       _ak_pool_slab_release(p, s);
     }

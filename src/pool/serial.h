@@ -61,8 +61,8 @@ static inline void *_ak_serial_pop(_ak_pool_impl *p, bool may_grow) {
     }
     o = _ak_slab_pop(s);
   }
-  if (!s->free && s->bump == s->end) {
-    AK_ASSERT(s->used == s->capacity); /* no free slot: every slot is out */
+  if (!s->head.free.first && s->bump == s->end) {
+    AK_ASSERT(s->head.used == s->capacity); /* no free slot: every slot is out */
     AK_ASSERT(_ak_slab_validate(s, "_ak_serial_pop"));
     _ak_slab_list_remove(&p->serial.avail, s);
     _ak_slab_list_push_back(&p->serial.full, s, AK_SLAB_FULL);
@@ -78,24 +78,25 @@ static inline void *_ak_serial_pop(_ak_pool_impl *p, bool may_grow) {
  * object was freed, see modes/spinlock.c, and its chain links would make
  * every object of a spilled batch look free). */
 static inline void _ak_serial_push(_ak_pool_impl *p, _ak_slab *s, void *o, bool search) {
-  AK_ASSERT(p->pub.cur.hot_slab <= 1 && s->pool == p); /* nothing checked out; a slab of p */
-  if (AK_UNLIKELY(o == s->free) || (ak_harden_double_free && search && _ak_slab_is_free(s, o, true)))
+  AK_ASSERT(p->pub.cur.hot_slab <= 1 && s->head.pool == p); /* nothing checked out; a slab of p */
+  if (AK_UNLIKELY(o == s->head.free.first) ||
+      (ak_harden_double_free && search && _ak_slab_is_free(s, o, true)))
     _ak_pool_double_free(p, o);
-  bool was_full = s->list == AK_SLAB_FULL;
-  AK_ASSERT(was_full || s->list == AK_SLAB_AVAIL); /* a slab with live objects is listed */
+  bool was_full = s->head.state == AK_SLAB_FULL;
+  AK_ASSERT(was_full || s->head.state == AK_SLAB_AVAIL); /* a slab with live objects is listed */
   _ak_slab_push(s, o);
   AK_ASSERT(!was_full || _ak_slab_validate(s, "_ak_serial_push")); /* one free slot: a short walk */
   p->serial.live--;
   if (was_full) {
     _ak_slab_list_remove(&p->serial.full, s);
-    s->list = AK_SLAB_AVAIL;
+    s->head.state = AK_SLAB_AVAIL;
     _ak_pool_list_place(p, &p->serial.avail, s);
   } else {
     _ak_pool_list_settle(p, &p->serial.avail, s);
   }
   /* An empty slab goes back at once, unless it is the only one left to
    * allocate from (then alloc/free of one object does not map and unmap). */
-  if (s->used == 0 && p->serial.avail.n > 1) {
+  if (s->head.used == 0 && p->serial.avail.n > 1) {
     _ak_slab_list_remove(&p->serial.avail, s);
     _ak_pool_slab_put(p, s);
   }

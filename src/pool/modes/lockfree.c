@@ -155,14 +155,14 @@ static _ak_slab *slab_get(_ak_pool_impl *p) {
   if (!s) return _ak_pool_slab_get(p);
   if (_ak_pool_slab_recommit(p, s) != 0) return NULL;
   _ak_slab_list_remove(&p->lockfree.spare, s);
-  AK_ASSERT(!_ak_dnode_linked(&s->node) && s->used == 0); /* an empty slab on no list */
+  AK_ASSERT(!_ak_dnode_linked(&s->node) && s->head.used == 0); /* an empty slab on no list */
   return s;
 }
 
 static int push_slab(_ak_pool_impl *p) {
   _ak_slab *s = slab_get(p);
   if (!s) return errno ? errno : ENOMEM;
-  AK_ASSERT(s->used == 0 && !_ak_dnode_linked(&s->node)); /* an empty slab on no list */
+  AK_ASSERT(s->head.used == 0 && !_ak_dnode_linked(&s->node)); /* an empty slab on no list */
   if ((uintptr_t)s + p->slab_size - 1 > PTR_MASK) {
     _ak_pool_slab_release(p, s);
     _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "slab address does not fit 48 bits");
@@ -170,17 +170,18 @@ static int push_slab(_ak_pool_impl *p) {
   }
   _ak_slab_list_push_back(&p->lockfree.full, s, AK_SLAB_FULL); /* listed for trim/destroy */
   _ak_pool_note_slab(p, s);
-  s->free = NULL;
+  s->head.free.first = NULL;
   s->bump = s->start;
   if (p->tracked) AK_TRACK_INTERNAL((void *)s->start, s->end - s->start);
   _ak_slab_carve(s, (size_t)(s->end - s->start));
   if (p->tracked && p->slot > 2 * sizeof(void *)) /* the two link words readable, the rest poisoned */
     for (uintptr_t o = s->start; o < s->end; o += p->slot)
       AK_TRACK_RELEASE((void *)(o + 2 * sizeof(void *)), p->slot - 2 * sizeof(void *));
-  void *first = s->free;
-  s->free = NULL;
-  s->used = s->capacity; /* the slots now belong to the stack */
-  AK_ASSERT(first != NULL && s->bump == s->end && s->list == AK_SLAB_FULL); /* every slot carved, listed */
+  void *first = s->head.free.first;
+  s->head.free.first = NULL;
+  s->head.used = s->capacity; /* the slots now belong to the stack */
+  AK_ASSERT(first != NULL && s->bump == s->end &&
+            s->head.state == AK_SLAB_FULL); /* every slot carved, listed */
   (void)push_chain(p, first);
   return 0;
 }
@@ -222,7 +223,7 @@ static uint32_t lockfree_take(_ak_pool_impl *p, void **chain) {
           (ak_harden_links && AK_UNLIKELY(!_ak_pool_plausible(p, (uintptr_t)next))))
         corrupt(p, top, next);
       if (n < AK_MAG_BATCH) atomic_fetch_sub(&p->mag.lf_out, AK_MAG_BATCH - n);
-      AK_ASSERT(_ak_slab_of(top, p->slab_size)->pool == p); /* a slot of one of p's slabs */
+      AK_ASSERT(_ak_slab_of(top, p->slab_size)->head.pool == p); /* a slot of one of p's slabs */
       *chain = top;
       return n;
     }
@@ -276,7 +277,7 @@ static size_t lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n) {
 static bool lockfree_on_stack(_ak_pool_impl *p, void *o) {
   if (!_ak_pool_plausible(p, (uintptr_t)decode(p, o, _ak_link_word(o, 0)))) return false;
   pthread_mutex_lock(&p->mu);
-  bool spare = _ak_slab_of(o, p->slab_size)->list == AK_SLAB_SPARE;
+  bool spare = _ak_slab_of(o, p->slab_size)->head.state == AK_SLAB_SPARE;
   pthread_mutex_unlock(&p->mu);
   if (spare) return true;
   size_t limit = (atomic_load_explicit(&p->mag.hi, memory_order_relaxed) -
@@ -329,9 +330,9 @@ static bool takedown(_ak_pool_impl *p) {
   while (_ak_slab_first(&p->lockfree.full)) {
     _ak_slab *s = _ak_slab_first(&p->lockfree.full);
     _ak_slab_list_remove(&p->lockfree.full, s);
-    s->free = NULL;
+    s->head.free.first = NULL;
     s->bump = s->start;
-    s->used = 0;
+    s->head.used = 0;
     _ak_slab_list_push_back(&p->lockfree.spare, s, AK_SLAB_SPARE);
   }
   AK_ASSERT(p->lockfree.full.n == 0); /* every slab is a spare now */

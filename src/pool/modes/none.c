@@ -26,12 +26,12 @@ static void mirror_in(_ak_pool_impl *p) {
   if (p->pub.cur.hot_slab <= 1) return;
   _ak_slab *s = _ak_pool_cur_writeback(&p->pub.cur);
   /* The current slab is the head of `avail`, its state checked out. */
-  AK_ASSERT(s->list == AK_SLAB_AVAIL && _ak_slab_first(&p->serial.avail) == s);
+  AK_ASSERT(s->head.state == AK_SLAB_AVAIL && _ak_slab_first(&p->serial.avail) == s);
   p->pub.cur.hot.first = NULL;
   p->pub.cur.hot_slab = 0;
   p->pub.cur.bump = p->pub.cur.bump_end = 0;
   p->pub.alt = NULL; /* its list and count live in its header: nothing to copy */
-  if (s->used == 0 && p->serial.avail.n > 1) {
+  if (s->head.used == 0 && p->serial.avail.n > 1) {
     _ak_slab_list_remove(&p->serial.avail, s);
     _ak_pool_slab_put(p, s);
   }
@@ -49,12 +49,13 @@ static void mirror_out(_ak_pool_impl *p) {
     /* Never-used slots go out by address inline, unless they must be
      * shuffled: then they are carved into `hot` in random order. */
     bool shuffled = _ak_slab_shuffled(s);
-    if (shuffled && !s->free && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
-    p->pub.cur.hot.first = s->free;
-    p->pub.cur.hot_used = s->used;
+    if (shuffled && !s->head.free.first && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
+    p->pub.cur.hot.first = s->head.free.first;
+    p->pub.cur.hot_used = s->head.used;
     p->pub.cur.hot_slab = (uintptr_t)s;
-    AK_ASSERT(s->list == AK_SLAB_AVAIL && s->used <= s->capacity); /* the head of `avail` goes out */
-    p->pub.cur.hot_key = s->key; /* the links of `hot` are encoded with it */
+    AK_ASSERT(s->head.state == AK_SLAB_AVAIL &&
+              s->head.used <= s->capacity); /* the head of `avail` goes out */
+    p->pub.cur.hot_key = s->head.key;       /* the links of `hot` are encoded with it */
     p->pub.cur.bump = s->bump;
     p->pub.cur.bump_end = shuffled ? s->bump : s->end;
     /* The next slab serves the inline allocations once this one is full

@@ -91,7 +91,7 @@ static _ak_slab *heap_checkin(_ak_pool_heap *h) {
  * own leaf locks). Nobody else can reach the slab: it has no live object
  * to be freed into it. */
 static void give_slab(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
-  AK_ASSERT(s->used == 0 && s->list == 0 && atomic_load(&s->owner) == 0); /* empty, unlisted, unowned */
+  AK_ASSERT(!s->head.used && !s->head.state && !_ak_slab_owner(s, __ATOMIC_RELAXED)); /* empty, unowned */
   AK_ASSERT(_ak_slab_validate(s, "give_slab"));
   if (h->stash.n < p->spare_limit) {
     _ak_pool_slab_reset(s);
@@ -115,7 +115,7 @@ static void give_slab(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
  * slab goes unnoticed, and the freer never touches the slab after its
  * push (the owner may release it at once). */
 static void full_push(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
-  AK_ASSERT(s->heap == h && !s->free && s->bump == s->end); /* no local free slot */
+  AK_ASSERT(s->heap == h && !s->head.free.first && s->bump == s->end); /* no local free slot */
   AK_ASSERT(_ak_slab_validate(s, "full_push"));
   _ak_slab_list_push_back(&h->full, s, AK_SLAB_FULL);
   void *r = atomic_load_explicit(&s->remote, memory_order_relaxed);
@@ -147,9 +147,9 @@ static inline bool has_remote(_ak_slab *s) {
  * caller is about to free into. */
 static void heap_in(_ak_pool_impl *p, _ak_pool_heap *h, const _ak_slab *keep) {
   _ak_slab *s = heap_checkin(h);
-  if (s && s != keep && s->used == 0 && h->avail.n > 1) {
+  if (s && s != keep && s->head.used == 0 && h->avail.n > 1) {
     _ak_slab_list_remove(&h->avail, s);
-    atomic_store(&s->owner, 0);
+    _ak_slab_set_owner(s, 0, __ATOMIC_SEQ_CST);
     give_slab(p, h, s);
   }
 }
@@ -162,13 +162,13 @@ static void heap_out(_ak_pool_impl *p, _ak_pool_heap *h) {
   _ak_slab *s = _ak_slab_first(&h->avail);
   if (s) {
     /* Never-used slots go inline by address, unless shuffled (carved into `hot`). */
-    AK_ASSERT(s->list == AK_SLAB_AVAIL && s->heap == h); /* the head of the heap's `avail` */
+    AK_ASSERT(s->head.state == AK_SLAB_AVAIL && s->heap == h); /* the head of the heap's `avail` */
     bool shuffled = _ak_slab_shuffled(s);
-    if (shuffled && !s->free && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
-    h->pub.cur.hot.first = s->free;
-    __atomic_store_n(&h->hot_base, s->used, __ATOMIC_RELAXED);
-    __atomic_store_n(&h->pub.cur.hot_used, s->used, __ATOMIC_RELAXED);
-    h->pub.cur.hot_key = s->key; /* the links of `hot` are encoded with it */
+    if (shuffled && !s->head.free.first && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
+    h->pub.cur.hot.first = s->head.free.first;
+    __atomic_store_n(&h->hot_base, s->head.used, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->pub.cur.hot_used, s->head.used, __ATOMIC_RELAXED);
+    h->pub.cur.hot_key = s->head.key; /* the links of `hot` are encoded with it */
     h->pub.cur.bump = s->bump;
     h->pub.cur.bump_end = shuffled ? s->bump : s->end;
     /* Last: a fork child must read a dead thread's torn check-out as none. */
@@ -227,10 +227,10 @@ static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
     while (_ak_slab_first(lists[i])) {
       _ak_slab *s = _ak_slab_first(lists[i]);
       _ak_slab_list_remove(lists[i], s);
-      atomic_store(&s->owner, 0);
+      _ak_slab_set_owner(s, 0, __ATOMIC_SEQ_CST);
       s->heap = NULL;
       live_sub(h, _ak_slab_collect(s));
-      if (s->used == 0) {
+      if (s->head.used == 0) {
         _ak_pool_slab_put(p, s);
       } else {
         _ak_slab_list_push_back(&p->threads.abandoned, s, AK_SLAB_ABANDONED);
@@ -245,7 +245,7 @@ static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
 /* Live objects of the abandoned slabs: their `used` (under p->mu). */
 static size_t abandoned_live(_ak_pool_impl *p) {
   size_t n = 0;
-  for (_ak_slab *s = _ak_slab_first(&p->threads.abandoned); s; s = _ak_slab_next(s)) n += s->used;
+  for (_ak_slab *s = _ak_slab_first(&p->threads.abandoned); s; s = _ak_slab_next(s)) n += s->head.used;
   return n;
 }
 
@@ -305,7 +305,7 @@ static void fork_adopt(uintptr_t x, void *ctx) {
   fork_scan *f = ctx;
   _ak_slab *s = (_ak_slab *)x;
   if (!s->heap || s->heap == f->mine) return; /* the pool's, or the caller's */
-  atomic_store(&s->owner, 0);
+  _ak_slab_set_owner(s, 0, __ATOMIC_SEQ_CST);
   s->heap = NULL;
   (void)_ak_slab_collect(s);
   /* Its heap's list is given up unread (it may be torn): the slab leaves it
@@ -344,9 +344,9 @@ static void collect_abandoned(_ak_pool_impl *p, bool release) {
   for (_ak_slab *s = _ak_slab_first(&p->threads.abandoned), *next; s; s = next) {
     next = _ak_slab_next(s);
     (void)_ak_slab_collect(s);
-    if (s->used == 0) {
+    if (s->head.used == 0) {
       _ak_slab_list_remove(&p->threads.abandoned, s);
-      AK_ASSERT(atomic_load(&s->owner) == 0 && s->heap == NULL); /* nobody's */
+      AK_ASSERT(_ak_slab_owner(s, __ATOMIC_SEQ_CST) == 0 && s->heap == NULL); /* nobody's */
       if (release)
         _ak_pool_slab_release(p, s);
       else
@@ -371,9 +371,9 @@ static void threads_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {
 static _ak_slab *new_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   _ak_slab *s = _ak_pool_slab_new(p, "ak_pool_alloc");
   if (s) {
-    AK_ASSERT(s->used == 0 && s->list == 0); /* fresh */
+    AK_ASSERT(s->head.used == 0 && s->head.state == 0); /* fresh */
     s->heap = h;
-    atomic_store_explicit(&s->owner, (uintptr_t)h, memory_order_release);
+    _ak_slab_set_owner(s, (uintptr_t)h, __ATOMIC_RELEASE);
   }
   return s;
 }
@@ -401,7 +401,7 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
       if (!s) return new_slab(p, h);
       s->heap = h;
     }
-    atomic_store(&s->owner, (uintptr_t)h);
+    _ak_slab_set_owner(s, (uintptr_t)h, __ATOMIC_SEQ_CST);
     return s;
   }
   pthread_mutex_lock(&p->mu);
@@ -411,7 +411,7 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
     if (s) {
       _ak_slab_list_remove(&p->threads.abandoned, s);
       /* Its live objects now count for this heap. */
-      live_add(h, s->used);
+      live_add(h, s->head.used);
     } else if ((s = _ak_slab_first(&h->stash)) != NULL) { /* `adopt` was stale */
       _ak_slab_list_remove(&h->stash, s);
     } else {
@@ -425,7 +425,7 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   }
   if (s) {
     s->heap = h;
-    atomic_store(&s->owner, (uintptr_t)h);
+    _ak_slab_set_owner(s, (uintptr_t)h, __ATOMIC_SEQ_CST);
   }
   pthread_mutex_unlock(&p->mu);
   if (s) {
@@ -453,9 +453,9 @@ static void heap_trim(_ak_pool_impl *p, _ak_pool_heap *h) {
   for (_ak_slab *s = _ak_slab_first(&h->avail), *next; s; s = next) {
     next = _ak_slab_next(s);
     live_sub(h, _ak_slab_collect(s));
-    if (s->used == 0) {
+    if (s->head.used == 0) {
       _ak_slab_list_remove(&h->avail, s);
-      atomic_store(&s->owner, 0);
+      _ak_slab_set_owner(s, 0, __ATOMIC_SEQ_CST);
       _ak_pool_slab_release(p, s);
     }
   }
@@ -516,7 +516,7 @@ static void *heap_alloc(_ak_pool_impl *p, _ak_pool_heap *h) {
     s = _ak_slab_first(&h->avail);
   }
   live_add(h, 1);
-  if (!s->free && s->bump == s->end) {
+  if (!s->head.free.first && s->bump == s->end) {
     _ak_slab_list_remove(&h->avail, s);
     full_push(p, h, s);
   }
@@ -559,14 +559,14 @@ static inline void check_double_free(_ak_pool_impl *p, _ak_slab *s, void *o, boo
 }
 
 static void remote_free(_ak_pool_impl *p, _ak_slab *s, void *o) {
-  if (atomic_load_explicit(&s->owner, memory_order_acquire) == 0) {
+  if (_ak_slab_owner(s, __ATOMIC_ACQUIRE) == 0) {
     /* Abandoned: nobody owns the local list; work on it under the mutex. */
     pthread_mutex_lock(&p->mu);
-    if (atomic_load(&s->owner) == 0) {
+    if (_ak_slab_owner(s, __ATOMIC_SEQ_CST) == 0) {
       check_double_free(p, s, o, true);
       _ak_slab_push(s, o);
       (void)_ak_slab_collect(s);
-      if (s->used == 0) {
+      if (s->head.used == 0) {
         _ak_slab_list_remove(&p->threads.abandoned, s);
         _ak_pool_slab_put(p, s);
       }
@@ -600,14 +600,14 @@ static void threads_free(_ak_pool_impl *p, void *o) {
   }
   if (p->max_objects) atomic_fetch_sub_explicit(&p->threads.live, 1, memory_order_relaxed);
   _ak_pool_heap *h = heap_get(p, false);
-  if (!h || atomic_load_explicit(&s->owner, memory_order_relaxed) != (uintptr_t)h) {
+  if (!h || _ak_slab_owner(s, __ATOMIC_RELAXED) != (uintptr_t)h) {
     remote_free(p, s, o);
     return;
   }
   heap_in(p, h, s);
-  if (AK_UNLIKELY(o == s->free)) _ak_pool_double_free(p, o);
+  if (AK_UNLIKELY(o == s->head.free.first)) _ak_pool_double_free(p, o);
   check_double_free(p, s, o, true);
-  bool was_full = s->list == AK_SLAB_FULL;
+  bool was_full = s->head.state == AK_SLAB_FULL;
   _ak_slab_push(s, o);
   live_sub(h, 1);
   if (was_full) {
@@ -617,9 +617,9 @@ static void threads_free(_ak_pool_impl *p, void *o) {
     if (AK_UNLIKELY(atomic_load_explicit(&p->defragment, memory_order_relaxed)))
       _ak_pool_list_settle(p, &h->avail, s);
   }
-  if (s->used == 0 && h->avail.n > 1) {
+  if (s->head.used == 0 && h->avail.n > 1) {
     _ak_slab_list_remove(&h->avail, s);
-    atomic_store(&s->owner, 0);
+    _ak_slab_set_owner(s, 0, __ATOMIC_SEQ_CST);
     give_slab(p, h, s);
   }
   heap_out(p, h);
@@ -653,7 +653,7 @@ static int threads_reserve(_ak_pool_impl *p, size_t n) {
   }
   heap_in(p, h, NULL);
   size_t room = 0;
-  for (_ak_slab *s = _ak_slab_first(&h->avail); s; s = _ak_slab_next(s)) room += s->capacity - s->used;
+  for (_ak_slab *s = _ak_slab_first(&h->avail); s; s = _ak_slab_next(s)) room += s->capacity - s->head.used;
   int rc = 0;
   while (room < n) {
     _ak_slab *s = _ak_slab_first(&h->stash);
@@ -669,7 +669,7 @@ static int threads_reserve(_ak_pool_impl *p, size_t n) {
       break;
     }
     s->heap = h;
-    atomic_store(&s->owner, (uintptr_t)h);
+    _ak_slab_set_owner(s, (uintptr_t)h, __ATOMIC_SEQ_CST);
     _ak_slab_list_push_back(&h->avail, s, AK_SLAB_AVAIL);
     room += s->capacity;
   }

@@ -74,7 +74,7 @@ _ak_slab *_ak_pool_slab_new(_ak_pool_impl *p, const char *call) {
 }
 
 void _ak_pool_slab_decommit(_ak_pool_impl *p, _ak_slab *s) {
-  AK_ASSERT(s->used == 0); /* only an empty slab's pages go */
+  AK_ASSERT(s->head.used == 0); /* only an empty slab's pages go */
   size_t ps = _ak_os_page_size();
   uintptr_t from = (s->start + ps - 1) & ~(uintptr_t)(ps - 1);
   uintptr_t to = (uintptr_t)s + p->slab_size;
@@ -86,7 +86,7 @@ void _ak_pool_slab_decommit(_ak_pool_impl *p, _ak_slab *s) {
 }
 
 int _ak_pool_slab_recommit(_ak_pool_impl *p, _ak_slab *s) {
-  AK_ASSERT(s->used == 0); /* a spare, about to be used again */
+  AK_ASSERT(s->head.used == 0); /* a spare, about to be used again */
   if (p->backing != AK_BACKING_FILE || _ak_os_file_alloc(p->file.fd, s->file_offset, p->slab_size) == 0)
     return 0;
   int e = errno;

@@ -33,8 +33,9 @@ static _ak_slab *spare_take(_ak_pool_impl *p, bool *failed) {
     *failed = true;
     return NULL;
   }
-  AK_ASSERT(!_ak_dnode_linked(&s->node) && s->used == 0); /* an empty slab on no list */
-  AK_ASSERT(s->list == AK_SLAB_SPARE && _ak_slab_validate(s, "_ak_pool_slab_spare")); /* reset when put */
+  AK_ASSERT(!_ak_dnode_linked(&s->node) && s->head.used == 0); /* an empty slab on no list */
+  AK_ASSERT(s->head.state == AK_SLAB_SPARE &&
+            _ak_slab_validate(s, "_ak_pool_slab_spare")); /* reset when put */
   return s;
 }
 
@@ -47,33 +48,34 @@ _ak_slab *_ak_pool_slab_get(_ak_pool_impl *p) {
   bool failed;
   _ak_slab *s = spare_take(p, &failed);
   if (!s && !failed) s = _ak_pool_slab_new(p, "ak_pool_alloc");
-  AK_ASSERT(!s || (s->used == 0 && !_ak_dnode_linked(&s->node) && s->pool == p)); /* empty, unlisted, p's */
+  AK_ASSERT(!s || (s->head.used == 0 && !_ak_dnode_linked(&s->node) &&
+                   s->head.pool == p)); /* empty, unlisted, p's */
   return s;
 }
 
 void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s) {
-  AK_ASSERT(!_ak_dnode_linked(&s->node));                /* taken off its list first */
-  AK_ASSERT(s->magic == (AK_SLAB_MAGIC ^ (uintptr_t)p)); /* a live slab of p, released once */
+  AK_ASSERT(!_ak_dnode_linked(&s->node));                     /* taken off its list first */
+  AK_ASSERT(s->head.magic == (AK_SLAB_MAGIC ^ (uintptr_t)p)); /* a live slab of p, released once */
   _ak_table_del(&p->table, (uintptr_t)s);
   if (p->tracked) AK_TRACK_INTERNAL((void *)s, p->slab_size);
-  s->magic = 0;
+  s->head.magic = 0;
   _ak_pool_backing_put(p, s, s->file_offset);
 }
 
 void _ak_pool_slab_reset(_ak_slab *s) {
   /* A reused slab starts from scratch: carving is lazy again (no slot is
    * touched before it is handed out, and no cold list is chased). */
-  s->free = NULL;
+  s->head.free.first = NULL;
   s->bump = s->start;
-  s->used = 0;
+  s->head.used = 0;
   s->flags |= AK_SLAB_F_REUSED;
 }
 
 void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s) {
   AK_ASSERT(!_ak_dnode_linked(&s->node)); /* on no list: the spare set holds it by `spare` */
-  AK_ASSERT(s->used == 0 && _ak_slab_validate(s, "_ak_pool_slab_put")); /* empty before it is reset */
+  AK_ASSERT(s->head.used == 0 && _ak_slab_validate(s, "_ak_pool_slab_put")); /* empty before it is reset */
   _ak_pool_slab_reset(s);
-  s->list = AK_SLAB_SPARE;
+  s->head.state = AK_SLAB_SPARE;
   _ak_spare_put(&p->spares, &s->spare, p->slab_size);
 }
 
