@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* pool.h - the pool: what every part of the pool component shares
- * (internal). The parts, bottom up; a part calls only parts below it:
+ * (internal). The parts, bottom up:
  *   slab/        one slab (slab.c), where slabs are (map.c: the slab
  *                table and the process-wide slab map), where their memory
  *                comes from (backing.c: anonymous memory and the C heap,
@@ -15,9 +15,10 @@
  *                and what the concurrent modes share (pool/modes.h): the
  *                per-thread state registry (tls.c) and the magazine front
  *                of SPINLOCK and LOCKFREE (magazine.c). A mode reaches
- *                another only through the mode table.
+ *                another mode only through the mode table.
  *   pool.c       the API: options, create, destroy, dispatch to p->mode
- * No header includes one of a part above it. */
+ * No include or call cycle between files, slab/ includes no mode, no file
+ * of modes/ includes another (tests/check_pool_layout.sh). */
 #ifndef AK_POOL_POOL_H
 #define AK_POOL_POOL_H
 
