@@ -149,8 +149,9 @@ int run_main(int argc, char **argv) {
       rc |= run_scenario(*s, opts, allocs, missing, req.plot, all_pass, prepared[s->name], progress);
     }
   if (!req.hardened.exe.empty()) rc |= hardened_cost(req.todo, prepared, opts, req.hardened, all_pass);
-  std::printf("ak_bench: done in %s s (%zu scenario(s)%s); results in %s/\n", fmt_num(now_s() - t0, 0).c_str(),
-              req.todo.size(), opts.quick ? ", --quick" : "", opts.out_dir.c_str());
+  std::printf("ak_bench: done in %s s (%zu scenario(s)%s); results in %s/\n",
+              fmt_num(now_s() - t0, 0).c_str(), req.todo.size(), opts.quick ? ", --quick" : "",
+              opts.out_dir.c_str());
   if (rc) return 1;
   if (opts.strict && !all_pass) return 1;
   return 0;

@@ -19,6 +19,7 @@
 #ifndef AK_BENCH_MW_COMMON_H
 #define AK_BENCH_MW_COMMON_H
 
+#include <dlfcn.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -56,8 +57,8 @@ using akb::fmt;
 
 // Column order of the tables (those that ran).
 inline const std::vector<std::string> &column_order() {
-  static const std::vector<std::string> c = {"arenakit", "glibc",    "simple",
-                                             "jemalloc", "tcmalloc", "mimalloc"};
+  static const std::vector<std::string> c = {"arenakit", "arenakit+prof", "glibc",   "simple",
+                                             "jemalloc", "tcmalloc",      "mimalloc"};
   return c;
 }
 
@@ -108,7 +109,9 @@ inline std::string self_label() {
 // simple in the glibc child; only arenakit with `arenakit_only` (the
 // hardened-build cost: the path is this ak_bench's build's
 // libarenakit-malloc.so, so a hardened ak_bench measures the hardened one).
-inline std::vector<Column> child_columns(bool arenakit_only = false) {
+// `with_prof`: also "arenakit+prof", the drop-in with the heap profiler
+// started at default sampling (start_profiler_if_asked, in the child).
+inline std::vector<Column> child_columns(bool arenakit_only = false, bool with_prof = false) {
   std::vector<Column> cols = {{self_label(), ""}};
   const char *pre = std::getenv("LD_PRELOAD");
   if (arenakit_only && (!pre || !*pre)) {
@@ -120,9 +123,10 @@ inline std::vector<Column> child_columns(bool arenakit_only = false) {
     return cols;
   }
   if (!pre || !*pre) {
-    if (*AKB_ARENAKIT_MALLOC && access(AKB_ARENAKIT_MALLOC, R_OK) == 0)
+    if (*AKB_ARENAKIT_MALLOC && access(AKB_ARENAKIT_MALLOC, R_OK) == 0) {
       cols.insert(cols.begin(), Column{"arenakit", AKB_ARENAKIT_MALLOC});
-    else
+      if (with_prof) cols.insert(cols.begin() + 1, Column{"arenakit+prof", AKB_ARENAKIT_MALLOC});
+    } else
       std::fprintf(stderr, "ak_bench: no arenakit column: %s not built\n", AKB_ARENAKIT_MALLOC);
     if (*AKB_SIMPLE_MALLOC && access(AKB_SIMPLE_MALLOC, R_OK) == 0)
       cols.push_back(Column{"simple", AKB_SIMPLE_MALLOC});
@@ -142,6 +146,14 @@ inline double proc_status_bytes(const char *field) {
   return NAN;
 }
 
+// The 1-minute load average (/proc/loadavg; NaN if unreadable): on a shared
+// machine, how many processes competed for its cores while a child ran.
+inline double load_average() {
+  std::ifstream f("/proc/loadavg");
+  double v = NAN;
+  return (f >> v) ? v : NAN;
+}
+
 // Minor page faults of this process so far (getrusage, every thread):
 // each one a page the kernel had to find and zero or map, 10-30 us under
 // load on this machine. A workload reports the difference across its run.
@@ -149,6 +161,20 @@ inline double minor_faults() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   return static_cast<double>(ru.ru_minflt);
+}
+
+// In a sub-process of the "arenakit+prof" column: starts the preloaded
+// drop-in's heap profiler (ak_prof_start, found with dlsym: the runner
+// does not link the library) at its default sampling. False when the
+// column is another one, or the symbol is missing.
+inline bool start_profiler_if_asked() {
+  if (self_label() != "arenakit+prof") return false;
+  auto start = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "ak_prof_start"));
+  if (!start || start() != 0) {
+    std::fprintf(stderr, "ak_bench: arenakit+prof: ak_prof_start %s\n", start ? "failed" : "not found");
+    return false;
+  }
+  return true;
 }
 
 struct SubResult {

@@ -10,7 +10,8 @@ table,row,allocator,value,unit); every table becomes one panel titled with
 the table's title in words, taken from the scenario's report beside the CSV
 (<scenario>.md, its "### " headings in table order; without it, the table's
 id). A group of bars per row, one bar per allocator (one colour per allocator
-in every panel), each bar labelled with its value. Tables whose unit is "x" (ratios) get a line at 1. A panel whose
+in every panel and plot, ALLOC_COLORS), each bar labelled with its value; a
+missing value is marked "n/a" on the axis. Tables whose unit is "x" (ratios) get a line at 1. A panel whose
 positive values span more than a factor of 30 gets a log scale, said in
 its axis label. "vsT_..." tables (rows: thread counts such as
 "4 (oversubscribed)") are line charts against the number of threads;
@@ -37,11 +38,13 @@ from collections import OrderedDict
 COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c",
           "#ccb974", "#64b5cd"]
 
-# One colour per allocator, the same in every panel, for tables whose columns
-# are all allocators (a table that lacks a column keeps the others' colours);
-# other tables take COLORS in column order. The malloc scenarios' column
-# order (arenakit, glibc, simple, jemalloc, tcmalloc, mimalloc) gets COLORS
-# in order, as before.
+# One colour per allocator, the same in every panel and every plot, for
+# tables whose columns are all allocators (a table that lacks a column keeps
+# the others' colours); other tables take COLORS in column order. A column
+# is found by its label, else by its label without "malloc "/"new/delete "
+# in front ("malloc glibc" is glibc) or " malloc" behind ("arenakit
+# malloc" is arenakit, the drop-in malloc). arenakit's arena and pool are
+# allocators of their own (ak_arena, ak_pool), apart from its malloc.
 ALLOC_COLORS = {
     "arenakit": COLORS[0],
     "glibc": COLORS[1],
@@ -49,19 +52,43 @@ ALLOC_COLORS = {
     "jemalloc": COLORS[3],
     "tcmalloc": COLORS[4],
     "mimalloc": COLORS[5],
+    "arenakit+prof": "#8fb3e0",  # the drop-in with the heap profiler on
+    "ak_arena": "#3a2d8c",
+    "ak_arena + buffer": "#a99be0",
+    "ak_pool": "#1f2f6b",
+    "pmr monotonic": COLORS[8],
+    "pmr monotonic + buffer": "#7d6f1e",
+    "mi_heap": "#4a3426",
+    "boost::object_pool": COLORS[6],
+    "boost::pool<>": "#9c2f7e",
+    "pmr unsynchronized_pool": COLORS[9],
+    "pmr synchronized_pool": "#1f6f80",
 }
+ALLOC_ALIASES = {"arenakit (ak_pool)": "ak_pool"}
+
+
+def alloc_key(label):
+    """The ALLOC_COLORS key of a column label; None if it is not an allocator."""
+    label = ALLOC_ALIASES.get(label, label)
+    bare = re.sub(r"^(malloc|new/delete) ", "", label)
+    for cand in (label, bare, re.sub(r" malloc$", "", bare)):
+        if cand in ALLOC_COLORS:
+            return cand
+    return None
 
 
 def column_colors(allocs):
     """The colour of each column of a table, in order."""
-    if allocs and all(a in ALLOC_COLORS for a in allocs):
-        return [ALLOC_COLORS[a] for a in allocs]
+    keys = [alloc_key(a) for a in allocs]
+    if allocs and all(keys):
+        return [ALLOC_COLORS[k] for k in keys]
     return [COLORS[i % len(COLORS)] for i in range(len(allocs))]
 
 # Axis labels in words for the units ak_bench writes.
 UNIT_WORDS = {
     "s": "time (seconds)",
     "ns": "time (ns)",
+    "us": "time (\u00b5s)",
     "ns/op": "time per operation (ns)",
     "MiB": "memory (MiB)",
     "x": "ratio (x)",
@@ -183,7 +210,10 @@ def bar_chart(ax, t):
         ys = [t["rows"][row].get(a, math.nan) for row in rows]
         bars = ax.bar(xs, ys, width * 0.95, label=a, color=color)
         for b, y in zip(bars, ys):
-            if math.isnan(y):
+            if math.isnan(y):  # missing: "n/a" standing on the axis where the bar would be
+                ax.annotate("n/a", (b.get_x() + b.get_width() / 2, 0.0), xycoords=("data", "axes fraction"),
+                            ha="center", va="bottom", rotation=90, fontsize=fontsize, color="#808080",
+                            xytext=(0, 2), textcoords="offset points")
                 continue
             text = ("%.0f" if abs(y) >= 100 else "%.3g") % y
             ax.annotate(text, (b.get_x() + b.get_width() / 2, y), ha="center", va="bottom", rotation=90,
@@ -206,6 +236,13 @@ def bar_chart(ax, t):
     if unit == "x":
         ax.axhline(1.0, color="black", linewidth=0.6)
     log, pos = set_value_scale(ax, t, UNIT_WORDS.get(unit, unit))
+    if log:  # a zero has no bar on a log axis: its label stands on the axis, as n/a does
+        for i, a in enumerate(allocs):
+            for r, row in enumerate(rows):
+                if t["rows"][row].get(a, math.nan) == 0:
+                    x = r + (i - (len(allocs) - 1) / 2) * width
+                    ax.annotate("0", (x, 0.0), xycoords=("data", "axes fraction"), ha="center", va="bottom",
+                                rotation=90, fontsize=fontsize, xytext=(0, 2), textcoords="offset points")
     if pos:
         top = max(pos)
         if log:

@@ -106,6 +106,7 @@ int sub(const akb::Params &p) {
   double scale = std::atof(p.at("scale").c_str());
   const akmw::Workload *w = akmw::find_workload(wl.c_str());
   if (!w) return 2;
+  akmw::start_profiler_if_asked();
   double f0 = akmw::minor_faults();
   double t0 = akb::now_s();
   w->run(scale);
@@ -124,7 +125,7 @@ int sub(const akb::Params &p) {
 int child(const akb::Params &p) {
   if (p.count("sub")) return sub(p);
   akb::widen_affinity();
-  std::vector<akmw::Column> cols = akmw::child_columns(akb::arenakit_only(p));
+  std::vector<akmw::Column> cols = akmw::child_columns(akb::arenakit_only(p), true);
   akmw::OverMemo memo(kName);
   for (const char *wl : workload_names()) {
     for (const akmw::Column &col : cols) {
@@ -283,6 +284,21 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
                                           " s (arenakit at most mimalloc's time)",
                                       a, m, 1.0));
   }
+  if (std::find(cols.begin(), cols.end(), "arenakit+prof") != cols.end()) {
+    // The heap profiler's cost at default sampling: same run, same workloads.
+    double gp = geomean("arenakit+prof");
+    rep.checks.push_back(akb::at_most("heap profiler on, geometric mean: arenakit+prof " +
+                                          akmw::fmt("%.3f", gp) + " s / arenakit " + akmw::fmt("%.3f", ga) +
+                                          " s; at most 1.05x",
+                                      gp / ga, 1.05));
+    for (const char *wl : workload_names()) {
+      double on = time_of("arenakit+prof", wl), off = time_of("arenakit", wl);
+      rep.checks.push_back(akb::at_most(std::string("heap profiler on, ") + wl + ": " +
+                                            akmw::fmt("%.3f", on) + " s / " + akmw::fmt("%.3f", off) +
+                                            " s; at most 1.10x",
+                                        on / off, 1.10));
+    }
+  }
   rep.checks.push_back(akb::all_ok(
       "workloads with intact blocks and no crash (" + std::to_string(problems.size()) + " problems): all",
       problems.empty()));
@@ -297,7 +313,9 @@ AKB_SCENARIO(
     "random sizes and lifetimes, realloc growth, short-lived threads, thread churn, fragmentation probe, "
     "single-thread small-object churn, mimalloc's stress test (2, 4, 8 threads a round), large-block loop; "
     "time, "
-    "peak resident memory and minor page faults under arenakit, glibc, simple, jemalloc, tcmalloc, mimalloc",
+    "peak resident memory and minor page faults under arenakit (also with the heap profiler on: "
+    "arenakit+prof), "
+    "glibc, simple, jemalloc, tcmalloc, mimalloc",
     {{"arenakit.*.time", akb::Better::lower, "s"}},
     // Five repetitions: the threaded workloads' page faults depend on how
     // the threads are scheduled (larson, 8 runs: 763-1252 for arenakit,

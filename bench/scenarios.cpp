@@ -14,7 +14,9 @@
   X(pool_newdelete_st)      \
   X(pool_newdelete_mt)      \
   X(pool_linkedlist)        \
-  X(pool_stress) X(pool_churn) X(pool_random) X(malloc_collatz) X(malloc_workloads) X(malloc_idle)
+  X(pool_stress)            \
+  X(pool_churn)             \
+  X(pool_random) X(malloc_collatz) X(malloc_workloads) X(malloc_idle) X(arena_rivals) X(pool_rivals)
 
 #define AKB_DECLARE(id) extern const akb::Scenario akb_scenario_##id;
 AKB_SCENARIO_IDS(AKB_DECLARE)

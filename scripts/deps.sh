@@ -6,12 +6,14 @@
 set -euo pipefail
 what=${1:-all}
 # test: the native stages (golang-go: `go tool pprof` reads the heap
-# profiler's dumps; graphviz: scripts/heap_profile.sh's call graph), then
+# profiler's dumps; graphviz: scripts/heap_profile.sh's call graph;
+# python3.11-dbg: a real program with symbols for the profiler's preload
+# test), then
 # the platform stages (aarch64: cross compilers, GoogleTest's sources to
 # build for aarch64, qemu-user; musl: musl-tools).
 test_pkgs=(cmake g++ make googletest libgtest-dev valgrind clang libclang-rt-14-dev pkgconf binutils git
-  golang-go graphviz gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user musl-tools)
-bench_pkgs=(libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev python3-matplotlib)
+  golang-go graphviz python3.11-dbg gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user musl-tools)
+bench_pkgs=(libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev python3-matplotlib libboost-dev)
 realprog_pkgs=(python3 libpython3.11-testsuite git sqlite3 gcc coreutils)
 case "$what" in
   test) pkgs=("${test_pkgs[@]}") ;;

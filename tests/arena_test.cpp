@@ -14,6 +14,8 @@
 #include "common/track.h"
 #include "os/os_mem.h"
 
+extern "C" void _ak_arena_cache_drain(void);  // src/arena/arena_cache.c
+
 namespace {
 
 constexpr size_t kMiB = 1024 * 1024;
@@ -488,13 +490,24 @@ TEST(ArenaStats, AddUp) {
 }
 
 TEST(ArenaDestroy, ReturnsEverythingToTheOs) {
+  _ak_arena_cache_drain();
   size_t mapped0 = os_mapped();
+  size_t mapped1 = 0;
   {
     Arena t;
     for (int i = 0; i < 200000; i++) ASSERT_NE(ak_arena_alloc(&t.a, 40, 8), nullptr);
     ASSERT_NE(ak_arena_alloc(&t.a, 20 * kMiB, 4096), nullptr);
-    EXPECT_GT(os_mapped(), mapped0 + 8 * kMiB);
+    mapped1 = os_mapped();
+    EXPECT_GT(mapped1, mapped0 + 8 * kMiB);
   }
+  // The chunks wait in the cache for the next arena, which maps nothing.
+  {
+    Arena t;
+    for (int i = 0; i < 200000; i++) ASSERT_NE(ak_arena_alloc(&t.a, 40, 8), nullptr);
+    ASSERT_NE(ak_arena_alloc(&t.a, 20 * kMiB, 4096), nullptr);
+    EXPECT_EQ(os_mapped(), mapped1) << "the second arena took the first one's chunks back";
+  }
+  _ak_arena_cache_drain();  // the reclaim policy does this after its release delay
   EXPECT_EQ(os_mapped(), mapped0);
   ak_arena a;
   ASSERT_EQ(ak_arena_init(&a, nullptr), 0);
@@ -524,8 +537,10 @@ struct FailingOs {
 };
 
 TEST(ArenaFaults, EveryMapFailureIsEnomemAndRecoverable) {
+  _ak_arena_cache_drain();
   size_t mapped0 = os_mapped();
   for (int n = 0; n < 12; n++) {
+    _ak_arena_cache_drain();  // every chunk is mapped: the Nth mapping is the Nth chunk
     Arena t;
     int failures = 0;
     {
@@ -546,6 +561,7 @@ TEST(ArenaFaults, EveryMapFailureIsEnomemAndRecoverable) {
     EXPECT_EQ(failures, 1) << "exactly the injected failure surfaces, n=" << n;
     EXPECT_NE(ak_arena_alloc(&t.a, 100, 8), nullptr);
   }
+  _ak_arena_cache_drain();
   EXPECT_EQ(os_mapped(), mapped0) << "nothing leaks after failures";
 }
 

@@ -1028,6 +1028,24 @@ const std::vector<Row> &table() {
         ak_free(p);
       }),
       ret("ak_usable_size", "p = NULL", "0", "-", "", [] { return value(std::to_string(ak_usable_size(nullptr))); }),
+      ret("ak_free_sized", "p = NULL", "(no-op)", "-", "", [] {
+        ak_free_sized(nullptr, 100);
+        return nothing();
+      }),
+      dies("ak_free_sized", "n larger than the block",
+           "ak_free_sized: size 4096 does not match the block at 0x[0-9a-f]+ \\(48 bytes usable\\)",
+           [] { ak_free_sized(ak_malloc(48), 4096); }, Kind::DiesCheckedHardened),
+      ret("ak_free_aligned_sized", "p = NULL", "(no-op)", "-", "", [] {
+        ak_free_aligned_sized(nullptr, 64, 100);
+        return nothing();
+      }),
+      dies("ak_free_aligned_sized", "p not aligned to align",
+           "ak_free_aligned_sized: the block at 0x[0-9a-f]+ is not aligned to 4096",
+           [] { /* two 64-byte blocks: one of them is not 4096-aligned */
+             char *a = static_cast<char *>(ak_aligned_alloc(64, 64)), *b = static_cast<char *>(ak_aligned_alloc(64, 64));
+             ak_free_aligned_sized(reinterpret_cast<uintptr_t>(a) % 4096 ? a : b, 4096, 64);
+           },
+           Kind::DiesCheckedHardened),
       ret("ak_collect", "nothing allocated", "(no-op)", "-", "", [] {
         ak_collect(true);
         return nothing();
@@ -1044,6 +1062,16 @@ const std::vector<Row> &table() {
         fclose(f);
         return g;
       }),
+      ret("ak_malloc_stat", "unknown name", "-1", "ENOENT", "", [] {
+        uint64_t figure = 0;
+        return value(std::to_string(ak_malloc_stat("stats.allocated", &figure)));
+      }),
+      ret("ak_malloc_stat", "name = NULL", "-1", "ENOENT", "", [] {
+        uint64_t figure = 0;
+        return value(std::to_string(ak_malloc_stat(nullptr, &figure)));
+      }),
+      ret("ak_malloc_stat", "value = NULL", "-1", "EINVAL", "",
+          [] { return value(std::to_string(ak_malloc_stat("allocated", nullptr))); }),
       ret("ak_option_get", "o = 99 (unknown)", "0", "EINVAL", "",
           [] { return value(std::to_string(ak_option_get(bad_enum<ak_option>(99)))); }),
       ret("ak_option_set", "o = 99 (unknown)", "(no-op)", "EINVAL", "", [] {
@@ -1395,9 +1423,12 @@ TEST(BadInputDocs, EveryPublicFunctionHasARow) {
                              "ak_posix_memalign",
                              "ak_memalign",
                              "ak_usable_size",
+                             "ak_free_sized",
+                             "ak_free_aligned_sized",
                              "ak_collect",
                              "ak_malloc_stats_get",
                              "ak_malloc_stats_print",
+                             "ak_malloc_stat",
                              "ak_option_get",
                              "ak_option_set"};
   for (const char *f : functions) {

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "pprof_run.h"
 #include "prof/prof_internal.h"
 #include "prof_decode.h"
 
@@ -33,53 +34,10 @@ extern "C" bool pprof_site_ten(void *block, size_t n);
 
 namespace {
 
-// `go` on PATH, or "".
-std::string find_go() {
-  const char *path = getenv("PATH");
-  std::stringstream dirs(path ? path : "/usr/bin:/bin");
-  for (std::string d; std::getline(dirs, d, ':');)
-    if (!d.empty() && access((d + "/go").c_str(), X_OK) == 0) return d + "/go";
-  return "";
-}
-
-std::string self_exe() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, size_t(n)) : "";
-}
-
-// Runs `go tool pprof -top -sample_index=inuse_space ARGS <exe> <profile>`
-// and returns the flat % of each function it lists.
-std::map<std::string, double> pprof_top(const std::string &go, const std::string &profile,
-                                        const std::string &args = "") {
-  std::string cmd = "'" + go + "' tool pprof -top -sample_index=inuse_space " + args + " '" + self_exe() +
-                    "' '" + profile + "' 2>/dev/null";
-  std::map<std::string, double> flat;
-  FILE *f = popen(cmd.c_str(), "r");
-  if (!f) return flat;
-  char line[1024];
-  bool table = false;
-  while (fgets(line, sizeof line, f)) {
-    std::string s(line);
-    if (s.find("flat%") != std::string::npos) {
-      table = true;  // the header; rows follow: flat flat% sum% cum cum% name
-      continue;
-    }
-    if (!table) continue;
-    std::istringstream row(s);
-    std::string v, pct, sum, cum, cum_pct, name;
-    if (!(row >> v >> pct >> sum >> cum >> cum_pct) || pct.empty() || pct.back() != '%') continue;
-    std::getline(row >> std::ws, name);
-    flat[name] += std::stod(pct.substr(0, pct.size() - 1));
-  }
-  pclose(f);
-  return flat;
-}
-
 class ProfPprof : public ::testing::Test {
  protected:
   void SetUp() override {
-    go_ = find_go();
+    go_ = pprofrun::find_go();
     if (go_.empty())
       GTEST_SKIP() << "go is not installed (Debian: golang-go; scripts/deps.sh test installs it)";
     _ak_prof_reset(nullptr);
@@ -120,7 +78,7 @@ TEST_F(ProfPprof, TopNamesEachSiteWithItsShare) {
   const char *names[3] = {"pprof_site_sixty", "pprof_site_thirty", "pprof_site_ten"};
   std::string profile = dir_ + "/all.pb";
   ASSERT_EQ(ak_prof_dump(profile.c_str()), 0) << ak_last_error();
-  auto top = pprof_top(go_, profile);
+  auto top = pprofrun::top(go_, profile);
   ASSERT_FALSE(top.empty()) << "go tool pprof printed no table for " << profile;
   for (int i = 0; i < 3; i++) {
     EXPECT_NEAR(100 * bytes[i] / sum, want[i], 1.0);  // the program's own split
@@ -131,18 +89,18 @@ TEST_F(ProfPprof, TopNamesEachSiteWithItsShare) {
   for (uintptr_t b : kept[0]) _ak_prof_forget(reinterpret_cast<void *>(b));
   std::string after = dir_ + "/after.pb";
   ASSERT_EQ(ak_prof_dump(after.c_str()), 0) << ak_last_error();
-  top = pprof_top(go_, after);
+  top = pprofrun::top(go_, after);
   ASSERT_TRUE(top.count(names[1]));
   EXPECT_LT(top.count(names[0]) ? top[names[0]] : 0.0, 1.0);
   EXPECT_NEAR(top[names[1]], 75, 6.0);  // 30 of the 40 % left
   EXPECT_NEAR(top[names[2]], 25, 6.0);
   // -tagfocus keeps one pool's samples (percentages stay of the whole).
-  top = pprof_top(go_, profile, "-tagfocus=pool=sessions");
+  top = pprofrun::top(go_, profile, "-tagfocus=pool=sessions");
   EXPECT_TRUE(top.count(names[0]));
   EXPECT_FALSE(top.count(names[1]));
   EXPECT_FALSE(top.count(names[2]));
   EXPECT_NEAR(top[names[0]], 100 * bytes[0] / sum, 5.0);
-  top = pprof_top(go_, profile, "-tagfocus=arena=parse");
+  top = pprofrun::top(go_, profile, "-tagfocus=arena=parse");
   EXPECT_TRUE(top.count(names[2]));
   EXPECT_FALSE(top.count(names[0]));
 }

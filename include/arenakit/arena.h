@@ -69,6 +69,10 @@ typedef struct ak_arena_options {
   ak_arena_retain retain;
   /** With AK_ARENA_RETAIN_LIMIT: bytes of chunks kept by a clear. */
   size_t retain_limit;
+  /** The arena's name in heap profiles (arenakit/prof.h): its sampled
+   *  blocks carry the pprof label arena=<name> ("unnamed" when NULL). Not
+   *  copied: the text must stay valid while the arena is. */
+  const char *name;
 } ak_arena_options;
 
 enum {
@@ -106,7 +110,9 @@ typedef struct ak_arena_cleanup ak_arena_cleanup;
  *  in ak_arena_alloc() checks both room and budget. With no chunk yet,
  *  ptr == limit == 0. In tracked mode (AddressSanitizer or Valgrind) `limit`
  *  is 0 so every call takes the slow path, which annotates each allocation;
- *  the real limit is then in `real_limit`. */
+ *  the real limit is then in `real_limit`. While the heap profiler samples
+ *  (arenakit/prof.h), `limit` stops where the thread's sampling countdown
+ *  runs out, and the real limit is in `real_limit` too. */
 typedef struct ak_arena {
   uintptr_t ptr;    /**< first free byte in the current chunk */
   uintptr_t limit;  /**< end of what the fast path may hand out */

@@ -31,6 +31,18 @@
 #ifndef ARENAKIT_ARENAKIT_HPP
 #define ARENAKIT_ARENAKIT_HPP
 
+/* C++17 or later (MSVC reports its language level in _MSVC_LANG). An older
+ * standard gets this one error and none of the header's declarations (whose
+ * C++17 library names would bury it in errors of their own). */
+#if defined(_MSVC_LANG)
+#define AK_DETAIL_CPLUSPLUS _MSVC_LANG
+#else
+#define AK_DETAIL_CPLUSPLUS __cplusplus
+#endif
+#if AK_DETAIL_CPLUSPLUS < 201703L
+#error "arenakit.hpp needs C++17 or later (compile with -std=c++17, or /std:c++17 with MSVC)"
+#else
+
 #include <arenakit/arenakit.h>
 
 #include <atomic>
@@ -959,9 +971,17 @@ class pool_allocator : public detail::allocator_source<pool_allocator, std::shar
     if (n == 1) {
       ak_pool_free(source_->find(sizeof(T), alignof(T)), p);
     } else if constexpr (alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
+#if defined(__cpp_sized_deallocation)
+      ::operator delete(p, n * sizeof(T), std::align_val_t(alignof(T)));
+#else
       ::operator delete(p, std::align_val_t(alignof(T)));
+#endif
     } else {
+#if defined(__cpp_sized_deallocation)
+      ::operator delete(p, n * sizeof(T)); /* the size: checked by the hardened drop-in */
+#else
       ::operator delete(p);
+#endif
     }
   }
 
@@ -1175,4 +1195,5 @@ class pool_resource : public std::pmr::memory_resource {
 
 }  // namespace ak
 
+#endif /* C++17 or later */
 #endif /* ARENAKIT_ARENAKIT_HPP */

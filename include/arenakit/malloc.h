@@ -32,6 +32,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "arenakit/common.h"
@@ -65,6 +66,20 @@ AK_API void *ak_reallocarray(void *p, size_t count, size_t size);
  *  NULL is ignored; any other pointer not handed out aborts with a message
  *  (see "Bad pointers" above). */
 AK_API void ak_free(void *p);
+
+/** Frees block `p` of `n` bytes (the size it was allocated or last
+ *  reallocated with), from any thread: C23's free_sized, and what the
+ *  drop-in's sized operator delete uses. NULL is ignored. In the hardened
+ *  and checked builds the size is checked: an `n` larger than the block ends the program
+ *  with one line naming the call, the pointer and both sizes, then abort()
+ *  (the drop-in's operator delete also requires the block to be of the
+ *  size class `n` maps to). In the other builds it is ak_free(p). */
+AK_API void ak_free_sized(void *p, size_t n);
+
+/** ak_free_sized for a block of ak_aligned_alloc(align, n) (C23's
+ *  free_aligned_sized): the hardened and checked builds also check that
+ *  `p` is aligned to `align`. */
+AK_API void ak_free_aligned_sized(void *p, size_t align, size_t n);
 
 /** aligned_alloc: `align` must be a power of two (else NULL + EINVAL);
  *  any size is accepted, as glibc does. */
@@ -115,6 +130,29 @@ typedef struct ak_malloc_stats {
 
 /** Fills `out`; a consistent snapshot only when other threads are quiet. */
 AK_API void ak_malloc_stats_get(ak_malloc_stats *out);
+
+/** Reads one statistic by name, in the spirit of jemalloc's mallctl:
+ *  *value gets the figure (bytes or a count) and 0 is returned; an unknown
+ *  name (or NULL) gives -1 with errno ENOENT, a NULL `value` -1 with
+ *  EINVAL. Names (docs/stats.md has the full list):
+ *    allocated, peak_allocated  bytes in live blocks (block sizes)
+ *    active                     bytes of the 64 KiB pages in use plus the
+ *                               large blocks' mappings
+ *    committed, peak_committed  bytes mapped and not given back
+ *    resident                   bytes of segments in RAM (mincore)
+ *    mapped                     bytes of address space held (segments,
+ *                               large blocks, cached large mappings)
+ *    allocations, frees         blocks handed out and freed, ever (frees =
+ *                               allocations - live blocks)
+ *    bytes_allocated            bytes asked for, ever
+ *    live_blocks, segments, heaps, abandoned_segments
+ *    large.blocks, large.bytes  blocks above ~4 MiB and their mappings
+ *    large.cached               bytes of freed large mappings kept for reuse
+ *    process.rss, process.peak_rss  the kernel's VmRSS and VmHWM
+ *  Cumulative counts of other running threads are as of their last slow
+ *  path (a refill, a large block). Thread-safe; walks the segments (cost
+ *  grows with the heap); allocates nothing. */
+AK_API int ak_malloc_stat(const char *name, uint64_t *value);
 
 /** Prints the stats to `f` in human units (KiB, MiB, GiB): allocated,
  *  committed and resident bytes with their peaks, the process's resident

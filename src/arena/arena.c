@@ -62,13 +62,19 @@ void *ak_arena_alloc_slow(ak_arena *a, size_t size, size_t align) {
   }
   if (AK_UNLIKELY(a->next_chunk == 0)) ak_arena_init(a, NULL); /* zero-filled: defaults */
   size_t n = size ? size : 1;                                  /* size 0 still gets a unique pointer */
+  bool sample = _ak_arena_prof_due(a, n);
   void *p = bump(a, n, align);
   if (!p) p = _ak_arena_refill(a, n, align);
-  if (!p) return NULL;
-  AK_ASSERT(((uintptr_t)p & (align - 1)) == 0 && ((uintptr_t)p & (AK_GRANULE - 1)) == 0);
-  AK_ASSERT(!a->opts.max_bytes || used_total(a) <= a->opts.max_bytes); /* the budget holds */
-  if (a->tracked && !track_alloc(a, p, n)) return NULL;
-  a->requested += size;
+  if (p) {
+    AK_ASSERT(((uintptr_t)p & (align - 1)) == 0 && ((uintptr_t)p & (AK_GRANULE - 1)) == 0);
+    AK_ASSERT(!a->opts.max_bytes || used_total(a) <= a->opts.max_bytes); /* the budget holds */
+    if (annotated(a) && !track_alloc(a, p, n)) p = NULL;
+  }
+  if (p) {
+    a->requested += size;
+    if (AK_UNLIKELY(sample)) _ak_arena_prof_sampled(a, p, n);
+  }
+  _ak_arena_prof_arm(a);
   return p;
 }
 
@@ -89,7 +95,7 @@ static void release_large_until(ak_arena *a, ak_arena_chunk *stop) {
 }
 
 static void poison_from(ak_arena *a, ak_arena_chunk *c, uintptr_t from) {
-  if (!a->tracked) return;
+  if (!annotated(a)) return;
   for (; c; c = c->next, from = 0) {
     uintptr_t s = from ? from : data_start(c);
     AK_TRACK_RELEASE((void *)s, c->end - s);
@@ -144,11 +150,16 @@ int ak_arena_init(ak_arena *a, const ak_arena_options *opts) {
     c->size = 0;
     c->end = (uintptr_t)o.buffer + o.buffer_size;
     c->flags = AK_CHUNK_CALLER;
+    c->since = 0;
+    c->prof_end = 0;
+    c->prof_one = NULL;
+    c->prof_list = NULL;
     AK_ASSERT(data_start(c) + AK_GRANULE <= c->end); /* AK_ARENA_MIN_BUFFER leaves room for data */
     a->chunks = c;
-    if (a->tracked) AK_TRACK_RELEASE((void *)data_start(c), c->end - data_start(c));
+    if (annotated(a)) AK_TRACK_RELEASE((void *)data_start(c), c->end - data_start(c));
     _ak_arena_enter(a, c);
   }
+  _ak_arena_prof_arm(a);
   return 0;
 }
 
@@ -175,6 +186,7 @@ void ak_arena_clear(ak_arena *a) {
       default: keep = (c->flags & AK_CHUNK_USED) != 0; break;
     }
     if (keep || (c->flags & AK_CHUNK_CALLER)) {
+      _ak_arena_prof_drop(c, 0);
       kept += c->size;
       if (c->flags & AK_CHUNK_USED) c->since = now; /* emptied now; an unused spare keeps its age */
       c->flags &= ~(unsigned)AK_CHUNK_USED;
@@ -195,8 +207,10 @@ void ak_arena_clear(ak_arena *a) {
   } else {
     _ak_arena_refresh_limit(a);
   }
+  _ak_arena_prof_arm(a);
   AK_ASSERT(used_total(a) == 0);
   _ak_arena_check_counts(a);
+  _ak_reclaim_start_wanted(); /* released chunks wait in the cache */
 }
 
 void ak_arena_destroy(ak_arena *a) {
@@ -214,6 +228,7 @@ void ak_arena_destroy(ak_arena *a) {
   /* The caller buffer goes back to the caller usable again. */
   if (a->opts.buffer) AK_TRACK_INTERNAL(a->opts.buffer, a->opts.buffer_size);
   memset(a, 0, sizeof *a);
+  _ak_reclaim_start_wanted(); /* the chunk cache's purge, for a program that goes idle */
 }
 
 ak_arena_mark ak_arena_save(const ak_arena *a) {
@@ -241,12 +256,15 @@ void ak_arena_restore(ak_arena *a, ak_arena_mark m) {
   release_large_until(a, m.large);
   if (a->cur) { /* the chunks entered after the mark's are spares again, emptied now */
     uint64_t now = _ak_reclaim_now();
-    for (ak_arena_chunk *c = m.chunk ? m.chunk->next : a->chunks; c && c != a->cur->next; c = c->next)
+    for (ak_arena_chunk *c = m.chunk ? m.chunk->next : a->chunks; c && c != a->cur->next; c = c->next) {
       c->since = now;
+      _ak_arena_prof_drop(c, 0);
+    }
   }
   if (m.chunk) {
+    _ak_arena_prof_drop(m.chunk, m.ptr);
     poison_from(a, m.chunk->next, 0);
-    if (a->tracked) AK_TRACK_RELEASE((void *)m.ptr, m.chunk->end - m.ptr);
+    if (annotated(a)) AK_TRACK_RELEASE((void *)m.ptr, m.chunk->end - m.ptr);
     a->cur = m.chunk;
     a->ptr = m.ptr;
   } else {
@@ -256,6 +274,7 @@ void ak_arena_restore(ak_arena *a, ak_arena_mark m) {
   a->used_before = m.used_before;
   a->requested = m.requested;
   _ak_arena_refresh_limit(a);
+  _ak_arena_prof_arm(a);
   _ak_arena_check_counts(a);
 }
 
@@ -336,7 +355,7 @@ void *ak_arena_realloc(ak_arena *a, void *p, size_t old_size, size_t new_size, s
     a->ptr = up + granules(new_n);
     AK_ASSERT(a->ptr <= real_limit(a)); /* the bump limit: chunk end or budget */
     a->requested = a->requested - old_size + new_size;
-    if (a->tracked) {
+    if (annotated(a)) {
       if (new_n > old_n)
         AK_TRACK_ACQUIRE((void *)(up + old_n), new_n - old_n);
       else

@@ -93,6 +93,7 @@ void _ak_arena_check_counts(const ak_arena *a) {
   bool cur_seen = a->cur == NULL;
   for (const ak_arena_chunk *c = a->chunks; c; c = c->next) {
     cur_seen = cur_seen || c == a->cur;
+    _ak_arena_prof_check(c);
     if (c->flags & AK_CHUNK_CALLER) continue;
     AK_ASSERT(data_start(c) < c->end && c->end - (uintptr_t)c == c->size); /* chunk bounds */
     bytes += c->size;
@@ -100,6 +101,7 @@ void _ak_arena_check_counts(const ak_arena *a) {
   }
   for (const ak_arena_chunk *c = a->large; c; c = c->next) {
     AK_ASSERT(!(c->flags & AK_CHUNK_CALLER) && c->end - (uintptr_t)c == c->size);
+    _ak_arena_prof_check(c);
     bytes += c->size;
     n++;
   }

@@ -44,26 +44,37 @@ static void account_map(ak_arena *a, size_t size) {
 }
 
 void _ak_arena_release_chunk(ak_arena *a, ak_arena_chunk *c) {
+  _ak_arena_prof_drop(c, 0);
   if (c->flags & AK_CHUNK_CALLER) return;
   AK_ASSERT(a->nchunks > 0 && a->reserved >= c->size); /* counted when mapped */
   a->reserved -= c->size;
   a->nchunks--;
   /* The kernel may hand the range out again: leave no poison behind. */
-  if (a->tracked) AK_TRACK_INTERNAL((void *)c, c->size);
-  _ak_os_free(c, c->size);
+  if (annotated(a)) AK_TRACK_INTERNAL((void *)c, c->size);
+  _ak_arena_cache_put(c, c->size);
 }
 
 static ak_arena_chunk *map_chunk(ak_arena *a, size_t size) {
-  ak_arena_chunk *c = _ak_os_alloc(size, 1);
-  if (!c) return NULL;
   size = _ak_os_round_page(size);
+  size_t got = 0;
+  ak_arena_chunk *c = _ak_arena_cache_take(size, &got); /* another arena's, pages committed */
+  if (c) {
+    size = got;
+  } else {
+    c = _ak_os_alloc(size, 1);
+    if (!c) return NULL;
+  }
   c->next = NULL;
   c->size = size;
   c->end = (uintptr_t)c + size;
   c->flags = 0;
+  c->since = 0;
+  c->prof_end = 0;
+  c->prof_one = NULL;
+  c->prof_list = NULL;
   AK_ASSERT(data_start(c) < c->end); /* room for data after the header */
   account_map(a, size);
-  if (a->tracked) AK_TRACK_RELEASE((void *)data_start(c), c->end - data_start(c));
+  if (annotated(a)) AK_TRACK_RELEASE((void *)data_start(c), c->end - data_start(c));
   return c;
 }
 

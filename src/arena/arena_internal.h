@@ -35,6 +35,7 @@
 #include "arenakit/arena.h"
 #include "common/assert.h"
 #include "common/harden.h" /* AK_HARDENED */
+#include "common/track.h"  /* AK_TRACK_MODE_* */
 
 /* A chunk header. Invariant: data_start(c) <= end, and for OS chunks
  * [c, c + size) is one mapping from _ak_os_alloc. */
@@ -44,6 +45,14 @@ struct ak_arena_chunk {
   uintptr_t end; /* one past the last data byte */
   unsigned flags;
   uint64_t since; /* spares: reclaim clock (ms) when the chunk was last emptied */
+  /* The heap profiler (arena_prof.c): the address where the arena's
+   * sampling countdown ends (the current chunk, while AK_ARENA_PROF is set;
+   * 0: none drawn), and the chunk's blocks it keeps: the first in
+   * `prof_one`, later ones in nodes bumped right after their blocks,
+   * newest first. */
+  uintptr_t prof_end;
+  void *prof_one;
+  struct ak_arena_prof_node *prof_list;
 };
 
 /* PURGED: a spare whose data pages were decommitted (the header stays). */
@@ -75,13 +84,26 @@ static inline size_t granules(size_t n) { return (n + AK_GRANULE - 1) & ~(AK_GRA
  * caller hands back (arena_check.c). */
 static const bool arena_check_pointers = AK_CHECKED || AK_HARDENED != 0;
 
+/* A bit of `tracked` beside the annotation modes (common/track.h): the
+ * heap profiler samples this arena, and `limit` stops the fast path where
+ * the thread's sampling countdown runs out (arena_prof.c). */
+#define AK_ARENA_PROF (1u << 8)
+#define AK_ARENA_ANNOTATED (AK_TRACK_MODE_ASAN | AK_TRACK_MODE_VALGRIND)
+
+/* Whether allocations are annotated for ASan or Valgrind. */
+static inline bool annotated(const ak_arena *a) { return (a->tracked & AK_ARENA_ANNOTATED) != 0; }
+
+/* With any `tracked` bit, the chunk's (or budget's) limit is in
+ * `real_limit` and `limit` is what the fast path may reach. */
 static inline uintptr_t real_limit(const ak_arena *a) { return a->tracked ? a->real_limit : a->limit; }
 
-/* In tracked mode the fast path sees limit 0 and always falls through. */
+/* Annotated, the fast path sees limit 0 and always falls through; sampled,
+ * it sees the real limit until the next arm (every arena call that sets a
+ * limit ends with _ak_arena_prof_arm). */
 static inline void set_limit(ak_arena *a, uintptr_t lim) {
   if (a->tracked) {
     a->real_limit = lim;
-    a->limit = 0;
+    a->limit = annotated(a) ? 0 : lim;
   } else {
     a->limit = lim;
   }
@@ -132,6 +154,40 @@ void _ak_arena_release_chunk(ak_arena *a, ak_arena_chunk *c);
 
 /** Makes `c` the current chunk; the bytes used in the old one are banked. */
 void _ak_arena_enter(ak_arena *a, ak_arena_chunk *c);
+
+/* ---- arena_cache.c: the process-wide cache of released chunks ---- */
+
+/** Keeps a chunk an arena released (`size` bytes mapped at `chunk`, no
+ *  arena's any more) for another arena, under the reclaim policy. */
+void _ak_arena_cache_put(void *chunk, size_t size);
+/** A cached chunk of at least `need` bytes (its size in `*size`), its
+ *  contents unspecified, or NULL. */
+void *_ak_arena_cache_take(size_t need, size_t *size);
+/** Unmaps every cached chunk (tests; a process that must give all back). */
+void _ak_arena_cache_drain(void);
+
+/* ---- arena_prof.c: the heap profiler's side ---- */
+
+/** A sampled block past the chunk's first, kept in the chunk itself. */
+struct ak_arena_prof_node {
+  struct ak_arena_prof_node *next;
+  void *block;
+};
+/** Whether the slow path's allocation of `n` bytes crosses the end of
+ *  the arena's countdown: it is then sampled, and a new one is drawn. */
+bool _ak_arena_prof_due(ak_arena *a, size_t n);
+/** Records `p` (`n` bytes asked, just allocated; `due` said so). */
+void _ak_arena_prof_sampled(ak_arena *a, void *p, size_t n);
+/** Ends every arena call that moves the bump pointer or the limit: with
+ *  the profiler on, the fast path's limit stops where the thread's
+ *  countdown runs out; off, the real limit is restored. */
+void _ak_arena_prof_arm(ak_arena *a);
+/** Forgets the blocks of `c` the profiler keeps at addresses >= `from`
+ *  (0: all), before their memory can be handed out again. */
+void _ak_arena_prof_drop(ak_arena_chunk *c, uintptr_t from);
+/** The validator of a chunk's records (the invariant in arena_prof.c;
+ *  checked build only, from _ak_arena_check_counts). */
+void _ak_arena_prof_check(const ak_arena_chunk *c);
 
 /** Sets the limit for the current chunk: its end, or lower if the budget
  *  says so (ptr = limit = 0 without a current chunk). */

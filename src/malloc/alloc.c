@@ -132,8 +132,12 @@ void *ak_realloc(void *p, size_t n) {
   size_t have = _ak_block_checked_size("realloc", p); /* before any header is read */
   _ak_segment *seg = _ak_seg_of(p);
   if (((uintptr_t)p & AK_SEG_MASK) != 0) {
-    if (seg->kind == AK_SEG_LARGE && n > AK_SOLO_MAX)
-      return _ak_large_realloc(seg, p, n); /* mremap: no copy */
+    if (seg->kind == AK_SEG_LARGE && n > AK_SOLO_MAX) {
+      bool kept = atomic_load_explicit(&seg->large_sampled, memory_order_relaxed) == p; /* before it moves */
+      void *q = _ak_large_realloc(seg, p, n);                                           /* mremap: no copy */
+      if (kept && q) _ak_malloc_prof_moved(p, q, n);
+      return q;
+    }
     /* A solo block of this thread (owner == h != NULL) is resized in place
      * when the pages after it are free (or it shrinks): no copy. */
     _ak_mheap *h = _ak_tl.heap;

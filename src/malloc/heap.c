@@ -36,6 +36,7 @@
 #include "common/lifecycle.h"
 #include "malloc/malloc_internal.h"
 #include "os/os_mem.h"
+#include "prof/prof.h"
 
 /* Initial-exec TLS: no __tls_get_addr call (which may itself allocate). */
 __attribute__((tls_model("initial-exec"))) _Thread_local _ak_mtls _ak_tl = {NULL, -1, 0};
@@ -55,9 +56,9 @@ static _ak_dlist heap_free_list; /* heaps of exited threads (gnode), under _ak_h
 /* The cumulative counts of the heaps of exited threads. */
 static _Atomic uint64_t exited_blocks, exited_bytes;
 
-/* The countdown's budget when nothing is sampled: more bytes than a thread
- * allocates, so the fast path's test never fires for it (_ak_mtls). */
-#define AK_COUNTDOWN_OFF ((int64_t)1 << 62)
+/* The countdown before the first sync: the profiler's "off" (INT64_MAX),
+ * more bytes than a thread allocates (_ak_mtls). */
+#define AK_COUNTDOWN_OFF INT64_MAX
 static pthread_key_t heap_key;
 static pthread_once_t heap_once = PTHREAD_ONCE_INIT;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
@@ -148,11 +149,11 @@ static _ak_mheap *heap_new(void) {
   }
   for (unsigned c = 0; c < AK_NCLS; c++) h->pages[c] = &_ak_empty_page;
   h->thread = pthread_self();
-  h->left_base = AK_COUNTDOWN_OFF;
   /* Visible before anything below can re-enter malloc; then the countdown
-   * (left >= 0 only with a heap). */
+   * (left >= 0 only with a heap), in step with the profiler's from the
+   * first sync on (the generation 0 is none). */
   _ak_tl.heap = h;
-  _ak_tl.left = AK_COUNTDOWN_OFF;
+  _ak_tl.left = h->left_base = AK_COUNTDOWN_OFF;
   _ak_tl.allocs = 0;
   pthread_once(&heap_once, global_init);
   pthread_mutex_lock(&_ak_heaps_mu);
@@ -412,27 +413,42 @@ static void *malloc_slow(size_t n) {
   return b;
 }
 
-/* Folds the thread's counts into its heap `h` and re-arms the countdown
- * when it ended (owner only). */
-static void count_fold(_ak_mheap *h) {
+/* Folds the thread's counts into its heap `h` (owner only) and keeps the
+ * countdown in step with the heap profiler's (prof/prof.h: the mirror):
+ * when the word went below zero, or the profiler was started or stopped
+ * since, the bytes since the last sync go to the profiler's own countdown,
+ * which says whether the allocation that ended it is sampled; the word
+ * then mirrors the profiler's next countdown (INT64_MAX while it is off).
+ * Returns whether the block being allocated is to be sampled. */
+static bool count_sync(_ak_mheap *h) {
   _ak_mtls *t = &_ak_tl;
+  int64_t used = h->left_base - t->left; /* bytes asked for since the last sync */
   atomic_store_explicit(&h->blocks_allocated,
                         atomic_load_explicit(&h->blocks_allocated, memory_order_relaxed) + t->allocs,
                         memory_order_relaxed);
-  atomic_store_explicit(
-      &h->bytes_allocated,
-      atomic_load_explicit(&h->bytes_allocated, memory_order_relaxed) + (uint64_t)(h->left_base - t->left),
-      memory_order_relaxed);
+  atomic_store_explicit(&h->bytes_allocated,
+                        atomic_load_explicit(&h->bytes_allocated, memory_order_relaxed) + (uint64_t)used,
+                        memory_order_relaxed);
   t->allocs = 0;
-  if (t->left < 0) t->left = AK_COUNTDOWN_OFF; /* the sampler will draw here */
+  bool sampled = false;
+  uint64_t gen = __atomic_load_n(&_ak_prof_gen, __ATOMIC_RELAXED);
+  if (h->prof_gen != gen) { /* started or stopped: a fresh countdown to mirror */
+    _ak_prof_poll();
+    h->prof_gen = gen;
+    t->left = _ak_prof_self.left;
+  } else { /* the bytes since the last sync go to the profiler's countdown; below zero: the
+              mirror ended at this allocation, and so does the profiler's */
+    sampled = _ak_prof_sample_due((size_t)used);
+    t->left = _ak_prof_self.left;
+  }
   h->left_base = t->left;
+  return sampled;
 }
 
 void _ak_heap_count(_ak_mheap *h, void *p, size_t n) {
-  (void)p; /* the block a sample would record */
   _ak_tl.left -= (int64_t)n;
   _ak_tl.allocs++;
-  count_fold(h);
+  if (count_sync(h)) _ak_malloc_prof_sampled(p, n);
 }
 
 void _ak_heap_totals(uint64_t *blocks, uint64_t *bytes) {
@@ -462,7 +478,7 @@ void *_ak_malloc_slow(size_t n) {
   if (p && h) {
     if (n > 1024) _ak_tl.left -= (int64_t)n; /* the fast path took only sizes it serves */
     _ak_tl.allocs++;
-    count_fold(h);
+    if (count_sync(h)) _ak_malloc_prof_sampled(p, n);
   }
   _ak_reclaim_start_wanted();
   return p;
@@ -479,14 +495,20 @@ static void free_slow(void *p, _ak_segment *seg) {
   if (((uintptr_t)p & AK_SEG_MASK) == 0 && !_ak_segmap_has(seg) && _ak_huge_aligned_free(p)) return;
   _ak_page *pg = _ak_block_check("free", p, seg);
   if (!pg) {
+    if (atomic_load_explicit(&seg->large_sampled, memory_order_relaxed))
+      _ak_malloc_prof_free(seg, NULL, p, false);
     _ak_large_free(seg);
     return;
   }
-  if (__atomic_load_n(&pg->flags, __ATOMIC_RELAXED) & AK_PG_ALIGNED) {
+  uint8_t flags = __atomic_load_n(&pg->flags, __ATOMIC_RELAXED);
+  if (flags & AK_PG_ALIGNED) {
     uintptr_t off = (uintptr_t)p - pg->start;
     p = (void *)(pg->start + off - off % pg->block_size); /* aligned interior pointer */
   }
   _ak_mheap *h = _ak_tl.heap;
+  if (flags & AK_PG_SAMPLED)
+    _ak_malloc_prof_free(seg, pg, p,
+                         h && atomic_load_explicit(&seg->owner, memory_order_relaxed) == (uintptr_t)h);
   /* A free into a segment whose thread exited (owner AK_OWNER_NONE) is a
    * remote free like any other: the segment stays abandoned for a heap that
    * needs space (page_refill), and sweep_abandoned settles it meanwhile. The
@@ -556,7 +578,7 @@ static void heap_exit(void *arg) {
   _ak_mheap *h = arg;
   if (!h) return;
   _ak_pages_collect(h, true);
-  if (_ak_tl.heap == h) count_fold(h); /* the thread's last counts */
+  if (_ak_tl.heap == h) (void)count_sync(h); /* the thread's last counts */
   atomic_fetch_add_explicit(&exited_blocks, atomic_load_explicit(&h->blocks_allocated, memory_order_relaxed),
                             memory_order_relaxed);
   atomic_fetch_add_explicit(&exited_bytes, atomic_load_explicit(&h->bytes_allocated, memory_order_relaxed),

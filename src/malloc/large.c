@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "malloc/malloc_internal.h"
+#include "malloc/stats_internal.h"
 #include "os/os_mem.h"
 
 #define AK_LARGE_HDR ((size_t)4096)
@@ -163,6 +164,13 @@ void _ak_large_cache_trim(bool force, uint64_t now) {
   int nout = lcache_trim_locked(force, now, out);
   pthread_mutex_unlock(&lcache_mu);
   for (int i = 0; i < nout; i++) lcache_unmap(&out[i]);
+}
+
+void _ak_large_cache_bytes(size_t *mapped, size_t *dirty) {
+  pthread_mutex_lock(&lcache_mu);
+  *mapped = lcache_bytes;
+  *dirty = lcache_dirty;
+  pthread_mutex_unlock(&lcache_mu);
 }
 
 bool _ak_large_cache_pending(void) { return atomic_load_explicit(&lcache_n, memory_order_relaxed) != 0; }

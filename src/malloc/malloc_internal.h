@@ -60,7 +60,10 @@ enum { AK_SEG_SMALL = 1, AK_SEG_LARGE = 2 };
 /* Page flags seen by the free fast path (any flag sends frees slow). */
 /* AK_PG_FULL is the lowest bit: the free fast path takes pages whose flags
  * are at most AK_PG_FULL (a full page takes local frees inline). */
-enum { AK_PG_FULL = 1u, AK_PG_ALIGNED = 2u, AK_PG_SOLO = 4u };
+/* AK_PG_SAMPLED: a block of the page may be one the heap profiler keeps
+ * (`sampled`, `spilled`): frees take the slow path, which forgets it
+ * (prof.c). */
+enum { AK_PG_FULL = 1u, AK_PG_ALIGNED = 2u, AK_PG_SOLO = 4u, AK_PG_SAMPLED = 8u };
 /* Full pages _ak_page_find looks at before a fresh span is taken. */
 enum { AK_FULL_SCAN = 4 };
 /* Class of a solo span (one block of whole pages, AK_SOLO_MIN < size <= AK_SOLO_MAX):
@@ -90,30 +93,35 @@ typedef struct _ak_page {
   uintptr_t key;              /* hardened: the span's link key (detail/link.h; 0 otherwise) */
   uint64_t blk_inv;           /* class spans: inverse of block_size's odd part mod 2^64 */
   uint8_t blk_shift;          /* class spans: trailing zero bits of block_size */
-  char pad_[23];              /* 128 bytes: page_of() indexes with a shift */
+  _Atomic uint8_t spilled;    /* blocks of the page the profiler keeps beyond
+                                 `sampled` (prof.c; saturates at UINT8_MAX) */
+  _Atomic(void *) sampled[2]; /* blocks of the page the profiler keeps (set by the
+                                 allocating owner, cleared by the freeing thread);
+                                 ends the 128 bytes page_of() indexes with a shift */
 } _ak_page;
 _Static_assert(sizeof(_ak_page) == 128, "_ak_page must stay 128 bytes");
 
 typedef struct _ak_segment {
-  uint64_t magic;          /* AK_SEG_MAGIC */
-  uint32_t kind;           /* AK_SEG_SMALL or AK_SEG_LARGE */
-  _Atomic uintptr_t owner; /* owning heap, or AK_OWNER_NONE (abandoned, large);
-                              never 0, so a thread without a heap
-                              (_ak_tl.heap == NULL) owns nothing */
-  size_t map_size;         /* AK_SEG_LARGE: bytes mapped */
-  uintptr_t large_block;   /* AK_SEG_LARGE: the block */
-  _ak_dnode node;          /* on its owner's segments, or the abandoned list */
-  _ak_dnode gnode;         /* on the registry of all segments (_ak_seg_list) */
-  uint64_t free_mask;      /* pages not in any span */
-  uint64_t dirty_mask;     /* free pages not yet decommitted */
-  uint64_t decommit_mask;  /* free pages given back with madvise */
-  uint64_t guard_mask;     /* hardened: pages whose last system page is PROT_NONE (kept
-                              when their span is freed, opened when a span covers them) */
-  uint64_t active_ms;      /* last span taken, freed or resized, or adoption: the
-                              free pages go once it is older than the purge delay */
-  uint64_t purged_ms;      /* last decommit of free pages (refault detection) */
-  size_t first_page_start; /* offset of page 0's block area */
-  _ak_spare spare;         /* node in the set of spare (empty) segments */
+  uint64_t magic;                /* AK_SEG_MAGIC */
+  uint32_t kind;                 /* AK_SEG_SMALL or AK_SEG_LARGE */
+  _Atomic uintptr_t owner;       /* owning heap, or AK_OWNER_NONE (abandoned, large);
+                                    never 0, so a thread without a heap
+                                    (_ak_tl.heap == NULL) owns nothing */
+  size_t map_size;               /* AK_SEG_LARGE: bytes mapped */
+  uintptr_t large_block;         /* AK_SEG_LARGE: the block */
+  _Atomic(void *) large_sampled; /* AK_SEG_LARGE: the block, if the profiler keeps it */
+  _ak_dnode node;                /* on its owner's segments, or the abandoned list */
+  _ak_dnode gnode;               /* on the registry of all segments (_ak_seg_list) */
+  uint64_t free_mask;            /* pages not in any span */
+  uint64_t dirty_mask;           /* free pages not yet decommitted */
+  uint64_t decommit_mask;        /* free pages given back with madvise */
+  uint64_t guard_mask;           /* hardened: pages whose last system page is PROT_NONE (kept
+                                    when their span is freed, opened when a span covers them) */
+  uint64_t active_ms;            /* last span taken, freed or resized, or adoption: the
+                                    free pages go once it is older than the purge delay */
+  uint64_t purged_ms;            /* last decommit of free pages (refault detection) */
+  size_t first_page_start;       /* offset of page 0's block area */
+  _ak_spare spare;               /* node in the set of spare (empty) segments */
   _ak_page pages[AK_SEG_PAGES];
 } _ak_segment;
 
@@ -135,6 +143,7 @@ struct _ak_mheap {
    * asked for; left_base is `left` as of the last fold. */
   _Atomic uint64_t blocks_allocated, bytes_allocated;
   int64_t left_base;
+  uint64_t prof_gen; /* the heap profiler's generation the countdown mirrors (heap.c) */
   /* The segment lock: segs and the masks of the segments on it change
    * only under it (0 free, 1 the owner, 2 the background thread's idle
    * purge, which only tries it, AK_SEG_LOCK_FROZEN the heap of a thread
@@ -366,6 +375,15 @@ void *_ak_malloc_slow(size_t n);
  *  fast path and _ak_malloc_slow (calloc, aligned and grown blocks): the
  *  countdown and the cumulative counts (_ak_mtls). */
 void _ak_heap_count(_ak_mheap *h, void *p, size_t n);
+/** The heap profiler's marks (prof.c): the free of a block that
+ *  _ak_prof_record may keep (before it can be handed out again; no lock
+ *  held; `pg` NULL: a large block), and a kept large block that realloc
+ *  resized to `n` bytes at `to` (maybe `from`): kept again there. */
+void _ak_malloc_prof_free(_ak_segment *seg, _ak_page *pg, void *p, bool mine);
+void _ak_malloc_prof_moved(void *from, void *to, size_t n);
+/** The allocation slow path sampled `p` (`n` bytes, just allocated by the
+ *  calling thread, no lock held): record and mark it. */
+void _ak_malloc_prof_sampled(void *p, size_t n);
 /** Blocks handed out and bytes asked for, ever, by every thread (the
  *  running threads' counts as of their last slow path, the caller's now). */
 void _ak_heap_totals(uint64_t *blocks, uint64_t *bytes);

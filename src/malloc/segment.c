@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/reclaim.h"
 #include "malloc/malloc_internal.h"
+#include "malloc/stats_internal.h"
 #include "os/os_mem.h"
 
 pthread_mutex_t _ak_seg_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -104,6 +105,13 @@ static _ak_spare_set *spares(void) {
 }
 
 void _ak_segment_spares_register(void) { _ak_spare_set_register(spares()); }
+
+void _ak_segment_spare_bytes(size_t *mapped, size_t *committed) {
+  _ak_spare_counts c;
+  _ak_spare_stats(spares(), &c);
+  *mapped = c.spare_bytes;
+  *committed = c.committed;
+}
 
 /* The policy's step on a slow path (one clock read when nothing is due);
  * with force every spare segment is unmapped. */

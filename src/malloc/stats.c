@@ -40,6 +40,7 @@
 
 #include "common/error.h"
 #include "malloc/malloc_internal.h"
+#include "malloc/stats_internal.h"
 #include "os/os_mem.h"
 
 static const struct {
@@ -253,57 +254,69 @@ AK_PRINTF(2, 3) static void put(report *r, const char *fmt, ...) {
   if (k > 0) r->len += (size_t)k < r->cap - r->len ? (size_t)k : r->cap - r->len - 1;
 }
 
-/* The kernel's view of this process: resident set now (/proc/self/statm;
- * 0 if unreadable) and at its peak, minor and major faults (getrusage). */
+/* The kernel's view of this process: resident set now and at its peak
+ * (VmRSS, VmHWM: _ak_process_rss), minor and major faults (getrusage). */
 typedef struct process_mem {
   size_t rss, peak_rss;
   long minor_faults, major_faults;
 } process_mem;
 
-static void process_mem_get(process_mem *m) {
+static void process_mem_get(process_mem *m, const _ak_stats_extra *x) {
   memset(m, 0, sizeof *m);
+  m->rss = x->rss;
+  m->peak_rss = x->peak_rss;
   struct rusage ru;
   if (getrusage(RUSAGE_SELF, &ru) == 0) {
-    m->peak_rss = (size_t)ru.ru_maxrss * 1024; /* Linux: KiB */
     m->minor_faults = ru.ru_minflt;
     m->major_faults = ru.ru_majflt;
   }
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  char text[128];
-  ssize_t n = read(fd, text, sizeof text - 1);
-  close(fd);
-  if (n <= 0) return;
-  text[n] = '\0';
-  unsigned long size_pages, rss_pages;
-  if (sscanf(text, "%lu %lu", &size_pages, &rss_pages) == 2) m->rss = rss_pages * _ak_os_page_size();
 }
 
-/* The statistics in human units: totals, the kernel's figures, then one line
- * per size class in use. */
-static void format_text(report *r, const ak_malloc_stats *s, const process_mem *m) {
-  char a[AK_BYTES_TEXT], b[AK_BYTES_TEXT];
-  put(r, "  allocated     %-10s (peak %s)\n", _ak_format_bytes(a, s->allocated),
+/* The totals in human units, each line saying what its figure is. */
+static void format_totals(report *r, const ak_malloc_stats *s, const _ak_stats_extra *x,
+                          const process_mem *m) {
+  char a[AK_BYTES_TEXT], b[AK_BYTES_TEXT], c[AK_BYTES_TEXT], d[AK_BYTES_TEXT];
+  put(r, "  allocated     %-10s (peak %s) in live blocks\n", _ak_format_bytes(a, s->allocated),
       _ak_format_bytes(b, s->peak_allocated));
-  put(r, "  committed     %-10s (peak %s)\n", _ak_format_bytes(a, s->committed),
-      _ak_format_bytes(b, s->peak_committed));
-  put(r, "  resident      %-10s (arenakit's segments, mincore)\n", _ak_format_bytes(a, s->resident));
+  put(r, "  committed     %-10s (peak %s) mapped and not given back to the OS\n",
+      _ak_format_bytes(a, s->committed), _ak_format_bytes(b, s->peak_committed));
+  put(r, "  resident      %-10s of arenakit's segments in RAM (as mincore(2) reports)\n",
+      _ak_format_bytes(a, s->resident));
   if (m->rss)
     put(r, "  process RSS   %-10s (peak %s, kernel)\n", _ak_format_bytes(a, m->rss),
         _ak_format_bytes(b, m->peak_rss));
   else
     put(r, "  process RSS   peak %s (kernel)\n", _ak_format_bytes(b, m->peak_rss));
   put(r, "  page faults   %ld minor, %ld major\n", m->minor_faults, m->major_faults);
-  put(r, "  segments %zu, large blocks %zu (%s), thread heaps %zu, abandoned segments %zu\n", s->segments,
-      s->large_blocks, _ak_format_bytes(a, s->large_bytes), s->heaps, s->abandoned);
+  put(r, "  allocations   %llu (%s asked for), frees %llu, live blocks %llu\n",
+      (unsigned long long)x->allocations, _ak_format_bytes(a, (size_t)x->bytes_allocated),
+      (unsigned long long)x->frees, (unsigned long long)x->live_blocks);
+  put(r, "  segments %zu (%s), spare %s, large blocks %zu (%s), large cache %s\n", s->segments,
+      _ak_format_bytes(a, s->segments * AK_SEG_SIZE), _ak_format_bytes(b, x->spare), s->large_blocks,
+      _ak_format_bytes(c, s->large_bytes), _ak_format_bytes(d, x->cached));
+  put(r, "  thread heaps %zu, abandoned segments %zu (%s)\n", s->heaps, s->abandoned,
+      _ak_format_bytes(a, s->abandoned * AK_SEG_SIZE));
+}
+
+/* The statistics in human units: totals, the kernel's figures, one line
+ * per size class in use, then a legend of the words above. */
+static void format_text(report *r, const ak_malloc_stats *s, const _ak_stats_extra *x, const process_mem *m) {
+  char a[AK_BYTES_TEXT], b[AK_BYTES_TEXT];
+  format_totals(r, s, x, m);
   bool any = false;
   for (size_t c = 0; c < s->nclasses; c++) {
     if (!s->class_pages[c]) continue;
-    if (!any) put(r, "  size class  block size  live blocks  pages\n");
+    if (!any) put(r, "  size class  block size  live blocks  spans  span memory\n");
     any = true;
-    put(r, "  %10zu  %10s  %11zu  %5zu\n", c, _ak_format_bytes(a, s->class_size[c]), s->class_blocks[c],
-        s->class_pages[c]);
+    put(r, "  %10zu  %10s  %11zu  %5zu  %11s\n", c, _ak_format_bytes(a, s->class_size[c]), s->class_blocks[c],
+        s->class_pages[c], _ak_format_bytes(b, s->class_pages[c] * _ak_cls_span[c] * AK_PAGE_SIZE));
   }
+  put(r,
+      "  (segment: 4 MiB of address space cut into 64 KiB pages; span: 1 to %d such pages holding blocks of\n"
+      "  one size class; spare: empty segments kept for reuse; large blocks: above ~4 MiB, mapped one by "
+      "one;\n"
+      "  abandoned segments: those of threads that exited, with live blocks, until a thread adopts them)\n",
+      AK_SPAN_PAGES_MAX);
 }
 
 /* The program's name as a JSON string body (quotes and controls escaped). */
@@ -321,23 +334,32 @@ static void put_json_string(report *r, const char *t) {
   put(r, "\"");
 }
 
-/* The same figures as one JSON object on one line; bytes are plain integers. */
-static void format_json(report *r, const ak_malloc_stats *s, const process_mem *m, double elapsed) {
+/* The same figures as one JSON object on one line; bytes are plain
+ * integers (docs/stats.md lists the keys). */
+static void format_json(report *r, const ak_malloc_stats *s, const _ak_stats_extra *x, const process_mem *m,
+                        double elapsed) {
   put(r, "{\"program\":");
   put_json_string(r, program_invocation_short_name);
   put(r,
       ",\"pid\":%ld,\"elapsed_s\":%.6f,\"allocated\":%zu,\"peak_allocated\":%zu,\"committed\":%zu,"
       "\"peak_committed\":%zu,\"resident\":%zu,\"process_rss\":%zu,\"process_peak_rss\":%zu,"
       "\"minor_faults\":%ld,\"major_faults\":%ld,\"segments\":%zu,\"large_blocks\":%zu,\"large_bytes\":%zu,"
-      "\"heaps\":%zu,\"abandoned_segments\":%zu,\"classes\":[",
+      "\"heaps\":%zu,\"abandoned_segments\":%zu,",
       (long)getpid(), elapsed, s->allocated, s->peak_allocated, s->committed, s->peak_committed, s->resident,
       m->rss, m->peak_rss, m->minor_faults, m->major_faults, s->segments, s->large_blocks, s->large_bytes,
       s->heaps, s->abandoned);
+  put(r,
+      "\"allocations\":%llu,\"frees\":%llu,\"bytes_allocated\":%llu,\"live_blocks\":%llu,\"active\":%llu,"
+      "\"mapped\":%llu,\"spare_segments_bytes\":%zu,\"large_cached\":%zu,\"classes\":[",
+      (unsigned long long)x->allocations, (unsigned long long)x->frees,
+      (unsigned long long)x->bytes_allocated, (unsigned long long)x->live_blocks,
+      (unsigned long long)x->active, (unsigned long long)x->mapped, x->spare, x->cached);
   const char *sep = "";
   for (size_t c = 0; c < s->nclasses; c++) {
     if (!s->class_pages[c]) continue;
-    put(r, "%s{\"class\":%zu,\"block_size\":%zu,\"live_blocks\":%zu,\"pages\":%zu}", sep, c, s->class_size[c],
-        s->class_blocks[c], s->class_pages[c]);
+    put(r, "%s{\"class\":%zu,\"block_size\":%zu,\"live_blocks\":%zu,\"pages\":%zu,\"span_bytes\":%zu}", sep,
+        c, s->class_size[c], s->class_blocks[c], s->class_pages[c],
+        s->class_pages[c] * _ak_cls_span[c] * AK_PAGE_SIZE);
     sep = ",";
   }
   put(r, "]}\n");
@@ -349,6 +371,7 @@ static void format_json(report *r, const ak_malloc_stats *s, const process_mem *
 static pthread_mutex_t report_mu = PTHREAD_MUTEX_INITIALIZER;
 typedef struct report_bufs {
   ak_malloc_stats stats;
+  _ak_stats_extra extra;
   char text[16384];
 } report_bufs;
 static report_bufs *report_bufs_ptr;
@@ -373,11 +396,12 @@ int ak_malloc_stats_print(FILE *f) {
     return -1;
   }
   ak_malloc_stats_get(&b->stats);
+  _ak_stats_extra_get(&b->stats, &b->extra);
   process_mem m;
-  process_mem_get(&m);
+  process_mem_get(&m, &b->extra);
   report r = {b->text, 0, sizeof b->text};
   put(&r, "arenakit malloc:\n");
-  format_text(&r, &b->stats, &m);
+  format_text(&r, &b->stats, &b->extra, &m);
   int saved = errno;
   errno = 0; /* what stdio sets below is the failure's cause */
   size_t wrote = fwrite(r.buf, 1, r.len, f);
@@ -503,16 +527,17 @@ static void print_at_exit(void) {
     return;
   }
   ak_malloc_stats_get(&b->stats);
+  _ak_stats_extra_get(&b->stats, &b->extra);
   process_mem m;
-  process_mem_get(&m);
+  process_mem_get(&m, &b->extra);
   report r = {b->text, 0, sizeof b->text};
   if (form == AK_SHOW_STATS_JSON) {
-    format_json(&r, &b->stats, &m, elapsed);
+    format_json(&r, &b->stats, &b->extra, &m, elapsed);
   } else {
     put(&r, "arenakit: %s (pid %ld", program_invocation_short_name, pid);
     if (pid != (long)heap_pid) put(&r, ", forked from pid %ld", (long)heap_pid);
     put(&r, "): heap statistics at exit, %.3f s after the heap started\n", elapsed);
-    format_text(&r, &b->stats, &m);
+    format_text(&r, &b->stats, &b->extra, &m);
   }
   deliver(r.buf, r.len, pid);
   pthread_mutex_unlock(&report_mu);

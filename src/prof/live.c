@@ -164,9 +164,17 @@ __attribute__((noinline)) bool _ak_prof_record(void *block, size_t size, const c
   return kept;
 }
 
-void _ak_prof_forget(void *block) {
+/* Removes `block`'s record; `count_unknown`: a block without one is
+ * counted in unknown_frees. Returns whether it had one. */
+static bool forget(void *block, bool count_unknown) {
   pthread_mutex_lock(&_ak_prof_g.mu);
   _ak_prof_tables *t = &_ak_prof_g.t;
-  if (t->ready && !_ak_prof_live_remove(t, (uintptr_t)block)) t->unknown_frees++;
+  bool kept = t->ready && _ak_prof_live_remove(t, (uintptr_t)block);
+  if (t->ready && !kept && count_unknown) t->unknown_frees++;
   pthread_mutex_unlock(&_ak_prof_g.mu);
+  return kept;
 }
+
+void _ak_prof_forget(void *block) { (void)forget(block, true); }
+
+bool _ak_prof_forget_if_kept(void *block) { return forget(block, false); }

@@ -87,6 +87,18 @@ bool _ak_prof_record(void *block, size_t size, const char *label_key, const char
  *  the live set is counted (unknown_frees) and otherwise ignored. One lock,
  *  one hash lookup. Never calls malloc. */
 void _ak_prof_forget(void *block);
+/** A countdown of its own for a component whose fast path cannot share
+ *  the thread's (the arena's inline bump, which stops at an address): the
+ *  bytes until its next sample, drawn like the thread's (exponential,
+ *  mean the current period, from the calling thread's generator), or
+ *  INT64_MAX while the profiler is off. The distribution is memoryless, so
+ *  a countdown may be dropped and drawn again at any time without bias.
+ *  No lock, no allocation; async-signal-safe. */
+int64_t _ak_prof_countdown(void);
+/** _ak_prof_forget for a block that may or may not be in the live set (a
+ *  component that marks a group of blocks, not each one): true when it
+ *  was and is now forgotten; a block that was not is not counted. */
+bool _ak_prof_forget_if_kept(void *block);
 
 #ifdef __cplusplus
 }

@@ -137,6 +137,11 @@ void _ak_prof_rearm(uint64_t gen) {
   _ak_prof_self.left = (gen & 1) ? _ak_prof_draw(current_period()) : INT64_MAX;
 }
 
+int64_t _ak_prof_countdown(void) {
+  uint64_t gen = __atomic_load_n(&_ak_prof_gen, __ATOMIC_RELAXED);
+  return (gen & 1) ? _ak_prof_draw(current_period()) : INT64_MAX;
+}
+
 bool _ak_prof_sample_slow(size_t n) {
   _ak_prof_tls *t = &_ak_prof_self;
   uint64_t gen = __atomic_load_n(&_ak_prof_gen, __ATOMIC_RELAXED);

@@ -9,6 +9,7 @@
  * references that only a C++ program resolves. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -23,9 +24,16 @@
  * call is declared here, with the same signature. */
 _Noreturn void _ak_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), cold, noinline));
 
+/* The malloc's sized free (src/malloc/free_sized.c): checks the size
+ * against the block in the hardened build, naming `call` if it does not
+ * match; a plain free otherwise. `exact`: the block came from operator new,
+ * so it is of the size class the size maps to. */
+void _ak_free_sized_call(const char *call, void *p, size_t align, size_t n, bool exact);
+
 /* malloc, free, calloc, realloc, reallocarray, posix_memalign,
  * aligned_alloc, memalign and malloc_usable_size are aliases defined in
- * src/malloc/alloc.c (built with AK_OVERRIDE for this library). */
+ * src/malloc/alloc.c (built with AK_OVERRIDE for this library); glibc's
+ * malloc_trim, mallinfo, mallinfo2 and malloc_info are in malloc_glibc.c. */
 
 static size_t page_size(void) {
   long ps = sysconf(_SC_PAGESIZE);
@@ -41,6 +49,24 @@ EXPORT void *pvalloc(size_t n) {
     return NULL;
   }
   return ak_memalign(ps, n ? (n + ps - 1) & ~(ps - 1) : ps);
+}
+
+/* glibc's internal names of the same functions, which some programs and
+ * libraries call directly (to reach "the real malloc" from a hook of their
+ * own): they are arenakit's too, so a block from __libc_malloc can go to
+ * free() and the other way round. */
+EXPORT void *__libc_malloc(size_t n) { return ak_malloc(n); }
+EXPORT void __libc_free(void *p) { ak_free(p); }
+EXPORT void *__libc_calloc(size_t count, size_t size) { return ak_calloc(count, size); }
+EXPORT void *__libc_realloc(void *p, size_t n) { return ak_realloc(p, n); }
+EXPORT void *__libc_memalign(size_t align, size_t n) { return ak_memalign(align, n); }
+EXPORT void *__libc_valloc(size_t n) { return valloc(n); }
+EXPORT void *__libc_pvalloc(size_t n) { return pvalloc(n); }
+
+/* C23's sized frees: the size is checked in the hardened build. */
+EXPORT void free_sized(void *p, size_t n) { _ak_free_sized_call("free_sized", p, 0, n, false); }
+EXPORT void free_aligned_sized(void *p, size_t align, size_t n) {
+  _ak_free_sized_call("free_aligned_sized", p, align, n, false);
 }
 
 /* ---- C++ operators ---------------------------------------------------------------- */
@@ -126,13 +152,9 @@ EXPORT void op_del_arr_al_nt(void *p, size_t al,
 
 void op_del(void *p) { ak_free(p); }
 void op_del_arr(void *p) { ak_free(p); }
-void op_del_sz(void *p, size_t n) {
-  (void)n;
-  ak_free(p);
-}
+void op_del_sz(void *p, size_t n) { _ak_free_sized_call("operator delete(void*, size_t)", p, 0, n, true); }
 void op_del_arr_sz(void *p, size_t n) {
-  (void)n;
-  ak_free(p);
+  _ak_free_sized_call("operator delete[](void*, size_t)", p, 0, n, true);
 }
 void op_del_al(void *p, size_t al) {
   (void)al;
@@ -143,14 +165,10 @@ void op_del_arr_al(void *p, size_t al) {
   ak_free(p);
 }
 void op_del_sz_al(void *p, size_t n, size_t al) {
-  (void)n;
-  (void)al;
-  ak_free(p);
+  _ak_free_sized_call("operator delete(void*, size_t, align_val_t)", p, al, n, true);
 }
 void op_del_arr_sz_al(void *p, size_t n, size_t al) {
-  (void)n;
-  (void)al;
-  ak_free(p);
+  _ak_free_sized_call("operator delete[](void*, size_t, align_val_t)", p, al, n, true);
 }
 void op_del_nt(void *p, const void *nt) {
   (void)nt;

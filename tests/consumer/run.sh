@@ -179,6 +179,8 @@ if step "$ilog" "$cmake" -S "$src" -B "$abuild" -DCMAKE_BUILD_TYPE=Release "$nog
   [ -n "$(find "$prefix" -name 'libarenakit-malloc.a' -print -quit)" ] || missing+=("libarenakit-malloc.a")
   [ -n "$(find "$prefix" -path '*/pkgconfig/arenakit-shared.pc' -print -quit)" ] ||
     missing+=("<libdir>/pkgconfig/arenakit-shared.pc")
+  [ -n "$(find "$prefix" -path '*/pkgconfig/arenakit-malloc.pc' -print -quit)" ] ||
+    missing+=("<libdir>/pkgconfig/arenakit-malloc.pc")
   if [ -n "$extra" ]; then
     echo "install: FAILED: the install line does not build the library only:$extra"
     failed=1
@@ -274,6 +276,40 @@ pkgconfig=${PKG_CONFIG:-}
 if [ -z "$pkgconfig" ]; then
   pkgconfig=$(command -v pkg-config || command -v pkgconf || true)
 fi
+# pkgconfig_dropin: the drop-in malloc through arenakit-malloc.pc (called by
+# pkgconfig_way, with its PKG_CONFIG_LIBDIR): common/dropin.c linked shared
+# (it needs libarenakit-malloc.so) and --static (it needs no libarenakit*),
+# and run: its malloc and strdup's are arenakit's.
+# shellcheck disable=SC2086
+pkgconfig_dropin() {
+  local d=$bdir/dropin mcflags mlibs mslibs
+  step "$log" "$pkgconfig" --exists --print-errors arenakit-malloc || {
+    echo "pkg-config does not accept arenakit-malloc.pc"
+    return 1
+  }
+  mcflags=$("$pkgconfig" --cflags arenakit-malloc)
+  mlibs=$("$pkgconfig" --libs arenakit-malloc)
+  mslibs=$("$pkgconfig" --static --libs arenakit-malloc)
+  echo "arenakit-malloc: cflags=$mcflags libs=$mlibs static libs=$mslibs" >>"$log"
+  mkdir -p "$d"
+  step "$log" "$cc" -std=c11 -O2 -Wall -Wextra $mcflags "$here/common/dropin.c" -o "$d/dropin_shared" $mlibs \
+    -Wl,-rpath,"$libdir" || {
+    echo "linking with \`pkg-config --libs arenakit-malloc\` failed"
+    return 1
+  }
+  step "$log" "$cc" -std=c11 -O2 -Wall -Wextra $mcflags "$here/common/dropin.c" -o "$d/dropin_static" $mslibs || {
+    echo "linking with \`pkg-config --static --libs arenakit-malloc\` failed"
+    return 1
+  }
+  if command -v readelf >/dev/null 2>&1; then
+    needed_libs "$d/dropin_shared" | grep -q '^libarenakit-malloc\.so' ||
+      { echo "$d/dropin_shared does not need libarenakit-malloc.so"; return 1; }
+    ! needed_libs "$d/dropin_static" | grep -q '^libarenakit' ||
+      { echo "$d/dropin_static needs a shared libarenakit"; return 1; }
+  fi
+  run_app "$log" "$d/dropin_shared" && run_app "$log" "$d/dropin_static" || return 1
+  grep -q "^drop-in: malloc and strdup are arenakit's" "$log" || { echo "the drop-in program printed nothing"; return 1; }
+}
 # pkgconfig_way: returns 0 when every pkg-config check passes, else prints why.
 # Flags from pkg-config are split into words on purpose.
 # shellcheck disable=SC2086,SC2015
@@ -371,6 +407,7 @@ pkgconfig_way() {
     check_link "$o/app_c_static" static || return 1
     run_app "$log" "$o/app_c_static" || return 1
   done
+  pkgconfig_dropin || return 1
   # Unloading (docs/design.md, "Lifecycle"): a program built as users build
   # (-O2, lazy binding) dlopens the installed libarenakit.so, and plugins
   # linked with `pkg-config --libs` and `--static --libs`, uses and closes
@@ -402,7 +439,8 @@ if [ $installed -ne 1 ]; then
 elif [ -z "$pkgconfig" ]; then
   fail $way "" "neither pkg-config nor pkgconf is installed (scripts/deps.sh test installs pkgconf)"
 elif why=$(pkgconfig_way); then
-  echo "$way: ok (shared via rpath and LD_LIBRARY_PATH, --static; -O0 and -O2; dlopen/dlclose x300)"
+  echo "$way: ok (shared via rpath and LD_LIBRARY_PATH, --static; -O0 and -O2; dlopen/dlclose x300;" \
+    "arenakit-malloc shared and --static)"
 else
   fail $way "$log" "$why"
 fi

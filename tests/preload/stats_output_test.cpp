@@ -86,9 +86,54 @@ TEST(StatsReport, OneReadableReportPerProcessHeadedByNameAndPid) {
       << r.err;
   EXPECT_TRUE(ere_search(r.err, R"(\n  page faults +[1-9][0-9]* minor, [0-9]+ major)")) << r.err;
   EXPECT_TRUE(ere_search(r.err, R"(large blocks 1 \([0-9.]+ MiB\))")) << r.err;
-  EXPECT_NE(r.err.find("size class  block size  live blocks  pages"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("size class  block size  live blocks  spans  span memory"), std::string::npos)
+      << r.err;
   // No figure in raw bytes beyond 1023: every size is in units.
   EXPECT_FALSE(ere_search(r.err, R"([0-9]{4,} B([^a-zA-Z]|$))")) << r.err;
+}
+
+// What a person acts on: cumulative counts (stats_prog allocates 1000 small
+// blocks and a large one, frees 500), every byte figure with its unit (the
+// spans' memory too), a one-line meaning of each figure and a legend of the
+// words (segment, span, spare, abandoned segments), mincore named as what
+// it is.
+TEST(StatsReport, CumulativeCountsUnitsAndALegend) {
+  ProgRun r = run_prog({"AK_SHOW_STATS=1"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(ere_search(r.err,
+                         R"(\n  allocations +1[0-9]{3} \([0-9.]+ MiB asked for\), frees [5-9][0-9]{2}, )"
+                         R"(live blocks [1-9][0-9]*\n)"))
+      << r.err;
+  EXPECT_TRUE(ere_search(
+      r.err, R"(\n  allocated +[0-9.]+ (B|KiB|MiB) +\(peak [0-9.]+ (B|KiB|MiB)\) in live blocks\n)"))
+      << r.err;
+  EXPECT_TRUE(ere_search(r.err, R"(\n  segments 1 \(4\.00 MiB\), spare [0-9.]+ (B|KiB|MiB), large blocks 1 )"
+                                R"(\(8\.00 MiB\), large cache [0-9.]+ (B|KiB|MiB)\n)"))
+      << r.err;
+  EXPECT_TRUE(ere_search(r.err, R"(\n +[0-9]+ +[0-9.]+ (B|KiB) +[0-9]+ +[0-9]+ +[0-9.]+ KiB\n)")) << r.err;
+  EXPECT_NE(r.err.find("as mincore(2) reports"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("span: 1 to 32 such pages"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("abandoned segments: those of threads that exited"), std::string::npos) << r.err;
+}
+
+// The JSON form carries the counts too, and the peak RSS (the kernel's
+// VmHWM) is never below the current RSS.
+TEST(StatsReport, JsonHasTheCountsAndPeakRssIsNeverBelowCurrent) {
+  for (int i = 0; i < 5; i++) {
+    ProgRun r = run_prog({"AK_SHOW_STATS=json"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_TRUE(ere_search(r.err,
+                           R"("allocations":1[0-9]{3},"frees":[5-9][0-9]{2},"bytes_allocated":[0-9]{7,},)"
+                           R"("live_blocks":[0-9]+,)"))
+        << r.err;
+    size_t at = r.err.find("\"process_rss\":"), peak_at = r.err.find("\"process_peak_rss\":");
+    ASSERT_NE(at, std::string::npos) << r.err;
+    ASSERT_NE(peak_at, std::string::npos) << r.err;
+    unsigned long long rss = std::strtoull(r.err.c_str() + at + 14, nullptr, 10);
+    unsigned long long peak = std::strtoull(r.err.c_str() + peak_at + 19, nullptr, 10);
+    EXPECT_GT(rss, 0u) << r.err;
+    EXPECT_GE(peak, rss) << r.err;
+  }
 }
 
 TEST(StatsReport, NothingWithoutTheOption) {
@@ -177,10 +222,11 @@ TEST(StatsReport, JsonFormIsOneObjectPerProcess) {
   ProgRun r = run_prog({"AK_SHOW_STATS=json"});
   ASSERT_EQ(r.status, 0) << r.err;
   long pid = first_pid(r);
-  std::string obj_re("^\\{\"program\":\"preload_stats_prog\",\"pid\":" + std::to_string(pid) +
-                     ",\"elapsed_s\":[0-9.]+,\"allocated\":[0-9]+,.*\"process_rss\":[1-9][0-9]*,.*"
-                     "\"minor_faults\":[1-9][0-9]*,.*\"large_blocks\":1,.*\"classes\":\\[\\{\"class\":[0-9]+,"
-                     "\"block_size\":[0-9]+,\"live_blocks\":[0-9]+,\"pages\":[0-9]+\\}.*\\]\\}\n$");
+  std::string obj_re(
+      "^\\{\"program\":\"preload_stats_prog\",\"pid\":" + std::to_string(pid) +
+      ",\"elapsed_s\":[0-9.]+,\"allocated\":[0-9]+,.*\"process_rss\":[1-9][0-9]*,.*"
+      "\"minor_faults\":[1-9][0-9]*,.*\"large_blocks\":1,.*\"classes\":\\[\\{\"class\":[0-9]+,"
+      "\"block_size\":[0-9]+,\"live_blocks\":[0-9]+,\"pages\":[0-9]+,\"span_bytes\":[0-9]+\\}.*\\]\\}\n$");
   EXPECT_TRUE(ere_match(r.err, obj_re)) << r.err;
 }
 
