@@ -25,7 +25,7 @@
 
 #define AK_CTOR_RECLAIM 101 /* src/common/reclaim.c: the background thread's */
 #define AK_CTOR_MALLOC 102  /* src/malloc/heap.c: the malloc's fork handlers */
-#define AK_CTOR_POOL 103    /* src/pool/pool_core.c: the pools' fork handlers */
+#define AK_CTOR_POOL 103    /* src/pool/registry.c: the pools' fork handlers */
 /* 104: the heap profiler's (src/prof/prof_internal.h). The arena's chunk
  * cache lock is a leaf (nothing is called under it), so its place is
  * free: last, its prepare runs first. */

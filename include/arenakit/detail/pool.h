@@ -139,7 +139,7 @@ typedef struct _ak_pool_theap {
 
 /** A thread's magazine of an AK_SYNC_SPINLOCK or AK_SYNC_LOCKFREE pool:
  *  the part the inline paths use (the library's _ak_pool_mag begins with
- *  it; src/pool/pool_magazine.c has the protocol). Only the owner reads or
+ *  it; src/pool/modes/magazine.c has the protocol). Only the owner reads or
  *  writes `list` and `n` while `busy` is 1, and sets `busy` only when
  *  `taken` is 0; ak_pool_trim (another thread) sets `taken`, makes the
  *  owner's marks visible (membarrier(2)), waits until `busy` is 0, then
@@ -204,7 +204,7 @@ struct ak_pool {
   uint64_t slot_div;    /**< UINT64_MAX / slot + 1 (see _ak_pool_on_grid) */
 };
 
-/* Hardened: the library's map of slab addresses (src/pool/pool_table.c):
+/* Hardened: the library's map of slab addresses (src/pool/slab/map.c):
  * one bit per 4 KiB granule at which a live slab of some pool starts, a
  * leaf of 2^18 bits per GiB of address, NULL until a slab lies there. The
  * inline frees read a header other than the current slab's only where the

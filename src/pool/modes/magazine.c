@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* pool_magazine.c - the per-thread front of AK_SYNC_SPINLOCK and
+/* magazine.c - the per-thread front of AK_SYNC_SPINLOCK and
  * AK_SYNC_LOCKFREE: a magazine of free objects per thread and pool, in
  * front of the pool's shared structure (the serial core under the
  * spinlock, or the lock-free stack of batches).
  *
  * Why: with one shared word touched on every call, two threads on two
  * cores move its cache line between the cores on every allocation and
- * free (the pool-newdelete-mt table: 12x slower at T=2 than at T=1).
+ * free.
  * A magazine takes and gives objects AK_MAG_BATCH at a time, so the shared
  * word (the lock, the stack head, the counters) is touched once per batch.
  *
@@ -28,19 +28,17 @@
  * After the barrier an owner either was marked (the taker sees the mark
  * and waits) or sees `taken` (and keeps off), so exactly one of them works
  * on a chain and nobody reads a slot it does not hold. The owner pays a
- * compiler barrier instead of a fence: an atomic exchange of the chain,
- * the protocol before this one, cost 8-10 ns each on Intel Xeon (family 6
- * model 207; 19-24 ns per allocate + free pair against 5 ns with the
- * mark) and about 2 ns on AMD Zen 3. Without membarrier(2) (an old
+ * compiler barrier instead of a fence or an atomic read-modify-write: the
+ * cost of synchronising falls on the rare taker. Without membarrier(2) (an old
  * kernel, a seccomp filter: barrier_setup) the owners fence their marks
  * themselves (`fenced`, library paths only: the inline paths stay off).
  *
  * Counting: each magazine's allocations minus frees not yet in the pool's
- * `mag_live` (net) are added to it whenever the magazine touches the
+ * `mag.live` (net) are added to it whenever the magazine touches the
  * shared structure, where the high-water mark is sampled. The fast paths
  * count nothing: an allocation pops one object and a free pushes one, so
  * net + n (`base`) changes only on slow paths, and net is base - n. With
- * max_objects every call updates `mag_live` instead, exactly, and the cap
+ * max_objects every call updates `mag.live` instead, exactly, and the cap
  * is enforced on it.
  *
  * The fast paths are the mark, a pop or push, and one compare each
@@ -56,11 +54,11 @@
  *
  * Thread exit (a pthread key destructor) hands a thread's magazines back.
  * The thread's table of magazines, the registry of live pools, the key and
- * the thread-exit walk are the shared component pool_tls.c; this file
+ * the thread-exit walk are the shared component modes/tls.c; this file
  * gives it its hooks (_ak_mag_tls: magazine creation, mag_empty at thread
  * exit, freeing at destroy, cache reset) and keeps its own direct-mapped
  * caches in front of it (tl_last, tl_cache: mag_is_last, mag_find).
- * Locks: pool_tls.c's g_mu (registry) before a pool's `mu` before its
+ * Locks: modes/tls.c's g_mu (registry) before a pool's `mu` before its
  * spinlock. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -73,7 +71,7 @@
 #include "common/error.h"
 #include "common/track.h"
 #include "os/os_mem.h"
-#include "pool/pool_internal.h"
+#include "pool/modes.h"
 
 struct _ak_pool_mag {
   /* The owner's line. The inline paths' part (arenakit/detail/pool.h):
@@ -94,9 +92,9 @@ struct _ak_pool_mag {
                            last drain_self (see there) */
   bool counted;         /* owner: every call takes the slow path (max_objects: the
                            exact count; checked or tracked builds: the hooks) */
-  size_t live_seen;     /* owner: mag_live as of its last flush */
+  size_t live_seen;     /* owner: mag.live as of its last flush */
   /* Owner stores, stats read: net + n, where net (allocations minus frees
-   * not yet added to mag_live) is base - n. A fast path changes n by one
+   * not yet added to mag.live) is base - n. A fast path changes n by one
    * and net by the opposite one, so base changes only on slow paths: the
    * fast paths keep no count of their own. */
   _Atomic intptr_t base;
@@ -108,11 +106,11 @@ struct _ak_pool_mag {
 static inline _ak_pool_mag *mag_of(const _ak_dnode *n) {
   return _AK_DLIST_ENTRY((_ak_dnode *)(uintptr_t)n, _ak_pool_mag, node);
 }
-static inline _ak_pool_mag *mag_first(const _ak_pool_impl *p) { return mag_of(p->mags.head); }
+static inline _ak_pool_mag *mag_first(const _ak_pool_impl *p) { return mag_of(p->mag.list.head); }
 static inline _ak_pool_mag *mag_next(const _ak_pool_mag *m) { return mag_of(m->node.next); }
 
 /* Thread-local: a direct-mapped cache of the thread's magazines, in front
- * of its table in pool_tls.c, by pool id, and in front of it the entry of
+ * of its table in modes/tls.c, by pool id, and in front of it the entry of
  * the pool the thread used last (tl_last: one compare on a fast path).
  * Ids are unique over the process lifetime and never 0, so an empty entry
  * or one of a destroyed pool whose address is reused never matches. */
@@ -127,11 +125,16 @@ TL tl_entry tl_cache[8];
 
 /* ---- the shared structure of each mode ------------------------------------------- */
 
-static uint32_t shared_take(_ak_pool_impl *p, void **chain) { return p->mode->take(p, chain); }
+static uint32_t shared_take(_ak_pool_impl *p, void **chain) {
+  uint32_t n = p->mode->take(p, chain);
+  AK_ASSERT(n <= AK_MAG_BATCH && (n == 0 || *chain != NULL)); /* at most one batch, as a chain */
+  return n;
+}
 
 /* `n`: the chain's length if known (a full batch), else 0. */
 static void shared_give(_ak_pool_impl *p, void *chain, uint32_t n) {
   if (!chain) return;
+  AK_ASSERT(n <= AK_MAG_BATCH); /* a known length is at most one batch */
   p->mode->give(p, chain, n);
 }
 
@@ -179,6 +182,7 @@ static inline void *list_take(_ak_pool_mag *m) {
 }
 /* The owner stores the chain it holds (back). */
 static inline void list_put(_ak_pool_mag *m, void *c) {
+  AK_ASSERT((c == NULL) == (n_get(m) == 0)); /* `n` is the chain's length */
   owner_enter(m);
   __atomic_store_n(&m->head.list, c, __ATOMIC_RELAXED);
   _ak_pool_mag_leave(&m->head);
@@ -187,9 +191,13 @@ static inline void list_put(_ak_pool_mag *m, void *c) {
 /* A taker (another thread, under p->mu) announces itself on `m`; after
  * owners_barrier, steal_chain waits out an owner at work and takes the
  * chain. */
-static void steal_begin(_ak_pool_mag *m) { __atomic_store_n(&m->head.taken, 1, __ATOMIC_RELAXED); }
+static void steal_begin(_ak_pool_mag *m) {
+  AK_ASSERT(__atomic_load_n(&m->head.taken, __ATOMIC_RELAXED) == 0); /* one taker at a time (p->mu) */
+  __atomic_store_n(&m->head.taken, 1, __ATOMIC_RELAXED);
+}
 static void *steal_chain(_ak_pool_mag *m) {
   while (__atomic_load_n(&m->head.busy, __ATOMIC_ACQUIRE)) sched_yield();
+  AK_ASSERT(__atomic_load_n(&m->head.taken, __ATOMIC_RELAXED) == 1); /* announced by steal_begin */
   void *c = __atomic_load_n(&m->head.list, __ATOMIC_RELAXED);
   __atomic_store_n(&m->head.list, NULL, __ATOMIC_RELAXED);
   __atomic_store_n(&m->head.taken, 0, __ATOMIC_RELEASE);
@@ -201,11 +209,12 @@ static inline intptr_t base_get(_ak_pool_mag *m) {
 static inline void base_set(_ak_pool_mag *m, intptr_t v) {
   atomic_store_explicit(&m->base, v, memory_order_relaxed);
 }
-/* Allocations minus frees not yet in mag_live (any thread; exact from the
+/* Allocations minus frees not yet in mag.live (any thread; exact from the
  * owner or when no call is running). */
 static inline intptr_t net_get(_ak_pool_mag *m) { return base_get(m) - (intptr_t)n_get(m); }
 /* Owner: `list` now holds `n` objects, net unchanged (a batch came or went). */
 static inline void n_move(_ak_pool_mag *m, uint32_t n) {
+  AK_ASSERT(n <= AK_MAG_BATCH); /* `list` holds at most one batch */
   base_set(m, base_get(m) + (intptr_t)n - (intptr_t)n_get(m));
   n_set(m, n);
 }
@@ -224,12 +233,13 @@ static void set_hi(_ak_pool_mag *m) {
     intptr_t drain = base_get(m) + (seen > 0 ? seen : 0) - 1; /* n before the push */
     if (drain < hi) hi = drain < 0 ? 0 : drain;
   }
+  AK_ASSERT(hi >= 0 && hi <= (intptr_t)AK_MAG_BATCH && (!m->counted || hi == 0));
   m->head.hi = (uint32_t)hi;
 }
 
 static void peak_raise(_ak_pool_impl *p, size_t live) {
-  size_t peak = atomic_load_explicit(&p->mag_peak, memory_order_relaxed);
-  while (live > peak && !atomic_compare_exchange_weak_explicit(&p->mag_peak, &peak, live,
+  size_t peak = atomic_load_explicit(&p->mag.peak, memory_order_relaxed);
+  while (live > peak && !atomic_compare_exchange_weak_explicit(&p->mag.peak, &peak, live,
                                                                memory_order_relaxed, memory_order_relaxed)) {
   }
 }
@@ -239,21 +249,22 @@ static void peak_raise(_ak_pool_impl *p, size_t live) {
 static void net_flush(_ak_pool_impl *p, _ak_pool_mag *m) {
   intptr_t net = net_get(m);
   base_set(m, (intptr_t)n_get(m));
-  size_t live = atomic_fetch_add_explicit(&p->mag_live, (size_t)net, memory_order_relaxed) + (size_t)net;
+  size_t live = atomic_fetch_add_explicit(&p->mag.live, (size_t)net, memory_order_relaxed) + (size_t)net;
   m->live_seen = live;
   if (net > 0) peak_raise(p, live);
+  AK_ASSERT(net_get(m) == 0); /* the magazine's count is the pool's now */
 }
 
-size_t _ak_mag_live(_ak_pool_impl *p) {
+static size_t mag_live(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
-  size_t live = atomic_load(&p->mag_live);
+  size_t live = atomic_load(&p->mag.live);
   for (_ak_pool_mag *m = mag_first(p); m; m = mag_next(m)) live += (size_t)net_get(m);
   pthread_mutex_unlock(&p->mu);
   return (intptr_t)live < 0 ? 0 : live;
 }
 
-size_t _ak_mag_peak(_ak_pool_impl *p) {
-  size_t live = _ak_mag_live(p), peak = atomic_load(&p->mag_peak);
+static size_t mag_peak(_ak_pool_impl *p) {
+  size_t live = mag_live(p), peak = atomic_load(&p->mag.peak);
   return live > peak ? live : peak;
 }
 
@@ -274,6 +285,7 @@ static _ak_pool_mag *mag_find(_ak_pool_impl *p) {
     *e = (tl_entry){p->id, m};
   }
   tl_last = *e;
+  AK_ASSERT(e->m->pool == p); /* the cache names the pool's own magazine */
   if (p->pub.mkey)
     _ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)] = (_ak_pool_tentry){.key = p->id, .state.mag = &e->m->head};
   return e->m;
@@ -290,17 +302,18 @@ static bool mag_counted(const _ak_pool_impl *p) { return p->max_objects || p->de
 static void *mag_create(_ak_pool_impl *p) {
   _ak_pool_mag *m = _ak_tls_state_alloc(sizeof *m);
   if (!m) return NULL;
+  AK_ASSERT(m->head.list == NULL && m->head.n == 0 && atomic_load(&m->base) == 0); /* holds nothing */
   m->pool = p;
   m->counted = mag_counted(p);
   set_hi(m);
   pthread_mutex_lock(&p->mu);
-  _ak_dlist_push_front(&p->mags, &m->node);
+  _ak_dlist_push_front(&p->mag.list, &m->node);
   pthread_mutex_unlock(&p->mu);
   return m;
 }
 
 /* Under p->mu: takes `m` off the pool's magazine list. */
-static void mag_unlink(_ak_pool_impl *p, _ak_pool_mag *m) { _ak_dlist_remove(&p->mags, &m->node); }
+static void mag_unlink(_ak_pool_impl *p, _ak_pool_mag *m) { _ak_dlist_remove(&p->mag.list, &m->node); }
 
 /* The owner gives back everything `m` holds. */
 static void mag_empty(_ak_pool_impl *p, _ak_pool_mag *m) {
@@ -313,17 +326,19 @@ static void mag_empty(_ak_pool_impl *p, _ak_pool_mag *m) {
  * go back to the shared structure, and it is freed. */
 static void mag_exit(_ak_pool_impl *p, void *state) {
   _ak_pool_mag *m = state;
+  AK_ASSERT(m->pool == p); /* the thread's table pairs each state with its pool */
   pthread_mutex_lock(&p->mu);
   mag_unlink(p, m);
-  atomic_fetch_add(&p->mag_live, (size_t)net_get(m));
+  atomic_fetch_add(&p->mag.live, (size_t)net_get(m));
   pthread_mutex_unlock(&p->mu);
   mag_empty(p, m);
+  AK_ASSERT(!_ak_dnode_linked(&m->node) && atomic_load(&m->full) == NULL); /* off the list, emptied */
   free(m);
   if (p->mode->thread_left) p->mode->thread_left(p);
 }
 
 /* _ak_tls_mode.forget: the exiting thread's caches of magazines are
- * emptied (pool_tls.c empties the inline paths' _ak_pool_tcache). */
+ * emptied (modes/tls.c empties the inline paths' _ak_pool_tcache). */
 static void mag_forget(void) {
   memset(tl_cache, 0, sizeof tl_cache);
   memset(&tl_last, 0, sizeof tl_last);
@@ -335,9 +350,11 @@ static void mag_forget(void) {
 static void mags_destroy(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
   for (_ak_pool_mag *m; (m = mag_first(p)) != NULL;) {
+    AK_ASSERT(m->pool == p); /* the pool's list holds its own magazines */
     mag_unlink(p, m);
     free(m);
   }
+  AK_ASSERT(p->mag.list.n == 0 && p->mag.list.head == NULL); /* no magazine outlives its pool */
   pthread_mutex_unlock(&p->mu);
   for (size_t i = 0; i < 8; i++)
     if (tl_cache[i].id == p->id) memset(&tl_cache[i], 0, sizeof tl_cache[i]);
@@ -384,7 +401,7 @@ void _ak_mag_fork_child(_ak_pool_impl *p) {
  * (links encoded) has its own below, which check the links. */
 
 static _Noreturn AK_COLD void corrupt(_ak_pool_impl *p, void *o, void *next) {
-  _ak_slab_corrupt(_ak_pool_slab_base(p, o), o, next, "ak_pool_alloc");
+  _ak_slab_corrupt(_ak_slab_of(o, p->slab_size), o, next, "ak_pool_alloc");
 }
 
 /* The owner found `list` NULL: empty, or a thief took it (n is then
@@ -420,6 +437,7 @@ static void *refill(_ak_pool_impl *p, _ak_pool_mag *m) {
     if (m->takes < 2) m->takes++;
   }
   if (c) n_move(m, n);
+  AK_ASSERT(!c || (n > 0 && n <= AK_MAG_BATCH)); /* a chain of at most one batch */
   return c;
 }
 
@@ -428,9 +446,9 @@ static AK_COLD __attribute__((noinline)) void *alloc_slow(_ak_pool_impl *p, _ak_
   if (!o) claim_lost(m);
   /* The cap needs an exact count: one shared atomic per call, only then. */
   if (p->max_objects) {
-    size_t live = atomic_fetch_add_explicit(&p->mag_live, 1, memory_order_relaxed) + 1;
+    size_t live = atomic_fetch_add_explicit(&p->mag.live, 1, memory_order_relaxed) + 1;
     if (AK_UNLIKELY(live > p->max_objects)) {
-      atomic_fetch_sub_explicit(&p->mag_live, 1, memory_order_relaxed);
+      atomic_fetch_sub_explicit(&p->mag.live, 1, memory_order_relaxed);
       if (o) list_put(m, o);
       _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "max_objects live objects already");
       return NULL;
@@ -438,14 +456,14 @@ static AK_COLD __attribute__((noinline)) void *alloc_slow(_ak_pool_impl *p, _ak_
     peak_raise(p, live);
   }
   if (!o && !(o = refill(p, m))) {
-    if (p->max_objects) atomic_fetch_sub_explicit(&p->mag_live, 1, memory_order_relaxed);
+    if (p->max_objects) atomic_fetch_sub_explicit(&p->mag.live, 1, memory_order_relaxed);
     set_hi(m);
     return NULL;
   }
   chain_pop(p, m, o, n_get(m));
-  if (p->max_objects) base_set(m, (intptr_t)n_get(m)); /* counted in mag_live: net stays 0 */
+  if (p->max_objects) base_set(m, (intptr_t)n_get(m)); /* counted in mag.live: net stays 0 */
   if (AK_UNLIKELY(p->debug)) {
-    _ak_pool_mark_live(p, _ak_pool_slab_base(p, o), o);
+    _ak_pool_mark_live(p, _ak_slab_of(o, p->slab_size), o);
     _ak_pool_track_alloc(p, o);
   }
   set_hi(m);
@@ -491,6 +509,7 @@ void *_ak_mag_alloc(_ak_pool_impl *p) {
 static void *alloc_counted(_ak_pool_impl *p) {
   _ak_pool_mag *m = mag_is_last(p) ? tl_last.m : mag_or_error(p);
   if (!m) return NULL;
+  AK_ASSERT(m->counted); /* a pool counts every call or none */
   return alloc_slow(p, m, list_take(m));
 }
 
@@ -502,10 +521,11 @@ void _ak_mag_init(_ak_pool_impl *p) {
   pthread_once(&g_barrier_once, barrier_setup);
   _ak_pool_inline_off(p);
   if (mag_counted(p)) p->alloc = alloc_counted;
+  AK_ASSERT(p->pub.cur.hot_slab == 1 && p->pub.tkey == 0); /* the heap inline paths stay off */
   if (p->inline_ok && !mag_counted(p) && !ak_harden_encode && !_ak_config_checked && !p->tracked &&
       !g_fenced) {
     p->pub.mkey = p->id;
-    p->pub.mag_mask = ~(uintptr_t)(p->slab_size - 1);
+    p->pub.mag_mask = _ak_slab_mask(p->slab_size);
   }
 }
 
@@ -537,6 +557,7 @@ static AK_COLD bool hardened_is_free(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab
 /* `list` (`c`, n objects) is done: it becomes the full batch and the
  * previous full batch goes back to the shared structure. */
 static void spill(_ak_pool_impl *p, _ak_pool_mag *m, void *c, uint32_t n) {
+  AK_ASSERT(c != NULL && n == AK_MAG_BATCH); /* only a whole batch is spilled */
   net_flush(p, m);
   uint32_t old_n = m->full_n;
   m->full_n = n;
@@ -555,6 +576,7 @@ static void drain_self(_ak_pool_impl *p, _ak_pool_mag *m) {
   net_flush(p, m);
   mag_empty(p, m);
   claim_lost(m);
+  AK_ASSERT(n_get(m) == 0 && atomic_load(&m->full) == NULL); /* the magazine holds nothing */
 }
 
 /* The slow free of `o` (slab `s`): `c` is the chain the caller claimed
@@ -578,8 +600,8 @@ static AK_COLD __attribute__((noinline)) void free_slow(_ak_pool_impl *p, _ak_po
   n_set(m, n + 1);
   list_put(m, o);
   if (p->max_objects) {
-    base_set(m, (intptr_t)(n + 1)); /* counted in mag_live: net stays 0 */
-    if (AK_UNLIKELY(atomic_fetch_sub_explicit(&p->mag_live, 1, memory_order_relaxed) == 1) && m->takes >= 2)
+    base_set(m, (intptr_t)(n + 1)); /* counted in mag.live: net stays 0 */
+    if (AK_UNLIKELY(atomic_fetch_sub_explicit(&p->mag.live, 1, memory_order_relaxed) == 1) && m->takes >= 2)
       drain_self(p, m);
   } else {
     /* Everything freed? Judged from the pool's count as this thread last
@@ -588,7 +610,7 @@ static AK_COLD __attribute__((noinline)) void free_slow(_ak_pool_impl *p, _ak_po
      * thread exit are exact). */
     intptr_t net = net_get(m);
     if (net <= 0 && (intptr_t)m->live_seen + net <= 0 && m->takes >= 2 &&
-        (intptr_t)atomic_load_explicit(&p->mag_live, memory_order_relaxed) + net <= 0)
+        (intptr_t)atomic_load_explicit(&p->mag.live, memory_order_relaxed) + net <= 0)
       drain_self(p, m);
   }
   set_hi(m);
@@ -611,6 +633,7 @@ static inline void free_in(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab *s, void 
     free_slow(p, m, s, o, c);
     return;
   }
+  AK_ASSERT(n < AK_MAG_BATCH); /* below `hi`, which is at most a batch */
   _ak_chain_set(p, o, c);
   n_set(m, n + 1);
   list_put(m, o);
@@ -619,7 +642,7 @@ static inline void free_in(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab *s, void 
 /* _ak_mag_free when the quick ownership check fails (the report) or `p` is
  * not the pool the thread used last. */
 static __attribute__((noinline)) void free_find(_ak_pool_impl *p, void *o) {
-  _ak_slab *s = _ak_pool_slab_fast(p, o, "ak_pool_free"); /* aborts on a foreign `o` */
+  _ak_slab *s = _ak_pool_slab_find(p, o, "ak_pool_free"); /* aborts on a foreign `o` */
   _ak_pool_mag *m = mag_find(p);
   if (AK_UNLIKELY(!m)) { /* no memory for a magazine: straight to the shared structure */
     _ak_chain_set(p, o, NULL);
@@ -630,8 +653,8 @@ static __attribute__((noinline)) void free_find(_ak_pool_impl *p, void *o) {
 }
 
 void _ak_mag_free(_ak_pool_impl *p, void *o) {
-  /* A cheap ownership check (_ak_pool_slab_fast's; free_find reports). */
-  _ak_slab *s = _ak_pool_slab_base(p, o);
+  /* A cheap ownership check (_ak_pool_slab_find's; free_find reports). */
+  _ak_slab *s = _ak_slab_of(o, p->slab_size);
   if (AK_UNLIKELY(!_ak_pool_slab_ok(p, o, s) || !mag_is_last(p))) {
     free_find(p, o);
     return;
@@ -641,6 +664,16 @@ void _ak_mag_free(_ak_pool_impl *p, void *o) {
 
 void _ak_mag_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {
   /* Counted by the magazines (objects they cache are not live). */
-  *live = _ak_mag_live(p);
-  *peak = _ak_mag_peak(p);
+  *live = mag_live(p);
+  *peak = mag_peak(p);
+}
+
+void _ak_pool_note_slab(_ak_pool_impl *p, const _ak_slab *s) {
+  if (!atomic_load(&p->mag.lo) || (uintptr_t)s < atomic_load(&p->mag.lo))
+    atomic_store(&p->mag.lo, (uintptr_t)s);
+  if ((uintptr_t)s + p->slab_size > atomic_load(&p->mag.hi))
+    atomic_store(&p->mag.hi, (uintptr_t)s + p->slab_size);
+  /* Under the mode's lock: `s` lies within the range now. */
+  AK_ASSERT(atomic_load(&p->mag.lo) <= (uintptr_t)s &&
+            (uintptr_t)s + p->slab_size <= atomic_load(&p->mag.hi));
 }

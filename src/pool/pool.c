@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* pool_api.c - the pool's API: options and their validation, create and
- * destroy, and the calls that dispatch to the pool's sync mode through its
- * mode table (_ak_pool_mode): the slow paths, reserve, trim, the
- * defragmenter switch and stats. */
+/* pool.c - the pool's API: options and their validation, the geometry of
+ * the slabs, create and destroy, and the calls that dispatch to the pool's
+ * sync mode through its mode table (_ak_pool_mode): the slow paths,
+ * reserve, trim, the defragmenter switch and stats. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stddef.h>
@@ -13,7 +13,9 @@
 #include "common/error.h"
 #include "common/track.h"
 #include "os/os_mem.h"
-#include "pool/pool_internal.h"
+#include "pool/modes.h"
+#include "pool/slab/backing.h"
+#include "pool/slab/spares.h"
 
 #define DEFAULT_SLAB ((size_t)64 * 1024)
 #define MIN_SLOTS 8
@@ -28,7 +30,9 @@ void *ak_pool_alloc_slow(ak_pool *pub) {
   _ak_pool_impl *p = _ak_impl(pub);
   if (_ak_config_validate && AK_UNLIKELY(p->destroyed))
     _ak_fatal("ak_pool_alloc(%p): pool '%s' was destroyed (ak_pool_destroy)", (void *)pub, p->name);
-  return p->alloc(p);
+  void *o = p->alloc(p);
+  AK_ASSERT(o == NULL || _ak_pool_slab_ok(p, o, _ak_slab_of(o, p->slab_size))); /* a slot of p */
+  return o;
 }
 
 void ak_pool_free_slow(ak_pool *pub, void *o) {
@@ -60,11 +64,13 @@ ak_pool *(ak_pool_create)(const ak_pool_options *opts) {
   return ak_pool_create_inline(opts, AK_POOL_LAYOUT_VERSION << 8);
 }
 
-ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
+/* Validates the options of ak_pool_create and the layout version of the
+ * caller's headers: 0, or an errno with the message set. */
+static int check_options(const ak_pool_options *opts, int inline_abi) {
   static const char *const call = "ak_pool_create";
   if (!opts) {
     _ak_error(EINVAL, "%s: options are NULL (object_size is required)", call);
-    return NULL;
+    return EINVAL;
   }
   /* Programs read the pool's head and the thread heaps inline with the
    * layout of the headers they were compiled with: another layout is
@@ -74,10 +80,9 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
               "%s: pool '%s': the program was compiled with arenakit pool headers of layout version %d, "
               "this library has version %d: rebuild it against this library's headers",
               call, opts->name ? opts->name : "pool", inline_abi >> 8, AK_POOL_LAYOUT_VERSION);
-    return NULL;
+    return EPROTO;
   }
-  bool inline_encode = (inline_abi & AK_POOL_INLINE_ENCODE_BIT) != 0;
-  ak_pool_options o = *opts;
+  const ak_pool_options o = *opts;
   size_t ps = _ak_os_page_size();
   const char *bad = NULL;
   if (o.object_size == 0)
@@ -94,16 +99,31 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
     bad = "unknown backing";
   else if ((o.backing == AK_BACKING_FILE) != (o.path != NULL))
     bad = "a path is needed with, and only with, AK_BACKING_FILE";
-  if (bad) {
-    _ak_error(EINVAL, "%s: pool '%s': %s", call, o.name ? o.name : "pool", bad);
-    return NULL;
-  }
-  size_t align = o.align ? o.align : natural_align(o.object_size);
+  if (!bad) return 0;
+  _ak_error(EINVAL, "%s: pool '%s': %s", call, o.name ? o.name : "pool", bad);
+  return EINVAL;
+}
+
+/* The shape of a pool's slabs, from its options. */
+typedef struct geometry {
+  size_t slot;     /* bytes per slot: the object, rounded up */
+  size_t align;    /* of the first slot in a slab */
+  size_t slab;     /* slab size, a power of two */
+  size_t guard;    /* hardened: guard bytes at the end of each slab */
+  size_t capacity; /* slots per slab */
+} geometry;
+
+/* Computes the geometry of valid options `o`: 0, or an errno with the
+ * message set (an object that fits no slab, a slab no system could commit). */
+static int pool_geometry(const ak_pool_options *o, geometry *g) {
+  static const char *const call = "ak_pool_create";
+  size_t ps = _ak_os_page_size();
+  size_t align = o->align ? o->align : natural_align(o->object_size);
   size_t ialign = align < sizeof(void *) ? sizeof(void *) : align;
-  size_t slot = (o.object_size < sizeof(void *) ? sizeof(void *) : o.object_size);
+  size_t slot = (o->object_size < sizeof(void *) ? sizeof(void *) : o->object_size);
   /* AK_SYNC_LOCKFREE: the first slot of a batch holds two words (its
-   * link and the batch word, pool_lockfree.c). */
-  if (o.sync == AK_SYNC_LOCKFREE && slot < 2 * sizeof(void *)) slot = 2 * sizeof(void *);
+   * link and the batch word, modes/lockfree.c). */
+  if (o->sync == AK_SYNC_LOCKFREE && slot < 2 * sizeof(void *)) slot = 2 * sizeof(void *);
   slot = (slot + ialign - 1) & ~(ialign - 1);
   /* Where the slots start in a slab: aligned to the largest power of two
    * dividing the slot size, up to a cache line, so that no slot straddles
@@ -113,7 +133,8 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
   size_t lalign = slot & (~slot + 1);
   if (lalign > 64) lalign = 64;
   if (lalign < ialign) lalign = ialign;
-  size_t slab = o.slab_size;
+  AK_ASSERT((lalign & (lalign - 1)) == 0 && lalign % ialign == 0 && slot % ialign == 0); /* powers of two */
+  size_t slab = o->slab_size;
   if (!slab) {
     slab = DEFAULT_SLAB < ps ? ps : DEFAULT_SLAB;
     while (slab < (SIZE_MAX >> 2) &&
@@ -123,62 +144,64 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
   size_t guard = guard_size(slab);
   if (ialign > slab / 2 || _ak_slab_capacity(slab - guard, slot, lalign, _ak_config_checked) == 0) {
     _ak_error(EINVAL, "%s: pool '%s': an object of %zu bytes aligned to %zu does not fit a %zu-byte slab",
-              call, o.name ? o.name : "pool", o.object_size, align, slab);
-    return NULL;
+              call, o->name ? o->name : "pool", o->object_size, align, slab);
+    return EINVAL;
   }
-
   /* A slab that no request could commit (1 TiB objects: 16 TiB slabs)
    * would fail at the first allocation anyway, or under a permissive
    * overcommit policy hand out memory that cannot exist: refused now.
    * Only larger slabs than the default ask (the check reads /proc). */
-  if (slab > DEFAULT_SLAB && o.backing != AK_BACKING_FILE && slab > _ak_os_commit_limit()) {
+  if (slab > DEFAULT_SLAB && o->backing != AK_BACKING_FILE && slab > _ak_os_commit_limit()) {
     _ak_error(
         ENOMEM,
         "%s: pool '%s': an object of %zu bytes needs slabs of %zu bytes, more than the system can commit",
-        call, o.name ? o.name : "pool", o.object_size, slab);
-    return NULL;
+        call, o->name ? o->name : "pool", o->object_size, slab);
+    return ENOMEM;
   }
+  *g = (geometry){slot, lalign, slab, guard,
+                  _ak_slab_capacity(slab - guard, slot, lalign, _ak_config_checked)};
+  AK_ASSERT(g->capacity > 0 && (g->slab & (g->slab - 1)) == 0 && g->slot % ialign == 0);
+  return 0;
+}
 
-  size_t bsize = (sizeof(_ak_pool_impl) + 63) & ~(size_t)63;
-  _ak_pool_impl *p = aligned_alloc(64, bsize); /* the contended fields are cache-line aligned */
-  if (!p) {
-    _ak_error(ENOMEM, "%s: out of memory", call);
-    return NULL;
-  }
-  memset(p, 0, bsize);
+/* Fills zeroed pool `p` from valid options `o` and their geometry `g`:
+ * every field but the file backing, the per-thread registry, the spare
+ * set and the registry of pools. */
+static void pool_init(_ak_pool_impl *p, const ak_pool_options *o, const geometry *g, bool inline_encode) {
   static const _ak_pool_mode *const modes[] = {[AK_SYNC_THREADS] = &_ak_mode_threads,
                                                [AK_SYNC_NONE] = &_ak_mode_none,
                                                [AK_SYNC_SPINLOCK] = &_ak_mode_spinlock,
                                                [AK_SYNC_LOCKFREE] = &_ak_mode_lockfree};
-  p->mode = modes[o.sync];
-  p->sync = o.sync;
-  p->object_size = o.object_size;
-  p->align = lalign;
-  p->slot = slot;
-  p->slab_size = slab;
-  p->guard = guard;
+  p->mode = modes[o->sync];
+  p->sync = o->sync;
+  p->object_size = o->object_size;
+  p->align = g->align;
+  p->slot = g->slot;
+  p->slab_size = g->slab;
+  p->guard = g->guard;
   p->inline_ok = inline_encode == ak_harden_encode;
-  p->capacity = _ak_slab_capacity(slab - guard, slot, lalign, _ak_config_checked);
+  p->capacity = g->capacity;
   /* The hardened inline frees test the slot grid (_ak_pool_on_grid); slots
    * spanning 4 GiB or more leave slot_span 0: every free reaches the library. */
-  p->pub.slot_first = _ak_slab_header_size(p->capacity, lalign, _ak_config_checked);
-  if (p->capacity * slot < ((uint64_t)1 << 32)) {
-    p->pub.slot_span = p->capacity * slot;
-    p->pub.slot_div = UINT64_MAX / slot + 1;
+  p->pub.slot_first = _ak_slab_header_size(p->capacity, g->align, _ak_config_checked);
+  if (p->capacity * g->slot < ((uint64_t)1 << 32)) {
+    p->pub.slot_span = p->capacity * g->slot;
+    p->pub.slot_div = UINT64_MAX / g->slot + 1;
   }
-  AK_ASSERT(p->capacity > 0 && p->pub.slot_first + p->capacity * slot <= slab - guard); /* slots fit */
-  p->max_objects = o.max_objects;
-  p->spare_limit = o.spare_slabs;
-  p->release_empty = o.release_empty;
-  p->backing = o.backing;
-  p->fd = -1;
-  snprintf(p->name, sizeof p->name, "%s", o.name ? o.name : "pool");
+  /* The slots fit the slab before its guard. */
+  AK_ASSERT(p->capacity > 0 && p->pub.slot_first + p->capacity * g->slot <= g->slab - g->guard);
+  p->max_objects = o->max_objects;
+  p->spare_limit = o->spare_slabs;
+  p->release_empty = o->release_empty;
+  p->backing = o->backing;
+  p->file.fd = -1;
+  snprintf(p->name, sizeof p->name, "%s", o->name ? o->name : "pool");
   p->id = _ak_pools_new_id();
-  atomic_init(&p->defragment, o.defragment);
+  atomic_init(&p->defragment, o->defragment);
   p->tracked = _ak_track_mode();
   p->debug = _ak_config_checked || p->tracked;
   pthread_mutex_init(&p->mu, NULL);
-  atomic_init(&p->file_mu, 0);
+  atomic_init(&p->file.mu, 0);
   p->pub.slot = p->slot; /* the inline paths' step through never-used slots */
   p->alloc = p->mode->alloc;
   p->free = p->mode->free;
@@ -187,44 +210,41 @@ ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
     p->vg_pool = _ak_track_new_pool_id();
     AK_VG_CREATE_POOL(p->vg_pool);
   }
-  if (o.backing == AK_BACKING_FILE) {
-    p->path = strdup(o.path);
-    const char *why = NULL;
-    p->fd = p->path ? _ak_os_file_open(o.path, &why) : -1;
-    if (p->fd < 0) {
-      int e = p->path ? errno : ENOMEM;
-      if (why)
-        _ak_error(e, "%s: pool '%s': file '%s' %s: %s", call, p->name, o.path, why, strerror(e));
-      else
-        _ak_error(e, "%s: pool '%s': cannot create file '%s': %s", call, p->name, o.path, strerror(e));
-      free(p->path);
-      pthread_mutex_destroy(&p->mu);
-      free(p);
-      errno = e;
-      return NULL;
-    }
+}
+
+ak_pool *ak_pool_create_inline(const ak_pool_options *opts, int inline_abi) {
+  geometry g;
+  if (check_options(opts, inline_abi) != 0 || pool_geometry(opts, &g) != 0) return NULL;
+  size_t bsize = (sizeof(_ak_pool_impl) + 63) & ~(size_t)63;
+  _ak_pool_impl *p = aligned_alloc(64, bsize); /* the contended fields are cache-line aligned */
+  if (!p) {
+    _ak_error(ENOMEM, "ak_pool_create: out of memory");
+    return NULL;
   }
-  /* The concurrent modes keep per-thread state (pool_tls.c). */
+  memset(p, 0, bsize);
+  pool_init(p, opts, &g, (inline_abi & AK_POOL_INLINE_ENCODE_BIT) != 0);
+  /* Every mode has the steps the API calls unconditionally. */
+  AK_ASSERT(p->mode->alloc && p->mode->free && p->mode->reserve && p->mode->trim && p->mode->counts &&
+            p->mode->release && p->mode->init && (p->mode->tls == NULL) == (p->sync == AK_SYNC_NONE));
+  if (opts->backing == AK_BACKING_FILE && _ak_pool_file_open(p, opts->path, "ak_pool_create") != 0) {
+    int e = errno;
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+    errno = e;
+    return NULL;
+  }
+  /* The concurrent modes keep per-thread state (modes/tls.c). */
   if (p->mode->tls) _ak_tls_register(p, p->mode->tls);
   /* The reclaim policy by default: spares kept for reuse and given back by
    * time (spare_slabs, if set, caps them); with release_empty:
    * spare_slabs kept, any other empty slab released at once. */
   if (p->release_empty)
-    _ak_spare_set_init(&p->spares, &_ak_pool_spare_ops, p, o.spare_slabs, 0);
+    _ak_spare_set_init(&p->spares, &_ak_pool_spare_ops, p, opts->spare_slabs, 0);
   else
-    _ak_spare_set_init(&p->spares, &_ak_pool_spare_ops, p, o.spare_slabs ? o.spare_slabs : SIZE_MAX,
+    _ak_spare_set_init(&p->spares, &_ak_pool_spare_ops, p, opts->spare_slabs ? opts->spare_slabs : SIZE_MAX,
                        AK_SPARE_TIMED | AK_SPARE_REGISTERED);
   _ak_pools_add(p);
   return &p->pub;
-}
-
-static void release_list(_ak_pool_impl *p, _ak_slab_list *l, size_t *live) {
-  while (l->head) {
-    _ak_slab *s = _ak_slab_first(l);
-    _ak_slab_list_remove(l, s);
-    if (live) *live += s->used;
-    _ak_pool_slab_release(p, s);
-  }
 }
 
 void ak_pool_destroy(ak_pool *pub) {
@@ -236,20 +256,15 @@ void ak_pool_destroy(ak_pool *pub) {
   size_t live = 0, peak = 0;
   if (p->mode->settle) p->mode->settle(p);
   p->mode->counts(p, &live, &peak);
+  AK_ASSERT(live <= peak); /* the high-water mark is never below the count */
   /* Frees every thread's heap or magazine; no thread exit touches p after. */
   if (p->tls_mode) _ak_tls_unregister(p);
-  release_list(p, &p->avail, NULL);
-  release_list(p, &p->full, NULL);
-  release_list(p, &p->spare, NULL);
-  release_list(p, &p->abandoned, NULL);
+  p->mode->release(p);
   _ak_spare_drain(&p->spares);
   _ak_spare_set_fini(&p->spares); /* waits for a pass of the background thread */
   if (_ak_config_checked && live) _ak_warn("ak_pool_destroy: pool '%s' had %zu live objects", p->name, live);
   if (p->tracked & AK_TRACK_MODE_VALGRIND) AK_VG_DESTROY_POOL(p->vg_pool);
-  if (p->fd >= 0) _ak_os_file_close(p->fd);
-  free(p->path);
-  free(p->file_free);
-  free(p->file_pos);
+  _ak_pool_file_close(p);
   _ak_table_free(&p->table);
   pthread_mutex_destroy(&p->mu);
   if (_ak_config_validate) {
@@ -298,12 +313,12 @@ int ak_pool_reserve(ak_pool *pub, size_t n) {
    * system has free, fails now, with nothing mapped, instead of after
    * mapping slab after slab. */
   size_t bytes = (n / p->capacity + (n % p->capacity != 0)) * p->slab_size;
-  if (p->backing == AK_BACKING_FILE ? bytes > _ak_os_file_room(p->fd) : bytes > _ak_os_commit_limit()) {
+  if (p->backing == AK_BACKING_FILE ? bytes > _ak_os_file_room(p->file.fd) : bytes > _ak_os_commit_limit()) {
     char msg[600];
     if (p->backing == AK_BACKING_FILE)
       snprintf(msg, sizeof msg,
                "%zu objects need up to %zu bytes, more than the file system of '%s' has free", n, bytes,
-               p->path);
+               p->file.path);
     else
       snprintf(msg, sizeof msg, "%zu objects need up to %zu bytes, more than the system can commit", n,
                bytes);
@@ -317,8 +332,8 @@ int ak_pool_reserve(ak_pool *pub, size_t n) {
 bool ak_pool_owns(const ak_pool *pub, const void *ptr) {
   if (!pub || !ptr) return false;
   _ak_pool_impl *p = _ak_impl(pub);
-  uintptr_t base = (uintptr_t)ptr & ~(uintptr_t)(p->slab_size - 1);
-  return _ak_table_has(&p->table, base) && _ak_slab_is_slot((const _ak_slab *)base, (uintptr_t)ptr);
+  const _ak_slab *s = _ak_slab_of(ptr, p->slab_size);
+  return _ak_table_has(&p->table, (uintptr_t)s) && _ak_slab_is_slot(s, (uintptr_t)ptr);
 }
 
 void ak_pool_trim(ak_pool *pub) {
@@ -356,6 +371,8 @@ void ak_pool_stats_get(const ak_pool *pub, ak_pool_stats *out) {
   out->bytes_spare = sc.spare_bytes;
   out->bytes_purged = sc.purged_bytes;
   if (p->mode->stats) p->mode->stats(p, out); /* LOCKFREE: its taken-down slabs */
+  AK_ASSERT(out->live <= out->peak_live && out->slabs <= out->peak_slabs &&
+            out->bytes_committed <= out->bytes_reserved);
 }
 
 int ak_pool_stats_print(const ak_pool *pub, FILE *f) {

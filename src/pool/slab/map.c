@@ -1,47 +1,24 @@
 /* SPDX-License-Identifier: MIT */
-/* pool_table.c - a pool's slab table: the set of its slab addresses, read
- * by ak_pool_owns and the checked build's frees (a foreign pointer is
- * looked up here, never dereferenced), and the slab counters. Also the
- * word lock the table and AK_SYNC_SPINLOCK use.
+/* map.c - a pool's slab table (slab/map.h): the set of its slab
+ * addresses, read by ak_pool_owns and the checked build's frees (a foreign
+ * pointer is looked up here, never dereferenced), and the slab counters;
+ * and the process-wide slab map behind it.
  *
  * The table is split into AK_TABLE_SHARDS shards by a hash of the slab's
  * address, each a sorted array under its own word lock on its own cache
  * line. Threads that obtain and release slabs at once (AK_SYNC_THREADS
  * with release_empty gives every empty slab back at once) mostly meet
- * different shards: with one table and one lock, its line, the array and
- * the counters moved between cores on every slab (19 % of the time of
- * the pool-stress scenario at T=2, perf). The hash takes 64 KiB of address at a
+ * different shards, so the line of one lock, its array and its counters
+ * does not move between cores on every slab. The hash takes 64 KiB of address at a
  * time, so the small slabs of one thread's C-heap arena share a few
  * shards and those of another thread's arena others. */
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
+#include "common/wordlock.h"
 #include "os/os_mem.h"
-#include "pool/pool_internal.h"
-
-void _ak_word_lock_slow(atomic_int *l) {
-  unsigned backoff = 1;
-  for (;;) {
-    if (!atomic_load_explicit(l, memory_order_relaxed) &&
-        !atomic_exchange_explicit(l, 1, memory_order_acquire))
-      return;
-    if (backoff <= 64) {
-      for (unsigned i = 0; i < backoff; i++) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#elif defined(__aarch64__)
-        __asm__ __volatile__("yield"); /* the spin-wait hint of aarch64 */
-#else
-        atomic_signal_fence(memory_order_seq_cst); /* keeps the loop: a pause of its own length */
-#endif
-      }
-      backoff *= 2;
-    } else {
-      sched_yield(); /* more threads than cores: let the holder run */
-    }
-  }
-}
+#include "pool/slab/map.h"
 
 /* ---- the slab map: every pool's slab addresses, read without a lock ------ */
 
@@ -83,11 +60,12 @@ static int map_set(uintptr_t x, bool on) {
       free(fresh); /* another thread installed one: `leaf` is it */
   }
   size_t i = g & (((size_t)1 << MAP_LEAF_BITS) - 1);
+  AK_ASSERT((x & (((uintptr_t)1 << MAP_GRAN_BITS) - 1)) == 0 && i / 64 < MAP_LEAF_WORDS); /* a granule */
   uint64_t bit = (uint64_t)1 << (i % 64);
-  if (on)
-    __atomic_fetch_or(&leaf[i / 64], bit, __ATOMIC_RELEASE);
-  else
-    __atomic_fetch_and(&leaf[i / 64], ~bit, __ATOMIC_RELEASE);
+  uint64_t was = on ? __atomic_fetch_or(&leaf[i / 64], bit, __ATOMIC_RELEASE)
+                    : __atomic_fetch_and(&leaf[i / 64], ~bit, __ATOMIC_RELEASE);
+  AK_ASSERT(!(was & bit) == on); /* one live slab per granule: set once, cleared once */
+  (void)was;
   return 0;
 }
 
@@ -111,6 +89,7 @@ static size_t find(const _ak_table_shard *s, uintptr_t x) {
     else
       hi = mid;
   }
+  AK_ASSERT(lo <= s->n && (lo == s->n || s->a[lo] >= x) && (lo == 0 || s->a[lo - 1] < x));
   return lo;
 }
 
@@ -130,6 +109,7 @@ int _ak_table_add(_ak_slab_table *t, uintptr_t x) {
     s->cap = cap;
   }
   size_t i = find(s, x);
+  AK_ASSERT(i == s->n || s->a[i] != x); /* a slab address is added once */
   memmove(s->a + i + 1, s->a + i, (s->n - i) * sizeof *s->a);
   s->a[i] = x;
   __atomic_store_n(&s->n, s->n + 1, __ATOMIC_RELAXED);
@@ -164,7 +144,8 @@ void _ak_table_del(_ak_slab_table *t, uintptr_t x) {
     memmove(s->a + i, s->a + i + 1, (s->n - i - 1) * sizeof *s->a);
     __atomic_store_n(&s->n, s->n - 1, __ATOMIC_RELAXED);
     s->releases++;
-    (void)map_set(x, false); /* before the backing takes the memory back */
+    (void)map_set(x, false);                    /* before the backing takes the memory back */
+    AK_ASSERT(s->allocs - s->releases == s->n); /* every slab in the table is counted */
   }
   _ak_word_unlock(&s->mu);
 }
@@ -199,6 +180,7 @@ void _ak_table_stats(_ak_slab_table *t, size_t slab_size, ak_pool_stats *out) {
     _ak_word_unlock(&s->mu);
   }
   _ak_table_sample(t);
+  AK_ASSERT(releases <= allocs && allocs - releases == n); /* the counters agree with the table */
   out->slabs = n;
   out->peak_slabs = atomic_load_explicit(&t->peak, memory_order_relaxed);
   if (out->peak_slabs < n) out->peak_slabs = n; /* shards read one after another */
@@ -218,6 +200,7 @@ void _ak_table_unlock_all(_ak_slab_table *t) {
 
 void _ak_table_free(_ak_slab_table *t) {
   for (size_t k = 0; k < AK_TABLE_SHARDS; k++) {
+    AK_ASSERT(t->shard[k].allocs - t->shard[k].releases == t->shard[k].n); /* the counters agree */
     for (size_t i = 0; i < t->shard[k].n; i++) (void)map_set(t->shard[k].a[i], false);
     free(t->shard[k].a);
     t->shard[k] = (_ak_table_shard){0};

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* pool_lockfree.c - AK_SYNC_LOCKFREE: a lock-free free list made ABA-safe, as a lock-free stack (a Treiber
- * stack) of batches behind the per-thread magazines of pool_magazine.c.
+/* lockfree.c - AK_SYNC_LOCKFREE: a lock-free free list made ABA-safe, a
+ * lock-free stack (a Treiber stack) of batches behind the per-thread
+ * magazines of modes/magazine.c. Links cross slabs here: each is encoded
+ * with the key of the slab of the slot that stores it (_ak_slab_of).
  *
  * The stack holds batches: chains of at most AK_MAG_BATCH free slots
  * linked through their first word. The first slot of a batch also holds,
@@ -28,8 +30,9 @@
 
 #include "common/error.h"
 #include "common/track.h"
-#include "os/os_mem.h"
-#include "pool/pool_internal.h"
+#include "pool/modes.h"
+#include "pool/slab/backing.h"
+#include "pool/slab/spares.h"
 
 #define PTR_BITS 48
 #define PTR_MASK ((UINT64_C(1) << PTR_BITS) - 1)
@@ -41,12 +44,9 @@
 #define AK_NO_TSAN
 #endif
 
-static inline uint64_t pack(uint64_t old, void *p) { return ((old & ~PTR_MASK) + TAG_ONE) | (uintptr_t)p; }
-
-/* The slab of slot `o`: its header holds the key of the links stored in
- * its slots (links cross slabs here, each encoded with its slot's key). */
-static inline _ak_slab *slab_of(const _ak_pool_impl *p, const void *o) {
-  return (_ak_slab *)((uintptr_t)o & ~(uintptr_t)(p->slab_size - 1));
+static inline uint64_t pack(uint64_t old, void *p) {
+  AK_ASSERT(((uintptr_t)p & ~(uintptr_t)PTR_MASK) == 0); /* slot addresses fit 48 bits (push_slab) */
+  return ((old & ~PTR_MASK) + TAG_ONE) | (uintptr_t)p;
 }
 
 /* A link word `w` read from slot `o` (atomically, or the batch word's
@@ -54,20 +54,20 @@ static inline _ak_slab *slab_of(const _ak_pool_impl *p, const void *o) {
 static inline void *decode(const _ak_pool_impl *p, const void *o, uintptr_t w) {
   _ak_link l;
   memcpy(&l, &w, sizeof l);
-  return _ak_link_get(&l, _ak_slab_key(slab_of(p, o)));
+  return _ak_link_get(&l, _ak_slab_key(_ak_slab_of(o, p->slab_size)));
 }
 
 /* The word slot `o` stores for link `next`. */
 static inline uintptr_t encode(const _ak_pool_impl *p, const void *o, const void *next) {
   _ak_link l;
-  _ak_link_set(&l, next, _ak_slab_key(slab_of(p, o)));
+  _ak_link_set(&l, next, _ak_slab_key(_ak_slab_of(o, p->slab_size)));
   uintptr_t w;
   memcpy(&w, &l, sizeof w);
   return w;
 }
 
 static _Noreturn AK_COLD void corrupt(_ak_pool_impl *p, void *o, void *next) {
-  _ak_slab_corrupt(slab_of(p, o), o, next, "ak_pool_alloc");
+  _ak_slab_corrupt(_ak_slab_of(o, p->slab_size), o, next, "ak_pool_alloc");
 }
 
 /* The benign race of a Treiber stack: the link of the head slot may be
@@ -122,6 +122,7 @@ static size_t push_chain(_ak_pool_impl *p, void *first) {
       n++;
     }
     _ak_chain_set(p, o, NULL); /* the batch ends here */
+    AK_ASSERT(n >= 1 && n <= AK_MAG_BATCH);
     first = next;
     total += n;
     if (p->tracked && p->slot > sizeof(void *)) AK_TRACK_INTERNAL(batch_word(b), sizeof(uintptr_t));
@@ -132,45 +133,55 @@ static size_t push_chain(_ak_pool_impl *p, void *first) {
     prev_batch = b;
     prev_n = n;
   }
+  AK_ASSERT((head == NULL) == (total == 0) && (head == NULL) == (prev_batch == NULL));
   if (!head) return 0;
-  uint64_t old = atomic_load_explicit(&p->lf_head, memory_order_relaxed);
+  uint64_t old = atomic_load_explicit(&p->mag.lf_head, memory_order_relaxed);
   do {
     __atomic_store_n(batch_word(prev_batch),
                      batch_pack(p, prev_batch, (void *)(uintptr_t)(old & PTR_MASK), prev_n),
                      __ATOMIC_RELAXED);
-  } while (!atomic_compare_exchange_weak_explicit(&p->lf_head, &old, pack(old, head), memory_order_release,
-                                                  memory_order_relaxed));
+  } while (!atomic_compare_exchange_weak_explicit(&p->mag.lf_head, &old, pack(old, head),
+                                                  memory_order_release, memory_order_relaxed));
   return total;
-}
-
-void _ak_pool_note_slab(_ak_pool_impl *p, const _ak_slab *s) {
-  if (!atomic_load(&p->lf_lo) || (uintptr_t)s < atomic_load(&p->lf_lo)) atomic_store(&p->lf_lo, (uintptr_t)s);
-  if ((uintptr_t)s + p->slab_size > atomic_load(&p->lf_hi))
-    atomic_store(&p->lf_hi, (uintptr_t)s + p->slab_size);
 }
 
 /* Under p->mu: carves a spare or new slab into batches and pushes them
  * with one CAS. 0 or an errno. */
+/* A slab to carve: one a trim took down first (a file slab gets its
+ * blocks back; if it cannot, the slab stays listed, the error reported),
+ * else a spare or new one. Under p->mu. */
+static _ak_slab *slab_get(_ak_pool_impl *p) {
+  _ak_slab *s = _ak_slab_first(&p->lockfree.spare);
+  if (!s) return _ak_pool_slab_get(p);
+  if (_ak_pool_slab_recommit(p, s) != 0) return NULL;
+  _ak_slab_list_remove(&p->lockfree.spare, s);
+  AK_ASSERT(!_ak_dnode_linked(&s->node) && s->head.used == 0); /* an empty slab on no list */
+  return s;
+}
+
 static int push_slab(_ak_pool_impl *p) {
-  _ak_slab *s = _ak_pool_slab_get(p);
+  _ak_slab *s = slab_get(p);
   if (!s) return errno ? errno : ENOMEM;
+  AK_ASSERT(s->head.used == 0 && !_ak_dnode_linked(&s->node)); /* an empty slab on no list */
   if ((uintptr_t)s + p->slab_size - 1 > PTR_MASK) {
     _ak_pool_slab_release(p, s);
     _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "slab address does not fit 48 bits");
     return ENOMEM;
   }
-  _ak_slab_list_push_back(&p->full, s, AK_SLAB_FULL); /* listed for trim/destroy */
+  _ak_slab_list_push_back(&p->lockfree.full, s, AK_SLAB_FULL); /* listed for trim/destroy */
   _ak_pool_note_slab(p, s);
-  s->free = NULL;
+  s->head.free.first = NULL;
   s->bump = s->start;
   if (p->tracked) AK_TRACK_INTERNAL((void *)s->start, s->end - s->start);
   _ak_slab_carve(s, (size_t)(s->end - s->start));
   if (p->tracked && p->slot > 2 * sizeof(void *)) /* the two link words readable, the rest poisoned */
     for (uintptr_t o = s->start; o < s->end; o += p->slot)
       AK_TRACK_RELEASE((void *)(o + 2 * sizeof(void *)), p->slot - 2 * sizeof(void *));
-  void *first = s->free;
-  s->free = NULL;
-  s->used = s->capacity; /* the slots now belong to the stack */
+  void *first = s->head.free.first;
+  s->head.free.first = NULL;
+  s->head.used = s->capacity; /* the slots now belong to the stack */
+  AK_ASSERT(first != NULL && s->bump == s->end &&
+            s->head.state == AK_SLAB_FULL); /* every slot carved, listed */
   (void)push_chain(p, first);
   return 0;
 }
@@ -179,31 +190,31 @@ static int push_slab(_ak_pool_impl *p) {
 static int grow(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
   int rc = 0;
-  if (!(atomic_load_explicit(&p->lf_head, memory_order_acquire) & PTR_MASK)) rc = push_slab(p);
+  if (!(atomic_load_explicit(&p->mag.lf_head, memory_order_acquire) & PTR_MASK)) rc = push_slab(p);
   pthread_mutex_unlock(&p->mu);
   if (rc) errno = rc;
   return rc;
 }
 
-uint32_t _ak_lockfree_take(_ak_pool_impl *p, void **chain) {
+static uint32_t lockfree_take(_ak_pool_impl *p, void **chain) {
   /* Counted out before the pop (a whole batch; the excess given back
    * after), so that lf_out is never below the slots outside the stack. */
-  atomic_fetch_add(&p->lf_out, AK_MAG_BATCH);
-  uint64_t old = atomic_load_explicit(&p->lf_head, memory_order_acquire);
+  atomic_fetch_add(&p->mag.lf_out, AK_MAG_BATCH);
+  uint64_t old = atomic_load_explicit(&p->mag.lf_head, memory_order_acquire);
   for (;;) {
     void *top = (void *)(uintptr_t)(old & PTR_MASK);
     if (!top) {
       if (grow(p) != 0) {
-        atomic_fetch_sub(&p->lf_out, AK_MAG_BATCH);
+        atomic_fetch_sub(&p->mag.lf_out, AK_MAG_BATCH);
         *chain = NULL;
         return 0;
       }
-      old = atomic_load_explicit(&p->lf_head, memory_order_acquire);
+      old = atomic_load_explicit(&p->mag.lf_head, memory_order_acquire);
       continue;
     }
     uintptr_t w = read_batch_word(top);
     void *next = batch_next(p, top, w);
-    if (atomic_compare_exchange_weak_explicit(&p->lf_head, &old, pack(old, next), memory_order_acquire,
+    if (atomic_compare_exchange_weak_explicit(&p->mag.lf_head, &old, pack(old, next), memory_order_acquire,
                                               memory_order_acquire)) {
       /* The CAS proves `top` was the head throughout: `w` is its real
        * batch word, so a bad one is corruption, not a race. */
@@ -211,7 +222,8 @@ uint32_t _ak_lockfree_take(_ak_pool_impl *p, void **chain) {
       if (AK_UNLIKELY(n == 0 || n > AK_MAG_BATCH) ||
           (ak_harden_links && AK_UNLIKELY(!_ak_pool_plausible(p, (uintptr_t)next))))
         corrupt(p, top, next);
-      if (n < AK_MAG_BATCH) atomic_fetch_sub(&p->lf_out, AK_MAG_BATCH - n);
+      if (n < AK_MAG_BATCH) atomic_fetch_sub(&p->mag.lf_out, AK_MAG_BATCH - n);
+      AK_ASSERT(_ak_slab_of(top, p->slab_size)->head.pool == p); /* a slot of one of p's slabs */
       *chain = top;
       return n;
     }
@@ -223,37 +235,37 @@ static void reorder(_ak_pool_impl *p);
 /* A pool that empties again and again (a thread allocating a batch and
  * freeing all of it, each time) is reordered at most every
  * AK_LF_REORDER_MS of the reclaim clock: a reorder makes the next
- * allocations carve the slabs again, which took 36 % of such a loop
- * (batches of 1,000 objects of 48 bytes, Intel Xeon family 6 model 207:
- * 10.0 ns per allocate + free pair with a reorder each time, 6.7 ns with
- * this limit). A thread that leaves the pool with every slot on the stack
+ * allocations carve the slabs again, a cost that a loop emptying the pool
+ * on every batch would otherwise pay each time. A thread that leaves the pool with every slot on the stack
  * reorders it whatever the clock says (lf_thread_left). */
 #define AK_LF_REORDER_MS 100
 
 static bool reorder_due(_ak_pool_impl *p) {
-  uint64_t last = atomic_load_explicit(&p->lf_reordered, memory_order_relaxed);
+  uint64_t last = atomic_load_explicit(&p->mag.lf_reordered, memory_order_relaxed);
   return last == 0 || _ak_reclaim_now() - last >= AK_LF_REORDER_MS;
 }
 
-size_t _ak_lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n) {
+static size_t lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n) {
+  AK_ASSERT(chain != NULL && n <= AK_MAG_BATCH);
   size_t total = n;
   if (n) {
     /* A magazine's batch: its length is known, so only its first slot is
      * touched (no walk over slots that may have left the cache). */
     if (p->tracked && p->slot > sizeof(void *)) AK_TRACK_INTERNAL(batch_word(chain), sizeof(uintptr_t));
-    uint64_t old = atomic_load_explicit(&p->lf_head, memory_order_relaxed);
+    uint64_t old = atomic_load_explicit(&p->mag.lf_head, memory_order_relaxed);
     do {
       __atomic_store_n(batch_word(chain), batch_pack(p, chain, (void *)(uintptr_t)(old & PTR_MASK), n),
                        __ATOMIC_RELAXED);
-    } while (!atomic_compare_exchange_weak_explicit(&p->lf_head, &old, pack(old, chain), memory_order_release,
-                                                    memory_order_relaxed));
+    } while (!atomic_compare_exchange_weak_explicit(&p->mag.lf_head, &old, pack(old, chain),
+                                                    memory_order_release, memory_order_relaxed));
   } else {
     total = push_chain(p, chain);
   }
   /* After the push: never below the true count. The give that leaves no
    * slot outside the stack restores address order (see reorder), unless
    * that was done within AK_LF_REORDER_MS. */
-  if (atomic_fetch_sub(&p->lf_out, total) == total && reorder_due(p)) reorder(p);
+  AK_ASSERT(total > 0);
+  if (atomic_fetch_sub(&p->mag.lf_out, total) == total && reorder_due(p)) reorder(p);
   return total;
 }
 
@@ -262,17 +274,17 @@ size_t _ak_lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n) {
  * of it is allocated; see reorder and trim), or if it is on the stack
  * (bounded search; a link changed under the walk by a concurrent pop ends
  * it). Called with no pool lock held. */
-bool _ak_lockfree_on_stack(_ak_pool_impl *p, void *o) {
+static bool lockfree_on_stack(_ak_pool_impl *p, void *o) {
   if (!_ak_pool_plausible(p, (uintptr_t)decode(p, o, _ak_link_word(o, 0)))) return false;
   pthread_mutex_lock(&p->mu);
-  bool spare = slab_of(p, o)->list == AK_SLAB_SPARE;
+  bool spare = _ak_slab_of(o, p->slab_size)->head.state == AK_SLAB_SPARE;
   pthread_mutex_unlock(&p->mu);
   if (spare) return true;
-  size_t limit = (atomic_load_explicit(&p->lf_hi, memory_order_relaxed) -
-                  atomic_load_explicit(&p->lf_lo, memory_order_relaxed)) /
+  size_t limit = (atomic_load_explicit(&p->mag.hi, memory_order_relaxed) -
+                  atomic_load_explicit(&p->mag.lo, memory_order_relaxed)) /
                      p->slot +
                  1;
-  for (void *b = (void *)(uintptr_t)(atomic_load(&p->lf_head) & PTR_MASK); b && limit;) {
+  for (void *b = (void *)(uintptr_t)(atomic_load(&p->mag.lf_head) & PTR_MASK); b && limit;) {
     void *nb = batch_next(p, b, read_batch_word(b));
     for (void *c = b; c && limit--;) {
       if (c == o) return true;
@@ -293,35 +305,37 @@ bool _ak_lockfree_on_stack(_ak_pool_impl *p, void *o) {
  * after that finds the stack empty and waits in grow() for the mutex.
  * Returns false (the stack put back as it was) if a slot is outside. */
 static bool takedown(_ak_pool_impl *p) {
-  uint64_t old = atomic_load(&p->lf_head);
-  while (!atomic_compare_exchange_weak(&p->lf_head, &old, pack(old, NULL))) {
+  uint64_t old = atomic_load(&p->mag.lf_head);
+  while (!atomic_compare_exchange_weak(&p->mag.lf_head, &old, pack(old, NULL))) {
   }
   void *taken = (void *)(uintptr_t)(old & PTR_MASK);
-  if (atomic_load(&p->lf_out) != 0) {
+  if (atomic_load(&p->mag.lf_out) != 0) {
     /* Something is live: put the batches back as they were (the last
      * one's link to whatever was pushed since). */
     if (taken) {
       void *last = taken;
       for (void *nb; (nb = batch_next(p, last, *batch_word(last))) != NULL;) last = nb;
       uintptr_t n = *batch_word(last) >> BATCH_SHIFT;
-      uint64_t h = atomic_load_explicit(&p->lf_head, memory_order_relaxed);
+      AK_ASSERT(n >= 1 && n <= AK_MAG_BATCH); /* the batches were whole when taken */
+      uint64_t h = atomic_load_explicit(&p->mag.lf_head, memory_order_relaxed);
       do {
         __atomic_store_n(batch_word(last),
                          batch_pack(p, last, (void *)(uintptr_t)(h & PTR_MASK), (uint32_t)n),
                          __ATOMIC_RELAXED);
-      } while (!atomic_compare_exchange_weak_explicit(&p->lf_head, &h, pack(h, taken), memory_order_release,
-                                                      memory_order_relaxed));
+      } while (!atomic_compare_exchange_weak_explicit(&p->mag.lf_head, &h, pack(h, taken),
+                                                      memory_order_release, memory_order_relaxed));
     }
     return false;
   }
-  while (_ak_slab_first(&p->full)) {
-    _ak_slab *s = _ak_slab_first(&p->full);
-    _ak_slab_list_remove(&p->full, s);
-    s->free = NULL;
+  while (_ak_slab_first(&p->lockfree.full)) {
+    _ak_slab *s = _ak_slab_first(&p->lockfree.full);
+    _ak_slab_list_remove(&p->lockfree.full, s);
+    s->head.free.first = NULL;
     s->bump = s->start;
-    s->used = 0;
-    _ak_slab_list_push_back(&p->spare, s, AK_SLAB_SPARE);
+    s->head.used = 0;
+    _ak_slab_list_push_back(&p->lockfree.spare, s, AK_SLAB_SPARE);
   }
+  AK_ASSERT(p->lockfree.full.n == 0); /* every slab is a spare now */
   return true;
 }
 
@@ -329,11 +343,12 @@ static bool takedown(_ak_pool_impl *p) {
  * slab (none of its slots is on the stack) given back in every backing:
  * decommitted (C heap included: the block stays the pool's, only its
  * pages go), or punched out of the file. */
-void _ak_lockfree_trim(_ak_pool_impl *p) {
+static void lockfree_trim(_ak_pool_impl *p) {
   _ak_mag_flush_all(p);
   pthread_mutex_lock(&p->mu);
   (void)takedown(p);
-  for (_ak_slab *s = _ak_slab_first(&p->spare); s; s = _ak_slab_next(s)) _ak_pool_slab_decommit(p, s);
+  for (_ak_slab *s = _ak_slab_first(&p->lockfree.spare); s; s = _ak_slab_next(s))
+    _ak_pool_slab_decommit(p, s);
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -341,15 +356,15 @@ void _ak_lockfree_trim(_ak_pool_impl *p) {
  * every magazine empty: when the last thread using the pool exits, or a
  * thread's last free drains its magazine; see reorder_due). The stack's
  * order is that of the frees, mixed across threads and slabs, and the
- * mixing compounds over the pool's life (a long-lived pool ran the
- * pool-newdelete-mt table 6x slower than a fresh one): the stack is taken
+ * mixing compounds over the pool's life (each batch then touches more
+ * slabs and cache lines than a fresh pool's): the stack is taken
  * down so that grow() carves the slabs again in address order, their pages
  * kept. Skipped if another thread holds the mutex (it is growing). The
  * hardened double-free check knows a slot of a slab taken down by the
- * slab's state (_ak_lockfree_on_stack). */
+ * slab's state (lockfree_on_stack). */
 static void reorder(_ak_pool_impl *p) {
   if (pthread_mutex_trylock(&p->mu) != 0) return;
-  if (takedown(p)) atomic_store_explicit(&p->lf_reordered, _ak_reclaim_now(), memory_order_relaxed);
+  if (takedown(p)) atomic_store_explicit(&p->mag.lf_reordered, _ak_reclaim_now(), memory_order_relaxed);
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -357,17 +372,17 @@ static void reorder(_ak_pool_impl *p) {
  * thread to use it should find address order: reorder if every slot is on
  * the stack, however recent the last reorder. */
 static void lf_thread_left(_ak_pool_impl *p) {
-  if (atomic_load(&p->lf_out) == 0) reorder(p);
+  if (atomic_load(&p->mag.lf_out) == 0) reorder(p);
 }
 
-int _ak_lockfree_reserve(_ak_pool_impl *p, size_t n) {
+static int lockfree_reserve(_ak_pool_impl *p, size_t n) {
   /* Grow until the slabs hold n slots beyond those outside the stack:
    * counted by slabs, since the stack itself cannot be measured without
    * popping. */
   pthread_mutex_lock(&p->mu);
-  size_t have = (p->full.n + p->spare.n) * p->capacity;
+  size_t have = (p->lockfree.full.n + p->lockfree.spare.n) * p->capacity;
   pthread_mutex_unlock(&p->mu);
-  size_t out = atomic_load(&p->lf_out);
+  size_t out = atomic_load(&p->mag.lf_out);
   while (have < out + n) {
     pthread_mutex_lock(&p->mu);
     int rc = push_slab(p);
@@ -378,20 +393,26 @@ int _ak_lockfree_reserve(_ak_pool_impl *p, size_t n) {
   return 0;
 }
 
-static void lf_give(_ak_pool_impl *p, void *chain, uint32_t n) { (void)_ak_lockfree_give(p, chain, n); }
+static void lf_give(_ak_pool_impl *p, void *chain, uint32_t n) { (void)lockfree_give(p, chain, n); }
 
 static bool lf_on_lists(_ak_pool_impl *p, _ak_slab *s, void *o) {
   (void)s;
-  return _ak_lockfree_on_stack(p, o);
+  return lockfree_on_stack(p, o);
 }
 
 /* Slabs taken down by a trim count as decommitted spares. */
 static void lf_stats(_ak_pool_impl *p, ak_pool_stats *out) {
   pthread_mutex_lock(&p->mu);
-  size_t down = p->spare.n * p->slab_size;
+  size_t down = p->lockfree.spare.n * p->slab_size;
   pthread_mutex_unlock(&p->mu);
   out->bytes_spare += down;
   out->bytes_committed = out->bytes_committed > down ? out->bytes_committed - down : 0;
+}
+
+/* ak_pool_destroy: the slabs on the stack and those taken down. */
+static void lockfree_release(_ak_pool_impl *p) {
+  _ak_pool_slab_list_release(p, &p->lockfree.full);
+  _ak_pool_slab_list_release(p, &p->lockfree.spare);
 }
 
 const _ak_pool_mode _ak_mode_lockfree = {
@@ -400,11 +421,12 @@ const _ak_pool_mode _ak_mode_lockfree = {
     .init = _ak_mag_init,
     .alloc = _ak_mag_alloc,
     .free = _ak_mag_free,
-    .reserve = _ak_lockfree_reserve,
-    .trim = _ak_lockfree_trim,
+    .reserve = lockfree_reserve,
+    .trim = lockfree_trim,
+    .release = lockfree_release,
     .counts = _ak_mag_counts,
     .stats = lf_stats,
-    .take = _ak_lockfree_take,
+    .take = lockfree_take,
     .give = lf_give,
     .thread_left = lf_thread_left,
     .on_lists = lf_on_lists,

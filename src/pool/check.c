@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* pool_check.c - the pool's checks and error reports: the pool error
- * path, the slab of a pointer with its validation (slab map, header,
- * slot grid), the checked build's live bitmap and the tool annotations. */
+/* check.c - the pool's checks and error reports: the slab of a pointer
+ * with its validation (slab map, header, slot grid) and the reports of a
+ * foreign pointer or a double free, the checked build's live bitmap and
+ * the tool annotations of a slot. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stddef.h>
@@ -11,22 +12,17 @@
 
 #include "common/error.h"
 #include "common/track.h"
-#include "os/os_mem.h"
-#include "pool/pool_internal.h"
+#include "pool/pool.h"
 
 /* ---- errors and checks -------------------------------------------------- */
-
-void _ak_pool_error(_ak_pool_impl *p, int err, const char *call, const char *what) {
-  _ak_error(err, "%s: pool '%s': %s", call, p ? p->name : "?", what);
-}
 
 AK_COLD void _ak_pool_double_free(_ak_pool_impl *p, const void *o) {
   _ak_fatal("ak_pool_free(%p): double free in pool '%s'", o, p->name);
 }
 
-_ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call) {
+_ak_slab *_ak_pool_slab_check(_ak_pool_impl *p, const void *o, const char *call) {
   uintptr_t u = (uintptr_t)o;
-  uintptr_t base = u & ~(uintptr_t)(p->slab_size - 1);
+  uintptr_t base = (uintptr_t)_ak_slab_of(o, p->slab_size);
   if (_ak_config_validate) {
     if (AK_UNLIKELY(p->destroyed))
       _ak_fatal("%s(%p): pool '%s' was destroyed (ak_pool_destroy)", call, o, p->name);
@@ -40,7 +36,7 @@ _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call) {
     }
   }
   _ak_slab *s = (_ak_slab *)base;
-  if (AK_UNLIKELY(s->magic != (AK_SLAB_MAGIC ^ (uintptr_t)p))) {
+  if (AK_UNLIKELY(s->head.magic != (AK_SLAB_MAGIC ^ (uintptr_t)p))) {
     /* Validated builds: `base` is a live slab of another pool. */
     if (_ak_config_validate)
       _ak_fatal("%s(%p): pointer belongs to pool '%s', not to pool '%s'", call, o, s->name, p->name);
@@ -55,22 +51,30 @@ _ak_slab *_ak_pool_slab_of(_ak_pool_impl *p, const void *o, const char *call) {
     _ak_fatal("%s(%p): pointer is inside pool '%s' but not the start of an object (slot %zu bytes)", call, o,
               p->name, p->slot);
   }
+  AK_ASSERT(s->head.pool == p && _ak_slab_is_slot(s, u)); /* a slot of one of p's slabs */
   return s;
 }
 
-static size_t slot_index(const _ak_slab *s, const void *o) { return ((uintptr_t)o - s->start) / s->slot; }
+static size_t slot_index(const _ak_slab *s, const void *o) {
+  AK_ASSERT(_ak_slab_is_slot(s, (uintptr_t)o)); /* found on the grid (_ak_pool_slab_find) */
+  return ((uintptr_t)o - s->start) / s->slot;
+}
 
 void _ak_pool_mark_live(_ak_pool_impl *p, _ak_slab *s, void *o) {
   (void)p;
   if (!_ak_config_checked) return;
   size_t i = slot_index(s, o);
+  AK_ASSERT(i < s->capacity);
   /* Atomic: in the concurrent modes other threads mark other slots of the word. */
-  __atomic_fetch_or(&s->bitmap[i / 64], UINT64_C(1) << (i % 64), __ATOMIC_RELAXED);
+  uint64_t was = __atomic_fetch_or(&s->bitmap[i / 64], UINT64_C(1) << (i % 64), __ATOMIC_RELAXED);
+  AK_ASSERT(!(was >> (i % 64) & 1)); /* a slot is handed out once until it is freed */
+  (void)was;
 }
 
 void _ak_pool_mark_free(_ak_pool_impl *p, _ak_slab *s, void *o, const char *call) {
   if (!_ak_config_checked) return;
   size_t i = slot_index(s, o);
+  AK_ASSERT(i < s->capacity);
   uint64_t bit = UINT64_C(1) << (i % 64);
   /* Atomic: in the concurrent modes other threads mark other slots of the word. */
   if (!(__atomic_fetch_and(&s->bitmap[i / 64], ~bit, __ATOMIC_RELAXED) & bit))

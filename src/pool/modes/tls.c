@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* pool_tls.c - the per-thread, per-pool state of the concurrent pool
- * modes: a heap per thread and pool for AK_SYNC_THREADS (pool_threads.c), a
+/* tls.c - the per-thread, per-pool state of the concurrent pool modes: a
+ * heap per thread and pool for AK_SYNC_THREADS (modes/threads.c), a
  * magazine per thread and pool for AK_SYNC_SPINLOCK and AK_SYNC_LOCKFREE
- * (pool_magazine.c). What the modes share lives here:
+ * (modes/magazine.c). What the modes share lives here:
  *
  *   - the registry of live pools (g_mu and a list of them): a pool is
  *     registered at create and unregistered at destroy;
@@ -31,11 +31,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pool/pool_internal.h"
+#include "pool/modes.h"
 
 /* Thread-local: the public direct-mapped cache of heaps (key = pool id:
  * ids are unique, so a destroyed pool whose address is reused never
- * matches), in front of the thread's table of pool_tls.c. Initial-exec
+ * matches), in front of the thread's table (this file). Initial-exec
  * TLS: the fast paths reach it with one %fs-relative access, no
  * __tls_get_addr call (the library is loaded at start-up, or dlopen'ed
  * into glibc's static TLS reserve). */
@@ -84,12 +84,14 @@ static bool table_room(void) {
     if (registered(tl_all[i].pool, tl_all[i].id)) tl_all[k++] = tl_all[i];
   tl_n = k;
   pthread_mutex_unlock(&g_mu);
+  AK_ASSERT(k <= tl_cap); /* only kept entries remain */
   if (tl_n < tl_cap) return true;
   size_t cap = tl_cap ? tl_cap * 2 : 8;
   tl_entry *a = realloc(tl_all, cap * sizeof *a);
   if (!a) return false;
   tl_all = a;
   tl_cap = cap;
+  AK_ASSERT(tl_n < tl_cap); /* room for one more */
   return true;
 }
 
@@ -97,15 +99,20 @@ void *_ak_tls_state_alloc(size_t size) {
   size = (size + 63) & ~(size_t)63;
   void *s = aligned_alloc(64, size);
   if (s) memset(s, 0, size);
+  AK_ASSERT(((uintptr_t)s & 63) == 0); /* a line of its own: no false sharing with another state */
   return s;
 }
 
 void *_ak_tls_get(_ak_pool_impl *p, bool create) {
   for (size_t i = 0; i < tl_n; i++)
-    if (tl_all[i].pool == p && tl_all[i].id == p->id) return tl_all[i].state;
+    if (tl_all[i].pool == p && tl_all[i].id == p->id) {
+      AK_ASSERT(tl_all[i].mode == p->tls_mode); /* made by its pool's mode */
+      return tl_all[i].state;
+    }
   if (!create) return NULL;
   pthread_once(&g_once, make_key);
   if (!table_room()) return NULL;
+  AK_ASSERT(p->tls_mode != NULL && tl_n < tl_cap); /* a registered pool, room for its entry */
   void *state = p->tls_mode->create(p);
   if (!state) return NULL;
   tl_all[tl_n++] = (tl_entry){p, p->id, state, p->tls_mode};
@@ -148,6 +155,7 @@ static void thread_exit(void *arg) {
 
 void _ak_tls_register(_ak_pool_impl *p, const _ak_tls_mode *mode) {
   pthread_once(&g_once, make_key);
+  AK_ASSERT(mode != NULL && p->tls_mode == NULL && p->next_tls_pool == NULL); /* registered once */
   p->tls_mode = mode;
   pthread_mutex_lock(&g_mu);
   p->next_tls_pool = g_pools;
@@ -169,6 +177,7 @@ void _ak_tls_unregister(_ak_pool_impl *p) {
       break;
     }
   }
+  AK_ASSERT(!registered(p, p->id)); /* it was listed once, and is no more */
   p->tls_mode->destroy(p);
   pthread_mutex_unlock(&g_mu);
   tcache_drop(p->id);

@@ -1,38 +1,27 @@
 /* SPDX-License-Identifier: MIT */
-/* pool_threads.c - AK_SYNC_THREADS: thread-owned slabs with local and
- * remote free lists (the mimalloc design, per pool).
+/* threads.c - AK_SYNC_THREADS: thread-owned slabs with local and remote
+ * free lists (the mimalloc design, per pool).
  *
  * Each thread that uses a pool gets a heap: the slabs it allocates from.
  * The owner pops and pushes the local free list of its slabs without any
  * atomic operation; another thread frees by pushing onto the slab's remote
  * list (one CAS); the owner collects remote lists (one exchange) when its
- * local lists run dry. When a thread exits, its heaps are abandoned: empty
- * slabs go back, the others wait on the pool's `abandoned` list, where any
- * thread that needs a slab adopts them (and a free into an abandoned slab
- * is done under the pool mutex).
+ * local lists run dry. A thread that exits abandons its heaps: empty slabs
+ * go back, the others wait on the pool's `abandoned` list for a thread to
+ * adopt them (a free into an abandoned slab is done under the pool mutex).
+ * The heap's current slab is "checked out" to the inline paths: its free
+ * list and count live in the heap's public part (_ak_pool_theap) while
+ * the thread works inline; heap_in/heap_out move them back and forth
+ * around every slow operation. The thread finds its heap through the
+ * public thread cache _ak_pool_tcache (by pool id), behind which
+ * modes/tls.c keeps the thread's table and thread exit (_ak_threads_tls).
  *
- * The heap's current slab is "checked out" to the inline paths of
- * arenakit/pool.h: its free list and count live in the heap's public part
- * (_ak_pool_theap: `hot`, `hot_used`) while the thread allocates and frees
- * inline; heap_in/heap_out move them back and forth around every slow
- * operation of the owner. The thread finds its heap through the public
- * thread cache _ak_pool_tcache, keyed by the pool's id; behind it, the
- * thread's table of states, the registry of live pools and thread exit are
- * the shared component pool_tls.c, to which this file gives its hooks
- * (_ak_threads_tls: heap creation, abandon at thread exit, freeing at
- * destroy, cache reset).
- *
- * Call tree:
- *   ak_pool_alloc / ak_pool_free (inline): the heap's current slab, and
- *     frees into other slabs the heap owns that keep an object
- *   threads_alloc: heap_get (thread-local cache) -> pop current slab
- *     -> refill: collect remote lists, then full slabs with remote frees,
- *        then adopt an abandoned slab (mutex), then one of the heap's own
- *        spares (no lock), then a spare of the pool (mutex) or a new slab
- *   threads_free: slab by mask -> owner? push local : remote_free
- *
- * Locks: pool_tls.c's g_mu (the registry of pools, thread exit, destroy)
- * is taken before a pool's `mu` (slab get/put, abandoned list, heap list). */
+ *   threads_alloc: heap_get -> pop current slab -> refill: collect remote
+ *     lists, then full slabs with remote frees, then adopt an abandoned
+ *     slab (mutex), a spare of the heap (no lock) or of the pool, or a new one
+ *   threads_free: _ak_pool_slab_find -> owner? push local : remote_free
+ * Locks: modes/tls.c's g_mu, then a pool's `mu` (slab get/put, the
+ * abandoned list, the heap list). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
@@ -40,7 +29,9 @@
 
 #include "common/error.h"
 #include "common/track.h"
-#include "pool/pool_internal.h"
+#include "pool/modes.h"
+#include "pool/slab/backing.h"
+#include "pool/slab/spares.h"
 
 struct _ak_pool_heap {
   _ak_pool_theap pub; /* first: what the inline paths use (owner writes) */
@@ -50,7 +41,7 @@ struct _ak_pool_heap {
   _ak_slab_list full;  /* owner only: slabs without local free slots */
   _ak_slab_list stash; /* owner only: empty slabs this heap keeps (at most spare_limit) */
   atomic_int trim_req; /* another thread asked for a trim */
-  size_t full_seen;    /* owner only: p->full_epoch at the last walk of `full` */
+  size_t full_seen;    /* owner only: p->threads.full_epoch at the last walk of `full` */
   unsigned takes;      /* owner only: slabs taken (take_slab) */
   size_t hot_base;     /* pub.cur.hot_used when the current slab was checked out */
   _ak_dnode node;      /* on the pool's heap list (under mu) */
@@ -58,7 +49,7 @@ struct _ak_pool_heap {
 
 /* The pool's heaps in list order (under mu). */
 static inline _ak_pool_heap *heap_of(_ak_dnode *n) { return _AK_DLIST_ENTRY(n, _ak_pool_heap, node); }
-static inline _ak_pool_heap *heap_first(const _ak_pool_impl *p) { return heap_of(p->heaps.head); }
+static inline _ak_pool_heap *heap_first(const _ak_pool_impl *p) { return heap_of(p->threads.heaps.head); }
 static inline _ak_pool_heap *heap_next(const _ak_pool_heap *h) { return heap_of(h->node.next); }
 
 /* The heap's live count: written by the owner only (relaxed, as the inline
@@ -100,6 +91,8 @@ static _ak_slab *heap_checkin(_ak_pool_heap *h) {
  * own leaf locks). Nobody else can reach the slab: it has no live object
  * to be freed into it. */
 static void give_slab(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
+  AK_ASSERT(!s->head.used && !s->head.state && !_ak_slab_owner(s, __ATOMIC_RELAXED)); /* empty, unowned */
+  AK_ASSERT(_ak_slab_validate(s, "give_slab"));
   if (h->stash.n < p->spare_limit) {
     _ak_pool_slab_reset(s);
     _ak_slab_list_push_front(&h->stash, s, AK_SLAB_SPARE);
@@ -122,12 +115,14 @@ static void give_slab(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
  * slab goes unnoticed, and the freer never touches the slab after its
  * push (the owner may release it at once). */
 static void full_push(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
+  AK_ASSERT(s->heap == h && !s->head.free.first && s->bump == s->end); /* no local free slot */
+  AK_ASSERT(_ak_slab_validate(s, "full_push"));
   _ak_slab_list_push_back(&h->full, s, AK_SLAB_FULL);
   void *r = atomic_load_explicit(&s->remote, memory_order_relaxed);
   while (!atomic_compare_exchange_weak_explicit(&s->remote, &r, (void *)((uintptr_t)r | AK_SLAB_REMOTE_FULL),
                                                 memory_order_relaxed, memory_order_relaxed)) {
   }
-  if (_ak_slab_remote_list(r)) atomic_fetch_add_explicit(&p->full_epoch, 1, memory_order_release);
+  if (_ak_slab_remote_list(r)) atomic_fetch_add_explicit(&p->threads.full_epoch, 1, memory_order_release);
 }
 
 /* Takes `s` off the heap's full list (owner) and its remote list's tag off. */
@@ -138,6 +133,7 @@ static void full_remove(_ak_pool_heap *h, _ak_slab *s) {
          !atomic_compare_exchange_weak_explicit(&s->remote, &r, _ak_slab_remote_list(r), memory_order_relaxed,
                                                 memory_order_relaxed)) {
   }
+  AK_ASSERT(!((uintptr_t)atomic_load(&s->remote) & AK_SLAB_REMOTE_FULL)); /* frees keep the tag off */
 }
 
 /* True if other threads freed into `s` since its last collection. */
@@ -151,9 +147,9 @@ static inline bool has_remote(_ak_slab *s) {
  * caller is about to free into. */
 static void heap_in(_ak_pool_impl *p, _ak_pool_heap *h, const _ak_slab *keep) {
   _ak_slab *s = heap_checkin(h);
-  if (s && s != keep && s->used == 0 && h->avail.n > 1) {
+  if (s && s != keep && s->head.used == 0 && h->avail.n > 1) {
     _ak_slab_list_remove(&h->avail, s);
-    atomic_store(&s->owner, 0);
+    _ak_slab_set_owner(s, 0, __ATOMIC_SEQ_CST);
     give_slab(p, h, s);
   }
 }
@@ -166,13 +162,13 @@ static void heap_out(_ak_pool_impl *p, _ak_pool_heap *h) {
   _ak_slab *s = _ak_slab_first(&h->avail);
   if (s) {
     /* Never-used slots go inline by address, unless shuffled (carved into `hot`). */
-    AK_ASSERT(s->list == AK_SLAB_AVAIL && s->heap == h); /* the head of the heap's `avail` */
+    AK_ASSERT(s->head.state == AK_SLAB_AVAIL && s->heap == h); /* the head of the heap's `avail` */
     bool shuffled = _ak_slab_shuffled(s);
-    if (shuffled && !s->free && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
-    h->pub.cur.hot.first = s->free;
-    __atomic_store_n(&h->hot_base, s->used, __ATOMIC_RELAXED);
-    __atomic_store_n(&h->pub.cur.hot_used, s->used, __ATOMIC_RELAXED);
-    h->pub.cur.hot_key = s->key; /* the links of `hot` are encoded with it */
+    if (shuffled && !s->head.free.first && s->bump < s->end) _ak_slab_carve(s, AK_POOL_CARVE_BYTES);
+    h->pub.cur.hot.first = s->head.free.first;
+    __atomic_store_n(&h->hot_base, s->head.used, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->pub.cur.hot_used, s->head.used, __ATOMIC_RELAXED);
+    h->pub.cur.hot_key = s->head.key; /* the links of `hot` are encoded with it */
     h->pub.cur.bump = s->bump;
     h->pub.cur.bump_end = shuffled ? s->bump : s->end;
     /* Last: a fork child must read a dead thread's torn check-out as none. */
@@ -180,7 +176,7 @@ static void heap_out(_ak_pool_impl *p, _ak_pool_heap *h) {
   }
   /* The defragmenter must see every free: frees go to the library. */
   h->pub.cur.mask =
-      atomic_load_explicit(&p->defragment, memory_order_relaxed) ? 0 : ~(uintptr_t)(p->slab_size - 1);
+      atomic_load_explicit(&p->defragment, memory_order_relaxed) ? 0 : _ak_slab_mask(p->slab_size);
 }
 
 /* The calling thread's heap for `p`; creates one if `create`. */
@@ -209,13 +205,13 @@ static void *heap_create(_ak_pool_impl *p) {
   h->pool = p;
   h->pub.cur.hot_slab = 1; /* no current slab; mask 0 until heap_out */
   pthread_mutex_lock(&p->mu);
-  _ak_dlist_push_front(&p->heaps, &h->node);
+  _ak_dlist_push_front(&p->threads.heaps, &h->node);
   pthread_mutex_unlock(&p->mu);
   return h;
 }
 
 /* Under p->mu: takes `h` off the pool's heap list. */
-static void heap_unlink(_ak_pool_impl *p, _ak_pool_heap *h) { _ak_dlist_remove(&p->heaps, &h->node); }
+static void heap_unlink(_ak_pool_impl *p, _ak_pool_heap *h) { _ak_dlist_remove(&p->threads.heaps, &h->node); }
 
 /* Under p->mu, on the owner's thread: hands the slabs of `h` to the pool. */
 static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
@@ -231,24 +227,25 @@ static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
     while (_ak_slab_first(lists[i])) {
       _ak_slab *s = _ak_slab_first(lists[i]);
       _ak_slab_list_remove(lists[i], s);
-      atomic_store(&s->owner, 0);
+      _ak_slab_set_owner(s, 0, __ATOMIC_SEQ_CST);
       s->heap = NULL;
       live_sub(h, _ak_slab_collect(s));
-      if (s->used == 0) {
+      if (s->head.used == 0) {
         _ak_pool_slab_put(p, s);
       } else {
-        _ak_slab_list_push_back(&p->abandoned, s, AK_SLAB_ABANDONED);
-        atomic_store_explicit(&p->t_adoptable, true, memory_order_relaxed);
+        _ak_slab_list_push_back(&p->threads.abandoned, s, AK_SLAB_ABANDONED);
+        atomic_store_explicit(&p->threads.adoptable, true, memory_order_relaxed);
       }
     }
   }
+  AK_ASSERT(h->avail.n == 0 && h->full.n == 0 && h->stash.n == 0); /* every slab handed over */
   heap_unlink(p, h);
 }
 
 /* Live objects of the abandoned slabs: their `used` (under p->mu). */
 static size_t abandoned_live(_ak_pool_impl *p) {
   size_t n = 0;
-  for (_ak_slab *s = _ak_slab_first(&p->abandoned); s; s = _ak_slab_next(s)) n += s->used;
+  for (_ak_slab *s = _ak_slab_first(&p->threads.abandoned); s; s = _ak_slab_next(s)) n += s->head.used;
   return n;
 }
 
@@ -272,7 +269,7 @@ static void heap_exit(_ak_pool_impl *p, void *state) {
 }
 
 /* _ak_tls_mode.destroy (under g_mu, `p` unregistered): every heap of `p`
- * is freed with its slabs (pool_tls.c drops `p` from the thread cache). */
+ * is freed with its slabs (modes/tls.c drops `p` from the thread cache). */
 static void heaps_destroy(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
   for (_ak_pool_heap *h; (h = heap_first(p)) != NULL;) {
@@ -287,6 +284,7 @@ static void heaps_destroy(_ak_pool_impl *p) {
     }
     free(h);
   }
+  AK_ASSERT(p->threads.heaps.n == 0); /* no heap outlives its pool */
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -307,13 +305,13 @@ static void fork_adopt(uintptr_t x, void *ctx) {
   fork_scan *f = ctx;
   _ak_slab *s = (_ak_slab *)x;
   if (!s->heap || s->heap == f->mine) return; /* the pool's, or the caller's */
-  atomic_store(&s->owner, 0);
+  _ak_slab_set_owner(s, 0, __ATOMIC_SEQ_CST);
   s->heap = NULL;
   (void)_ak_slab_collect(s);
   /* Its heap's list is given up unread (it may be torn): the slab leaves it
    * without an unlink. Empty ones go back at the next collect. */
   s->node = (_ak_dnode){NULL, NULL};
-  _ak_slab_list_push_back(&f->p->abandoned, s, AK_SLAB_ABANDONED);
+  _ak_slab_list_push_back(&f->p->threads.abandoned, s, AK_SLAB_ABANDONED);
 }
 
 /* fork() child, no lock held (the mode's fork_child). */
@@ -329,7 +327,8 @@ static void threads_fork_child(_ak_pool_impl *p) {
     heap_unlink(p, h);
     free(h);
   }
-  if (_ak_slab_first(&p->abandoned)) atomic_store_explicit(&p->t_adoptable, true, memory_order_relaxed);
+  if (_ak_slab_first(&p->threads.abandoned))
+    atomic_store_explicit(&p->threads.adoptable, true, memory_order_relaxed);
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -342,11 +341,12 @@ const _ak_tls_mode _ak_threads_tls = {
  * it; nobody owns the slab to collect it then, so the pool does here (the
  * stats, trim; adoption and the next free into the slab collect too). */
 static void collect_abandoned(_ak_pool_impl *p, bool release) {
-  for (_ak_slab *s = _ak_slab_first(&p->abandoned), *next; s; s = next) {
+  for (_ak_slab *s = _ak_slab_first(&p->threads.abandoned), *next; s; s = next) {
     next = _ak_slab_next(s);
     (void)_ak_slab_collect(s);
-    if (s->used == 0) {
-      _ak_slab_list_remove(&p->abandoned, s);
+    if (s->head.used == 0) {
+      _ak_slab_list_remove(&p->threads.abandoned, s);
+      AK_ASSERT(_ak_slab_owner(s, __ATOMIC_SEQ_CST) == 0 && s->heap == NULL); /* nobody's */
       if (release)
         _ak_pool_slab_release(p, s);
       else
@@ -362,7 +362,7 @@ static void threads_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {
   collect_abandoned(p, false);
   *live = heaps_live(p);
   pthread_mutex_unlock(&p->mu);
-  *peak = atomic_load(&p->t_peak);
+  *peak = atomic_load(&p->threads.peak);
   if (*live > *peak) *peak = *live;
 }
 
@@ -371,8 +371,9 @@ static void threads_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {
 static _ak_slab *new_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   _ak_slab *s = _ak_pool_slab_new(p, "ak_pool_alloc");
   if (s) {
+    AK_ASSERT(s->head.used == 0 && s->head.state == 0); /* fresh */
     s->heap = h;
-    atomic_store_explicit(&s->owner, (uintptr_t)h, memory_order_release);
+    _ak_slab_set_owner(s, (uintptr_t)h, __ATOMIC_RELEASE);
   }
   return s;
 }
@@ -383,7 +384,7 @@ static _ak_slab *new_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
  * pool's lock). */
 static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   /* A stale `t_adoptable` only delays an adoption. */
-  bool adopt = atomic_load_explicit(&p->t_adoptable, memory_order_relaxed);
+  bool adopt = atomic_load_explicit(&p->threads.adoptable, memory_order_relaxed);
   bool sample = (++h->takes & 7) == 0;
   /* The heap's own spares need no lock, and their lines are likelier to
    * be in this thread's caches than those of a slab another thread
@@ -400,17 +401,17 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
       if (!s) return new_slab(p, h);
       s->heap = h;
     }
-    atomic_store(&s->owner, (uintptr_t)h);
+    _ak_slab_set_owner(s, (uintptr_t)h, __ATOMIC_SEQ_CST);
     return s;
   }
   pthread_mutex_lock(&p->mu);
   if (!s) {
-    s = _ak_slab_first(&p->abandoned);
-    if (!s) atomic_store_explicit(&p->t_adoptable, false, memory_order_relaxed);
+    s = _ak_slab_first(&p->threads.abandoned);
+    if (!s) atomic_store_explicit(&p->threads.adoptable, false, memory_order_relaxed);
     if (s) {
-      _ak_slab_list_remove(&p->abandoned, s);
+      _ak_slab_list_remove(&p->threads.abandoned, s);
       /* Its live objects now count for this heap. */
-      live_add(h, s->used);
+      live_add(h, s->head.used);
     } else if ((s = _ak_slab_first(&h->stash)) != NULL) { /* `adopt` was stale */
       _ak_slab_list_remove(&h->stash, s);
     } else {
@@ -420,15 +421,16 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   if (!p->max_objects) {
     /* Sample the high-water mark whenever a heap needs a slab. */
     size_t live = heaps_live(p);
-    if (live > atomic_load(&p->t_peak)) atomic_store(&p->t_peak, live);
+    if (live > atomic_load(&p->threads.peak)) atomic_store(&p->threads.peak, live);
   }
   if (s) {
     s->heap = h;
-    atomic_store(&s->owner, (uintptr_t)h);
+    _ak_slab_set_owner(s, (uintptr_t)h, __ATOMIC_SEQ_CST);
   }
   pthread_mutex_unlock(&p->mu);
   if (s) {
     live_sub(h, _ak_slab_collect(s));
+    AK_ASSERT(s->heap == h && _ak_slab_validate(s, "take_slab")); /* ours now, consistent */
     return s;
   }
   return new_slab(p, h);
@@ -451,12 +453,13 @@ static void heap_trim(_ak_pool_impl *p, _ak_pool_heap *h) {
   for (_ak_slab *s = _ak_slab_first(&h->avail), *next; s; s = next) {
     next = _ak_slab_next(s);
     live_sub(h, _ak_slab_collect(s));
-    if (s->used == 0) {
+    if (s->head.used == 0) {
       _ak_slab_list_remove(&h->avail, s);
-      atomic_store(&s->owner, 0);
+      _ak_slab_set_owner(s, 0, __ATOMIC_SEQ_CST);
       _ak_pool_slab_release(p, s);
     }
   }
+  AK_ASSERT(h->stash.n == 0); /* the heap's own spares went back */
   atomic_store_explicit(&h->trim_req, 0, memory_order_relaxed);
 }
 
@@ -474,7 +477,7 @@ static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
   }
   /* 2. Full slabs that other threads freed into: walked only if a remote
    * free may have reached one since the last walk (see full_push). */
-  size_t epoch = atomic_load_explicit(&p->full_epoch, memory_order_acquire);
+  size_t epoch = atomic_load_explicit(&p->threads.full_epoch, memory_order_acquire);
   if (epoch != h->full_seen) {
     h->full_seen = epoch;
     for (_ak_slab *s = _ak_slab_first(&h->full), *next; s; s = next) {
@@ -513,7 +516,7 @@ static void *heap_alloc(_ak_pool_impl *p, _ak_pool_heap *h) {
     s = _ak_slab_first(&h->avail);
   }
   live_add(h, 1);
-  if (!s->free && s->bump == s->end) {
+  if (!s->head.free.first && s->bump == s->end) {
     _ak_slab_list_remove(&h->avail, s);
     full_push(p, h, s);
   }
@@ -533,20 +536,20 @@ static void *threads_alloc(_ak_pool_impl *p) {
     return NULL;
   }
   if (p->max_objects) {
-    size_t n = atomic_fetch_add_explicit(&p->t_live, 1, memory_order_relaxed) + 1;
+    size_t n = atomic_fetch_add_explicit(&p->threads.live, 1, memory_order_relaxed) + 1;
     if (n > p->max_objects) {
-      atomic_fetch_sub_explicit(&p->t_live, 1, memory_order_relaxed);
+      atomic_fetch_sub_explicit(&p->threads.live, 1, memory_order_relaxed);
       _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "max_objects live objects already");
       return NULL;
     }
-    size_t peak = atomic_load_explicit(&p->t_peak, memory_order_relaxed);
-    while (n > peak && !atomic_compare_exchange_weak(&p->t_peak, &peak, n)) {
+    size_t peak = atomic_load_explicit(&p->threads.peak, memory_order_relaxed);
+    while (n > peak && !atomic_compare_exchange_weak(&p->threads.peak, &peak, n)) {
     }
   }
   heap_in(p, h, NULL);
   void *o = heap_alloc(p, h);
   heap_out(p, h);
-  if (!o && p->max_objects) atomic_fetch_sub_explicit(&p->t_live, 1, memory_order_relaxed);
+  if (!o && p->max_objects) atomic_fetch_sub_explicit(&p->threads.live, 1, memory_order_relaxed);
   return o;
 }
 
@@ -556,15 +559,15 @@ static inline void check_double_free(_ak_pool_impl *p, _ak_slab *s, void *o, boo
 }
 
 static void remote_free(_ak_pool_impl *p, _ak_slab *s, void *o) {
-  if (atomic_load_explicit(&s->owner, memory_order_acquire) == 0) {
+  if (_ak_slab_owner(s, __ATOMIC_ACQUIRE) == 0) {
     /* Abandoned: nobody owns the local list; work on it under the mutex. */
     pthread_mutex_lock(&p->mu);
-    if (atomic_load(&s->owner) == 0) {
+    if (_ak_slab_owner(s, __ATOMIC_SEQ_CST) == 0) {
       check_double_free(p, s, o, true);
       _ak_slab_push(s, o);
       (void)_ak_slab_collect(s);
-      if (s->used == 0) {
-        _ak_slab_list_remove(&p->abandoned, s);
+      if (s->head.used == 0) {
+        _ak_slab_list_remove(&p->threads.abandoned, s);
         _ak_pool_slab_put(p, s);
       }
       pthread_mutex_unlock(&p->mu);
@@ -584,27 +587,27 @@ static void remote_free(_ak_pool_impl *p, _ak_slab *s, void *o) {
   /* The first remote free into a slab on its owner's full list: tell the
    * owners to walk their full lists (full_push). */
   if ((uintptr_t)head == AK_SLAB_REMOTE_FULL)
-    atomic_fetch_add_explicit(&p->full_epoch, 1, memory_order_release);
+    atomic_fetch_add_explicit(&p->threads.full_epoch, 1, memory_order_release);
 }
 
 /* ak_pool_free_slow. */
 static void threads_free(_ak_pool_impl *p, void *o) {
   _ak_spare_tick(&p->spares);
-  _ak_slab *s = _ak_pool_slab_fast(p, o, "ak_pool_free");
+  _ak_slab *s = _ak_pool_slab_find(p, o, "ak_pool_free");
   if (AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_free(p, s, o, "ak_pool_free");
     _ak_pool_track_free(p, o);
   }
-  if (p->max_objects) atomic_fetch_sub_explicit(&p->t_live, 1, memory_order_relaxed);
+  if (p->max_objects) atomic_fetch_sub_explicit(&p->threads.live, 1, memory_order_relaxed);
   _ak_pool_heap *h = heap_get(p, false);
-  if (!h || atomic_load_explicit(&s->owner, memory_order_relaxed) != (uintptr_t)h) {
+  if (!h || _ak_slab_owner(s, __ATOMIC_RELAXED) != (uintptr_t)h) {
     remote_free(p, s, o);
     return;
   }
   heap_in(p, h, s);
-  if (AK_UNLIKELY(o == s->free)) _ak_pool_double_free(p, o);
+  if (AK_UNLIKELY(o == s->head.free.first)) _ak_pool_double_free(p, o);
   check_double_free(p, s, o, true);
-  bool was_full = s->list == AK_SLAB_FULL;
+  bool was_full = s->head.state == AK_SLAB_FULL;
   _ak_slab_push(s, o);
   live_sub(h, 1);
   if (was_full) {
@@ -614,9 +617,9 @@ static void threads_free(_ak_pool_impl *p, void *o) {
     if (AK_UNLIKELY(atomic_load_explicit(&p->defragment, memory_order_relaxed)))
       _ak_pool_list_settle(p, &h->avail, s);
   }
-  if (s->used == 0 && h->avail.n > 1) {
+  if (s->head.used == 0 && h->avail.n > 1) {
     _ak_slab_list_remove(&h->avail, s);
-    atomic_store(&s->owner, 0);
+    _ak_slab_set_owner(s, 0, __ATOMIC_SEQ_CST);
     give_slab(p, h, s);
   }
   heap_out(p, h);
@@ -650,7 +653,7 @@ static int threads_reserve(_ak_pool_impl *p, size_t n) {
   }
   heap_in(p, h, NULL);
   size_t room = 0;
-  for (_ak_slab *s = _ak_slab_first(&h->avail); s; s = _ak_slab_next(s)) room += s->capacity - s->used;
+  for (_ak_slab *s = _ak_slab_first(&h->avail); s; s = _ak_slab_next(s)) room += s->capacity - s->head.used;
   int rc = 0;
   while (room < n) {
     _ak_slab *s = _ak_slab_first(&h->stash);
@@ -666,7 +669,7 @@ static int threads_reserve(_ak_pool_impl *p, size_t n) {
       break;
     }
     s->heap = h;
-    atomic_store(&s->owner, (uintptr_t)h);
+    _ak_slab_set_owner(s, (uintptr_t)h, __ATOMIC_SEQ_CST);
     _ak_slab_list_push_back(&h->avail, s, AK_SLAB_AVAIL);
     room += s->capacity;
   }
@@ -680,6 +683,9 @@ static void threads_init(_ak_pool_impl *p) {
   if (p->inline_ok && !_ak_config_checked && !p->tracked && !p->max_objects) p->pub.tkey = p->id;
 }
 
+/* ak_pool_destroy: the abandoned slabs (the heaps gave theirs back). */
+static void threads_release(_ak_pool_impl *p) { _ak_pool_slab_list_release(p, &p->threads.abandoned); }
+
 const _ak_pool_mode _ak_mode_threads = {
     .name = "threads",
     .tls = &_ak_threads_tls,
@@ -688,6 +694,7 @@ const _ak_pool_mode _ak_mode_threads = {
     .free = threads_free,
     .reserve = threads_reserve,
     .trim = threads_trim,
+    .release = threads_release,
     .counts = threads_counts,
     .fork_child = threads_fork_child,
 };

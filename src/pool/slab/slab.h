@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* slab.h - the slab layer (internal).
+/* slab.h - one slab: its header, slots, free lists and the lists of slabs
+ * (internal, the pool's slab layer; knows no sync mode).
  *
  * A slab is a block of `slab_size` bytes aligned to `slab_size`, holding
  * `capacity` slots of one size after its header. The slab of any slot is
@@ -8,11 +9,13 @@
  *
  * Slots are carved lazily: `bump` is the first slot never handed out, so a
  * fresh slab touches only the pages it uses. Invariant (owner's view):
- *   used + |free list| + |remote list| + (end - bump) / slot == capacity
+ *   used + |free list| + (end - bump) / slot == capacity
+ * where `used` still counts the objects on the remote list until the
+ * owner collects them (_ak_slab_collect); _ak_slab_validate checks it.
  * Slabs come from a backing (mmap, C heap, or a shared file mapping)
  * through the OS layer; this layer never calls the system itself. */
-#ifndef AK_SLAB_H
-#define AK_SLAB_H
+#ifndef AK_POOL_SLAB_SLAB_H
+#define AK_POOL_SLAB_SLAB_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -44,32 +47,59 @@ enum { AK_SLAB_F_TRACKED = 1u, AK_SLAB_F_REUSED = 2u };
 enum { AK_SLAB_AVAIL = 1, AK_SLAB_FULL = 2, AK_SLAB_SPARE = 3, AK_SLAB_ABANDONED = 4 };
 
 struct _ak_slab {
-  /* The first seven fields are _ak_pool_slab_head (arenakit/pool.h): the
-   * inline frees read them. */
-  void *free;               /* local free list (owner only) */
-  uint32_t used;            /* live objects counted by the owner */
-  uint32_t list;            /* AK_SLAB_* */
-  _Atomic(uintptr_t) owner; /* owning thread heap, 0 = abandoned (THREADS) */
-  uintptr_t key;            /* hardened: the key its links are encoded with (detail/link.h) */
-  uint64_t magic;           /* AK_SLAB_MAGIC ^ (uintptr_t)owner pool */
-  void *pool;               /* the owning pool (struct _ak_pool_impl *) */
-  _ak_dnode node;           /* on the list named by `list` (common/list.h) */
-  uintptr_t bump;           /* first never-carved slot; == end when all carved */
-  uintptr_t start;          /* first slot */
-  uintptr_t end;            /* start + capacity * slot */
-  size_t slot;              /* slot size in bytes */
-  uint32_t capacity;        /* slots in this slab */
-  uint32_t flags;           /* AK_SLAB_F_* */
-  size_t file_offset;       /* file backing: where this slab lives in the file */
+  /* What the inline paths read of any slab (arenakit/detail/pool.h), first:
+   * head.free.first, the local free list (owner only); head.used, the live
+   * objects counted by the owner; head.state, the list the slab is on
+   * (AK_SLAB_*, 0: none); head.owner, the owning thread heap (THREADS; 0:
+   * none; read and written with __atomic builtins, as other threads read
+   * it); head.key, the key its links are encoded with (hardened);
+   * head.magic, AK_SLAB_MAGIC ^ (uintptr_t)the pool; head.pool. */
+  _ak_pool_slab_head head;
+  _ak_dnode node;     /* on the list named by head.state (common/list.h) */
+  uintptr_t bump;     /* first never-carved slot; == end when all carved */
+  uintptr_t start;    /* first slot */
+  uintptr_t end;      /* start + capacity * slot */
+  size_t slot;        /* slot size in bytes */
+  uint32_t capacity;  /* slots in this slab */
+  uint32_t flags;     /* AK_SLAB_F_* */
+  size_t file_offset; /* file backing: where this slab lives in the file */
   /* Frees by other threads (AK_SYNC_THREADS): a list, tagged with
    * AK_SLAB_REMOTE_FULL while the slab is on its owner's full list
-   * (pool_threads.c, full_push). */
+   * (modes/threads.c, full_push). */
   _Atomic(void *) remote;
   void *heap;        /* owning heap (owner's copy, THREADS) */
   const char *name;  /* the owning pool's name, for messages */
   _ak_spare spare;   /* while the slab is in its pool's spare set (common/reclaim.h) */
   uint64_t bitmap[]; /* checked build: 1 bit per live slot */
 };
+
+/* The inline paths read a slab through its head: it must come first. */
+_Static_assert(offsetof(_ak_slab, head) == 0, "_ak_slab must begin with _ak_pool_slab_head");
+/* The headers' names for the state and the mitigation bits they read. */
+_Static_assert(_AK_POOL_SLAB_AVAIL == AK_SLAB_AVAIL, "the inline paths' list state");
+_Static_assert(AK_CONFIG_HARDEN_LINKS == AK_HARDEN_LINKS &&
+                   AK_CONFIG_HARDEN_DOUBLE_FREE == AK_HARDEN_DOUBLE_FREE,
+               "the headers' hardening bits");
+
+/** The mask that takes an address to the start of its slab, for slabs of
+ *  `slab_size` bytes (a power of two; slabs are aligned to their size). */
+static inline uintptr_t _ak_slab_mask(size_t slab_size) { return ~(uintptr_t)(slab_size - 1); }
+
+/** The slab that address `o` lies in, for slabs of `slab_size` bytes: the
+ *  one way from a pointer to its slab header. No check: the address may
+ *  be foreign (the validated lookup is the pool's _ak_pool_slab_find). */
+static inline _ak_slab *_ak_slab_of(const void *o, size_t slab_size) {
+  return (_ak_slab *)((uintptr_t)o & _ak_slab_mask(slab_size));
+}
+
+/** The owning heap of `s` (AK_SYNC_THREADS; 0: none): other threads read
+ *  it, so it is loaded and stored atomically with memory order `order`. */
+static inline uintptr_t _ak_slab_owner(const _ak_slab *s, int order) {
+  return __atomic_load_n(&s->head.owner, order);
+}
+static inline void _ak_slab_set_owner(_ak_slab *s, uintptr_t heap, int order) {
+  __atomic_store_n(&s->head.owner, heap, order);
+}
 
 /** The slab whose list node is `n` (NULL stays NULL). */
 static inline _ak_slab *_ak_slab_of_node(const _ak_dnode *n) {
@@ -112,7 +142,7 @@ _ak_slab *_ak_slab_init(void *mem, void *pool, const char *name, size_t slab_siz
 /** The key the links in slots of `s` are encoded with (0: not encoded). */
 static inline uintptr_t _ak_slab_key(const _ak_slab *s) {
   if (!ak_harden_encode) return 0; /* a constant: the codec is a plain load or store */
-  return s->key;
+  return s->head.key;
 }
 
 /** The link stored in free slot `o` of `s`, decoded. */
@@ -163,19 +193,19 @@ void _ak_slab_carve(_ak_slab *s, size_t bytes);
 /** Pops one slot: the free list first, then carving. NULL if full. With
  *  the links mitigation a link that leaves the slab aborts. */
 static inline void *_ak_slab_pop(_ak_slab *s) {
-  void *o = s->free;
+  void *o = s->head.free.first;
   if (o) {
     void *next = _ak_slab_link(s, o);
     if (ak_harden_links && AK_UNLIKELY(next && !_ak_slab_in(s, (uintptr_t)next)))
       _ak_slab_corrupt(s, o, next, "ak_pool_alloc");
     AK_ASSERT(_ak_slab_is_slot(s, (uintptr_t)o)); /* a free list holds slots of its slab */
-    s->free = next;
+    s->head.free.first = next;
   } else if (s->bump < s->end) {
     if (_ak_slab_shuffled(s)) {
       /* Fresh slots in random order: carve a shuffled batch. */
       _ak_slab_carve(s, 4096);
-      o = s->free;
-      s->free = _ak_slab_link(s, o);
+      o = s->head.free.first;
+      s->head.free.first = _ak_slab_link(s, o);
     } else {
       o = (void *)s->bump;
       s->bump += s->slot;
@@ -187,21 +217,66 @@ static inline void *_ak_slab_pop(_ak_slab *s) {
   /* Hardened: a handed-out slot holds no stale link, so that freeing it
    * untouched does not look like a double free (and search the lists). */
   if (ak_harden_double_free && !(s->flags & AK_SLAB_F_TRACKED)) _ak_link_set(o, NULL, 0);
-  s->used++;
-  AK_ASSERT(s->used <= s->capacity);
+  s->head.used++;
+  AK_ASSERT(s->head.used <= s->capacity);
   return o;
 }
 
 /** Pushes `o` back on the local free list. */
 static inline void _ak_slab_push(_ak_slab *s, void *o) {
-  AK_ASSERT(s->used > 0 && _ak_slab_is_slot(s, (uintptr_t)o)); /* a live slot of this slab */
-  _ak_slab_set_link(s, o, s->free);
-  s->free = o;
-  s->used--;
+  AK_ASSERT(s->head.used > 0 && _ak_slab_is_slot(s, (uintptr_t)o)); /* a live slot of this slab */
+  _ak_slab_set_link(s, o, s->head.free.first);
+  s->head.free.first = o;
+  s->head.used--;
 }
 
 /** Moves the remote list onto the local one (one atomic exchange);
  *  returns how many objects it held. */
 uint32_t _ak_slab_collect(_ak_slab *s);
 
-#endif /* AK_SLAB_H */
+/* ---- lists of slabs ------------------------------------------------------------ */
+
+/** A list of slabs (common/list.h, through each slab's `node`) with its
+ *  length; each slab's head.state names the kind of list it is on. */
+typedef _ak_dlist _ak_slab_list;
+
+/** The first slab of `l` (NULL: empty). */
+static inline _ak_slab *_ak_slab_first(const _ak_slab_list *l) { return _ak_slab_of_node(l->head); }
+
+/** Puts `s` (on no list) first on `l`, a list of kind `which` (AK_SLAB_*). */
+static inline void _ak_slab_list_push_front(_ak_slab_list *l, _ak_slab *s, uint32_t which) {
+  AK_ASSERT(which >= AK_SLAB_AVAIL && which <= AK_SLAB_ABANDONED); /* a listed slab names its list */
+  _ak_dlist_push_front(l, &s->node);
+  s->head.state = which;
+}
+
+/** Puts `s` (on no list) last on `l`, a list of kind `which`. */
+static inline void _ak_slab_list_push_back(_ak_slab_list *l, _ak_slab *s, uint32_t which) {
+  AK_ASSERT(which >= AK_SLAB_AVAIL && which <= AK_SLAB_ABANDONED); /* a listed slab names its list */
+  _ak_dlist_push_back(l, &s->node);
+  s->head.state = which;
+}
+
+/** Puts `s` (on no list) before `at` on `l` (last if `at` is NULL). */
+static inline void _ak_slab_list_insert_before(_ak_slab_list *l, _ak_slab *at, _ak_slab *s, uint32_t which) {
+  AK_ASSERT(which >= AK_SLAB_AVAIL && which <= AK_SLAB_ABANDONED); /* a listed slab names its list */
+  _ak_dlist_insert_before(l, at ? &at->node : NULL, &s->node);
+  s->head.state = which;
+}
+
+/** Takes `s` off `l`, the list it is on. */
+static inline void _ak_slab_list_remove(_ak_slab_list *l, _ak_slab *s) {
+  AK_ASSERT(s->head.state != 0);
+  _ak_dlist_remove(l, &s->node);
+  s->head.state = 0;
+}
+
+/** Checks the invariants of slab `s` (header, counts, carving, the local
+ *  free list) and aborts naming `where` when one is broken; returns true,
+ *  so that it is called as AK_ASSERT(_ak_slab_validate(s, where)), which
+ *  only the checked build evaluates. The caller owns the slab's local
+ *  state (its free list); the remote list is not walked. Walks the free
+ *  list: O(capacity). */
+bool _ak_slab_validate(const _ak_slab *s, const char *where);
+
+#endif /* AK_POOL_SLAB_SLAB_H */

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/* spares.h - a pool's empty slabs kept for reuse (internal, slab layer):
+ * getting a slab (a spare first, else a new one from the backing) and
+ * putting an empty one back, under the reclaim policy of common/reclaim.h
+ * (slab/spares.c). The spare set has its own leaf lock. */
+#ifndef AK_POOL_SLAB_SPARES_H
+#define AK_POOL_SLAB_SPARES_H
+
+#include "common/reclaim.h"
+#include "pool/slab/slab.h"
+
+typedef struct _ak_pool_impl _ak_pool_impl;
+
+/** The spare set's view of a pool's slabs (common/reclaim.h). */
+extern const _ak_spare_ops _ak_pool_spare_ops;
+
+/** A spare or else a new slab for `p`. NULL + errno + message on failure. */
+_ak_slab *_ak_pool_slab_get(_ak_pool_impl *p);
+/** A spare slab of `p`, reset and ready for use; NULL if none (errno +
+ *  message if a file spare's blocks cannot be allocated again). */
+_ak_slab *_ak_pool_slab_spare(_ak_pool_impl *p);
+/** Makes an empty slab ready for reuse (lazy carving from its start). */
+void _ak_pool_slab_reset(_ak_slab *s);
+/** Gives an empty slab (on no list) to the pool's spare set, which keeps
+ *  or releases it as the reclaim policy says; needs no pool lock. */
+void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s);
+/** Releases an empty slab (on no list) to the backing at once: out of the
+ *  slab table, header invalidated; needs no pool lock. */
+void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s);
+/** Releases every slab of list `l`, whatever it holds (ak_pool_destroy). */
+void _ak_pool_slab_list_release(_ak_pool_impl *p, _ak_slab_list *l);
+
+#endif /* AK_POOL_SLAB_SPARES_H */

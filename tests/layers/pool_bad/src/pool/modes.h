@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: MIT */
+/* Fixture: what the modes share. */
+#include "pool/pool.h"
