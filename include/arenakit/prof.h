@@ -38,6 +38,13 @@
  * in the stats instead (ak_prof_stats); docs/profiling.md has what the
  * tables take.
  *
+ * What is sampled: every ak_malloc (and, under the drop-in, malloc, new,
+ * ...) allocation; every arena's (the label arena=<ak_arena_options.name>;
+ * an arena picks a start or stop up at its next slow path, clear or
+ * restore); and the pools created while the profiler is on (pool=<name>):
+ * such a pool takes the library's path for every call, its inline paths
+ * off, for its whole life; a pool created while it is off is not sampled.
+ *
  * Fork: the child starts with the parent's profile (its heap is a copy of
  * the parent's, sampled blocks included) and keeps sampling as the parent
  * did; name dumps with "%p" so that the two do not write the same file.

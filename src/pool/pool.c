@@ -16,6 +16,7 @@
 #include "pool/modes.h"
 #include "pool/slab/backing.h"
 #include "pool/slab/spares.h"
+#include "prof/prof.h"
 
 #define DEFAULT_SLAB ((size_t)64 * 1024)
 #define MIN_SLOTS 8
@@ -30,8 +31,10 @@ void *ak_pool_alloc_slow(ak_pool *pub) {
   _ak_pool_impl *p = _ak_impl(pub);
   if (_ak_config_validate && AK_UNLIKELY(p->destroyed))
     _ak_fatal("ak_pool_alloc(%p): pool '%s' was destroyed (ak_pool_destroy)", (void *)pub, p->name);
+  bool sample = p->prof && _ak_prof_sample_due(p->object_size);
   void *o = p->alloc(p);
   AK_ASSERT(o == NULL || _ak_pool_slab_ok(p, o, _ak_slab_of(o, p->slab_size))); /* a slot of p */
+  if (AK_UNLIKELY(sample) && o) _ak_pool_prof_sampled(p, o);
   return o;
 }
 
@@ -40,6 +43,7 @@ void ak_pool_free_slow(ak_pool *pub, void *o) {
   _ak_pool_impl *p = _ak_impl(pub);
   if (_ak_config_validate && AK_UNLIKELY(p->destroyed))
     _ak_fatal("ak_pool_free(%p): pool '%s' was destroyed (ak_pool_destroy)", o, p->name);
+  if (AK_UNLIKELY(p->prof)) _ak_pool_prof_free(p, o); /* before the slot can be handed out again */
   p->free(p, o);
   _ak_reclaim_start_wanted(); /* a slab put aside may want the background thread: no lock is held here */
 }
@@ -179,7 +183,8 @@ static void pool_init(_ak_pool_impl *p, const ak_pool_options *o, const geometry
   p->slot = g->slot;
   p->slab_size = g->slab;
   p->guard = g->guard;
-  p->inline_ok = inline_encode == ak_harden_encode;
+  p->prof = _ak_prof_is_on();
+  p->inline_ok = inline_encode == ak_harden_encode && !p->prof;
   p->capacity = g->capacity;
   /* The hardened inline frees test the slot grid (_ak_pool_on_grid); slots
    * spanning 4 GiB or more leave slot_span 0: every free reaches the library. */

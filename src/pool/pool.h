@@ -108,9 +108,13 @@ struct _ak_pool_impl {
   void (*free)(_ak_pool_impl *p, void *o);
   ak_sync sync;
   size_t object_size, slot, slab_size, capacity;
-  size_t align;   /* of the first slot in a slab: the object's, or more (ak_pool_create) */
-  size_t guard;   /* hardened: bytes of guard page at the end of each slab (0: none) */
-  bool inline_ok; /* the creator's headers match this build's link encoding */
+  size_t align;             /* of the first slot in a slab: the object's, or more (ak_pool_create) */
+  size_t guard;             /* hardened: bytes of guard page at the end of each slab (0: none) */
+  bool inline_ok;           /* the creator's headers match this build's link encoding, and the
+                               pool is not sampled (`prof`): its inline paths may be on */
+  bool prof;                /* sampled by the heap profiler (on when it was created): every call
+                               takes the slow path, which samples and forgets (pool/prof.c) */
+  _Atomic size_t prof_live; /* objects of the pool the profiler keeps */
   size_t max_objects, spare_limit;
   bool release_empty; /* ak_pool_options.release_empty: no time-based reuse */
   ak_backing backing;
@@ -216,6 +220,17 @@ void _ak_pool_mark_free(_ak_pool_impl *p, _ak_slab *s, void *o, const char *call
 /** Tool annotations of one slot (ASan poison, Valgrind mempool). */
 void _ak_pool_track_alloc(_ak_pool_impl *p, void *o);
 void _ak_pool_track_free(_ak_pool_impl *p, void *o);
+
+/* ---- prof.c: the heap profiler's side ---- */
+
+/** `o` (just allocated by the caller, no lock held) was due for a sample:
+ *  recorded with the label pool=<name>, and counted in its slab. */
+void _ak_pool_prof_sampled(_ak_pool_impl *p, void *o);
+/** The free of `o` (before the mode's free): forgets it if it is kept. */
+void _ak_pool_prof_free(_ak_pool_impl *p, void *o);
+/** Slab `s` goes back to the backing with objects in it (destroy): the
+ *  kept ones among them are forgotten. */
+void _ak_pool_prof_release(_ak_pool_impl *p, _ak_slab *s);
 
 /* ---- the inline paths' state in the pool's head ---------------------------------- */
 

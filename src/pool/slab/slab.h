@@ -67,10 +67,11 @@ struct _ak_slab {
    * AK_SLAB_REMOTE_FULL while the slab is on its owner's full list
    * (modes/threads.c, full_push). */
   _Atomic(void *) remote;
-  void *heap;        /* owning heap (owner's copy, THREADS) */
-  const char *name;  /* the owning pool's name, for messages */
-  _ak_spare spare;   /* while the slab is in its pool's spare set (common/reclaim.h) */
-  uint64_t bitmap[]; /* checked build: 1 bit per live slot */
+  void *heap;              /* owning heap (owner's copy, THREADS) */
+  const char *name;        /* the owning pool's name, for messages */
+  _Atomic uint32_t prof_n; /* live objects of the slab the heap profiler keeps (pool/prof.c) */
+  _ak_spare spare;         /* while the slab is in its pool's spare set (common/reclaim.h) */
+  uint64_t bitmap[];       /* checked build: 1 bit per live slot */
 };
 
 /* The inline paths read a slab through its head: it must come first. */

@@ -56,6 +56,7 @@ _ak_slab *_ak_pool_slab_get(_ak_pool_impl *p) {
 void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s) {
   AK_ASSERT(!_ak_dnode_linked(&s->node));                     /* taken off its list first */
   AK_ASSERT(s->head.magic == (AK_SLAB_MAGIC ^ (uintptr_t)p)); /* a live slab of p, released once */
+  if (AK_UNLIKELY(atomic_load_explicit(&s->prof_n, memory_order_relaxed))) _ak_pool_prof_release(p, s);
   _ak_table_del(&p->table, (uintptr_t)s);
   if (p->tracked) AK_TRACK_INTERNAL((void *)s, p->slab_size);
   s->head.magic = 0;
