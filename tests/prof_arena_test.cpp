@@ -19,6 +19,7 @@
 #include "pprof_run.h"
 #include "prof/prof_internal.h"
 #include "prof_decode.h"
+#include "prof_fixture.h"
 
 extern "C" void *pa_site_parse(ak_arena *a, size_t n);
 extern "C" void *pa_site_render(ak_arena *a, size_t n);
@@ -28,23 +29,9 @@ namespace {
 
 const char *const kHide = "-hide='^_?ak_'";
 
-class ProfArena : public ::testing::Test {
- protected:
-  void SetUp() override {
-    _ak_prof_reset(nullptr);
-    ASSERT_FALSE(tmp_.path().empty());
-    dir_ = tmp_.path();
-  }
-  void TearDown() override { _ak_prof_reset(nullptr); }
-  profdec::TempDir tmp_{"ak_prof_arena"};
-  std::string dir_;
-};
+class ProfArena : public proftest::Fixture {};
 
-ak_prof_stats stats() {
-  ak_prof_stats st;
-  ak_prof_stats_get(&st);
-  return st;
-}
+using proftest::stats;
 
 // Fills `parse` and `render` to `total` bytes, 70 / 30, sizes 8..1024.
 void fill(ak_arena *parse, ak_arena *render, double total, double *bytes) {

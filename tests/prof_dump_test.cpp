@@ -27,18 +27,12 @@
 #include "fork_child_watch.h"
 #include "prof/prof_internal.h"
 #include "prof_decode.h"
+#include "prof_fixture.h"
 
 namespace {
 
-class ProfDump : public ::testing::Test {
+class ProfDump : public proftest::Fixture {
  protected:
-  void SetUp() override {
-    _ak_prof_reset(nullptr);
-    ASSERT_FALSE(tmp_.path().empty());
-    dir_ = tmp_.path();
-  }
-  void TearDown() override { _ak_prof_reset(nullptr); }
-  std::string path(const std::string &name) const { return dir_ + "/" + name; }
   // Reads and validates a profile; fails the test if it is not valid.
   static profdec::Profile load(const std::string &file) {
     profdec::Profile p;
@@ -48,13 +42,7 @@ class ProfDump : public ::testing::Test {
     EXPECT_EQ(profdec::validate(p), "") << file;
     return p;
   }
-  static ak_prof_stats stats() {
-    ak_prof_stats s;
-    ak_prof_stats_get(&s);
-    return s;
-  }
-  profdec::TempDir tmp_{"ak_prof_dump"};
-  std::string dir_;
+  static ak_prof_stats stats() { return proftest::stats(); }
 };
 
 void *block(uint64_t i) { return reinterpret_cast<void *>(uintptr_t{0x200000000} + i * 64); }

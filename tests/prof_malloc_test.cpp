@@ -23,6 +23,7 @@
 #include "pprof_run.h"
 #include "prof/prof_internal.h"
 #include "prof_decode.h"
+#include "prof_fixture.h"
 
 extern "C" void *pm_site_sixty(size_t n);
 extern "C" void *pm_site_thirty(size_t n);
@@ -35,27 +36,9 @@ namespace {
 // them, leaving the caller of ak_malloc as the innermost frame.
 const char *const kHide = "-hide='^_?ak_|^malloc_slow$|^count_sync$|^mark$'";
 
-class ProfMalloc : public ::testing::Test {
- protected:
-  void SetUp() override {
-    _ak_prof_reset(nullptr);
-    ASSERT_FALSE(tmp_.path().empty());
-    dir_ = tmp_.path();
-  }
-  void TearDown() override { _ak_prof_reset(nullptr); }
-  std::string need_go() {
-    std::string go = pprofrun::find_go();
-    return go;
-  }
-  profdec::TempDir tmp_{"ak_prof_malloc"};
-  std::string dir_;
-};
+class ProfMalloc : public proftest::Fixture {};
 
-ak_prof_stats stats() {
-  ak_prof_stats st;
-  ak_prof_stats_get(&st);
-  return st;
-}
+using proftest::stats;
 
 TEST_F(ProfMalloc, TopNamesEachSiteWithItsShareAndRemoteFreesTakeItOut) {
   std::string go = pprofrun::find_go();

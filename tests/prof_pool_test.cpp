@@ -19,6 +19,7 @@
 #include "pprof_run.h"
 #include "prof/prof_internal.h"
 #include "prof_decode.h"
+#include "prof_fixture.h"
 
 extern "C" void *pp_site_sessions(ak_pool *p);
 extern "C" void *pp_site_cache(ak_pool *p);
@@ -27,23 +28,9 @@ namespace {
 
 const char *const kHide = "-hide='^_?ak_'";
 
-class ProfPool : public ::testing::Test {
- protected:
-  void SetUp() override {
-    _ak_prof_reset(nullptr);
-    ASSERT_FALSE(tmp_.path().empty());
-    dir_ = tmp_.path();
-  }
-  void TearDown() override { _ak_prof_reset(nullptr); }
-  profdec::TempDir tmp_{"ak_prof_pool"};
-  std::string dir_;
-};
+class ProfPool : public proftest::Fixture {};
 
-ak_prof_stats stats() {
-  ak_prof_stats st;
-  ak_prof_stats_get(&st);
-  return st;
-}
+using proftest::stats;
 
 ak_pool *make(const char *name, size_t size, ak_sync sync = AK_SYNC_THREADS) {
   ak_pool_options o{};
@@ -124,7 +111,8 @@ TEST_P(ProfPoolModes, EverySampledObjectIsForgottenAtItsFree) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllSyncModes, ProfPoolModes,
-                         ::testing::Values(AK_SYNC_THREADS, AK_SYNC_NONE, AK_SYNC_SPINLOCK, AK_SYNC_LOCKFREE));
+                         ::testing::Values(AK_SYNC_THREADS, AK_SYNC_NONE, AK_SYNC_SPINLOCK,
+                                           AK_SYNC_LOCKFREE));
 
 TEST_F(ProfPool, APoolCreatedWhileOffIsNotSampled) {
   ASSERT_EQ(ak_prof_option_set(AK_PROF_OPTION_SAMPLE, 1024), 0);

@@ -207,9 +207,14 @@ AK_FAST_PATH AK_MALLOC_LIKE void *ak_arena_alloc(ak_arena *a, size_t size, size_
  *  thread-safe for `a`. Never fails. */
 AK_API void ak_arena_clear(ak_arena *a);
 
-/** Runs the cleanups and returns every chunk to the OS. The caller buffer is
+/** Runs the cleanups and gives every chunk back: to the process-wide
+ *  cache of chunks, from which the next arena that needs one takes it with
+ *  its pages committed, and from there to the OS under the reclaim policy
+ *  (arenakit/reclaim.h: decommitted after the purge delay, unmapped after
+ *  the release delay, also by the background thread). The caller buffer is
  *  not freed. `a` may be initialised again afterwards; destroying twice is
- *  harmless. Not thread-safe for `a`. Never fails. */
+ *  harmless. Not thread-safe for `a` (the cache is thread-safe). Never
+ *  fails. */
 AK_API void ak_arena_destroy(ak_arena *a);
 
 /** Saves the current position. O(1). Not thread-safe for `a`. */

@@ -22,6 +22,8 @@
 #include "fuzz_model.h"
 #include "os/os_mem.h"
 
+extern "C" void _ak_arena_cache_drain(void); /* src/arena/arena_cache.c */
+
 #define AKF_TARGET "arena"
 
 namespace {
@@ -76,6 +78,7 @@ class ArenaFuzz {
     size_t before = g_ran.size();
     ak_arena_destroy(&a_);
     expect_cleanups(before, 0, "ak_arena_destroy");
+    _ak_arena_cache_drain();
     _ak_os_counters c;
     _ak_os_get_counters(&c);
     AKF_CHECK(c.mapped_bytes == os_base_, "ak_arena_destroy left %zu bytes mapped (baseline %zu)",
@@ -102,6 +105,7 @@ class ArenaFuzz {
     if (o.retain == AK_ARENA_RETAIN_LIMIT) o.retain_limit = static_cast<size_t>(in_.u16()) * 16;
     budget_ = o.max_bytes;
     retain_none_ = o.retain == AK_ARENA_RETAIN_NONE;
+    _ak_arena_cache_drain(); /* the OS layer's counters then hold this arena's chunks only */
     _ak_os_counters c;
     _ak_os_get_counters(&c);
     os_base_ = c.mapped_bytes;
@@ -126,6 +130,7 @@ class ArenaFuzz {
               s.reserved);
     AKF_CHECK((s.chunks == 0) == (s.reserved == 0), "%s: %zu chunks but %zu bytes reserved", when, s.chunks,
               s.reserved);
+    _ak_arena_cache_drain(); /* chunks the arena gave back wait in the cache of chunks */
     _ak_os_counters c;
     _ak_os_get_counters(&c);
     AKF_CHECK(c.mapped_bytes - os_base_ == s.reserved, "%s: stats.reserved %zu but the OS layer maps %zu",
