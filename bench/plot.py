@@ -263,7 +263,11 @@ def scenario_plot(plt, src, dst, name):
     n = len(tables)
     fig, axes = plt.subplots(n, 1, figsize=(11, 4.2 * n + 0.6), squeeze=False, layout="constrained")
     head = name or os.path.splitext(os.path.basename(src))[0]
-    fig.suptitle(wrap(head + (": " + description if description else ""), 120), fontsize=10)
+    # One line: the scenario's name (its description is the report's
+    # caption, in the .md beside the plot), marked when the run was --quick.
+    if os.environ.get("AKB_QUICK") == "1":
+        head += " (quick run: too small to judge)"
+    fig.suptitle(head, fontsize=10)
     for ax, (tid, t) in zip(axes[:, 0], tables.items()):
         if tid.startswith("vsT_"):
             line_chart(ax, t, THREADS_LABEL)

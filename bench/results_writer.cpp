@@ -162,9 +162,9 @@ bool write_scenario_results(const Scenario &sc, const Report &rep, const RunData
 
   if (plot) {
     fs::path script = fs::path(AKB_SOURCE_DIR) / "bench" / "plot.py";
-    std::string cmd = shell_quote(python()) + " " + shell_quote(script.string()) + " " +
-                      shell_quote((dir / (stem + ".csv")).string()) + " " +
-                      shell_quote((dir / (stem + ".svg")).string()) + " " + shell_quote(stem);
+    std::string cmd = std::string(opts.quick ? "AKB_QUICK=1 " : "") + shell_quote(python()) + " " +
+                      shell_quote(script.string()) + " " + shell_quote((dir / (stem + ".csv")).string()) +
+                      " " + shell_quote((dir / (stem + ".svg")).string()) + " " + shell_quote(stem);
     int prc = std::system(cmd.c_str());
     if (prc != 0) std::printf("Plot: skipped (%s exited with %d; see above)\n", script.c_str(), prc);
   }
