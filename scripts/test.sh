@@ -12,7 +12,9 @@
 #             every ctest suite including the consumer tests (the install
 #             line, add_subdirectory, FetchContent, the installed package,
 #             pkg-config shared and static, and the matrix of compilers,
-#             -O levels, link modes, PIE, C and C++)
+#             -O levels, link modes, PIE, C and C++); then the allocators'
+#             suites again with the heap profiler forced on (AK_PROF=1; the
+#             sanitizer stages do the same for the malloc's and profiler's)
 #   asan      AddressSanitizer + UndefinedBehaviorSanitizer + checked build
 #             (AK_CHECKED), unit tests: the arena and pools take their
 #             annotated paths (use-after-clear/free death tests) and misuse
@@ -101,6 +103,14 @@ failed=0
 skipped=0
 failures=()
 
+# The suites run again with the heap profiler forced on (AK_PROF=1): the
+# allocators' own in the release stage, the malloc's and the profiler's in
+# the sanitizer stages (their pools and arenas take the annotated paths
+# anyway); forks and soaks are left to the plain runs.
+prof_suites='^(Prof|Malloc|Pool|Arena|All/Pool|AllSyncModes)'
+prof_core='^(Prof|Malloc)'
+prof_skip='Fork|fork|Soak|soak'
+
 # Runs ctest in build dir $1 with extra args; adds its counts to the totals:
 # a test ctest lists under "did not run" as Skipped (GTEST_SKIP) or
 # Disabled counts as skipped, not passed.
@@ -166,6 +176,9 @@ for stage in "${stages[@]}"; do
       if configure_build build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g"; then
         run_ctest build-test release
+        # The heap profiler forced on (AK_PROF=1): the allocators' suites
+        # again, every pool then sampled (its inline paths off).
+        AK_PROF=1 run_ctest build-test release-prof -L unit -R "$prof_suites" -E "$prof_skip"
       else
         failed=$((failed + 1)); failures+=("release build")
       fi
@@ -175,6 +188,8 @@ for stage in "${stages[@]}"; do
         -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DAK_SANITIZE=address,undefined -DAK_CHECKED=ON; then
         ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
           run_ctest build-asan asan -LE consumer
+        AK_PROF=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+          run_ctest build-asan asan-prof -L unit -R "$prof_core" -E "$prof_skip"
       else
         failed=$((failed + 1)); failures+=("asan build")
       fi
@@ -187,6 +202,8 @@ for stage in "${stages[@]}"; do
         # glibc allows); ThreadSanitizer refuses new threads after such a
         # fork unless told not to.
         TSAN_OPTIONS=halt_on_error=1:die_after_fork=0 run_ctest build-tsan tsan -LE consumer
+        AK_PROF=1 TSAN_OPTIONS=halt_on_error=1:die_after_fork=0 \
+          run_ctest build-tsan tsan-prof -L unit -R "$prof_core" -E "$prof_skip"
       else
         failed=$((failed + 1)); failures+=("tsan build")
       fi
