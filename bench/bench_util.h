@@ -5,11 +5,14 @@
 #define AK_BENCH_UTIL_H
 
 #include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -77,6 +80,20 @@ inline std::string md_table(const std::vector<std::string> &head,
   s += sep + "\n";
   for (const auto &r : rows) s += line(r, true);
   return s;
+}
+
+// An array of `n` T outside the allocators under test (its own mapping,
+// zeroed: resident before any timing); exits on failure.
+template <class T>
+T *map_array(std::uint64_t n) {
+  std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
+  void *m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) {
+    std::perror("ak_bench: mmap");
+    std::exit(2);
+  }
+  std::memset(m, 0, bytes);
+  return static_cast<T *>(m);
 }
 
 }  // namespace akb

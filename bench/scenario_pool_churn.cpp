@@ -54,6 +54,7 @@
 namespace {
 
 using akb::fmt;
+using akb::map_array;
 
 constexpr std::uint64_t kN = 2000000;
 constexpr std::uint64_t kQuickN = 500000;
@@ -73,18 +74,6 @@ double rss_bytes() {
   int n = std::fscanf(f, "%ld %ld", &pages, &resident);
   std::fclose(f);
   return n == 2 ? static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) : NAN;
-}
-
-template <class T>
-T *map_array(std::uint64_t n) {
-  std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
-  void *m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) {
-    std::perror("ak_bench: mmap");
-    std::exit(2);
-  }
-  std::memset(m, 0, bytes);
-  return static_cast<T *>(m);
 }
 
 struct Malloc {

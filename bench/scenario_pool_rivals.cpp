@@ -78,6 +78,8 @@
 
 namespace {
 
+using akb::map_array;
+
 const char *const kName = "pool-rivals";
 constexpr std::uint64_t kN = 1000000, kQuickN = 200000;
 constexpr std::uint64_t kSteps = 5000000, kQuickSteps = 1000000;
@@ -191,18 +193,6 @@ struct NewDeleteA {
   void *alloc() { return ::operator new(sizeof(T)); }
   void free(void *q) { ::operator delete(q, sizeof(T)); }
 };
-
-template <class T>
-T *map_array(std::uint64_t n) {
-  std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
-  void *m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) {
-    std::perror("ak_bench: mmap");
-    std::exit(2);
-  }
-  std::memset(m, 0, bytes);  // resident before any timing
-  return static_cast<T *>(m);
-}
 
 // ---- the workloads -----------------------------------------------------------------
 
