@@ -171,9 +171,12 @@ TEST(PoolRandomThreads, OwnerAndRemoteFreesIntoFullSlabs) {
     size_t i = r.next(kLive);
     uint64_t t = l.tag[i];
     void *o = l.take(i);
-    if (r.next(2)) {
+    // The first half mixes the owner's and remote frees; the second has
+    // remote frees only, which reach full slabs by their tag alone.
+    if (step < kSteps / 2 && r.next(2)) {
       ak_pool_free(p, o);
     } else {
+      while (inflight.load() > 256) std::this_thread::yield();
       std::lock_guard<std::mutex> g(mu);
       handed.emplace_back(o, t);
       size_t n = inflight.fetch_add(1) + 1;
