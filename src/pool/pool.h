@@ -267,10 +267,8 @@ static inline _ak_slab *_ak_pool_cur_writeback(const _ak_pool_cur *c) {
 
 /* ---- lists kept fullest first ---------------------------------------------------- */
 
-/* The place is called for each pending slab in a batch (serial.h, the
- * heaps of modes/threads.c) and, with the defragmenter, on every free into
- * a full slab; the settle is one load and a branch without the
- * defragmenter. */
+/* Inline: every slow free of the serial core and of a heap calls them (the
+ * settle is one load and a branch without the defragmenter). */
 /** Inserts `s` (just gained a free slot) into `list` by fullness: strictly
  *  sorted with the defragmenter, else within the first three positions
  *  (a bounded walk). */

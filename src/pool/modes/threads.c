@@ -36,17 +36,15 @@
 struct _ak_pool_heap {
   _ak_pool_theap pub; /* first: what the inline paths use (owner writes) */
   _ak_pool_impl *pool;
-  _ak_slab_list avail;   /* owner only: slabs with free slots, fullest first;
-                            the head is the current slab */
-  _ak_slab_list full;    /* owner only: slabs without local free slots, tagged */
-  _ak_slab_list pending; /* owner only: slabs an owner's free took off `full`,
-                            to be placed on `avail` by fullness (refill) */
-  _ak_slab_list stash;   /* owner only: empty slabs this heap keeps (at most spare_limit) */
-  atomic_int trim_req;   /* another thread asked for a trim */
-  size_t full_seen;      /* owner only: p->threads.full_epoch at the last walk of `full` */
-  unsigned takes;        /* owner only: slabs taken (take_slab) */
-  size_t hot_base;       /* pub.cur.hot_used when the current slab was checked out */
-  _ak_dnode node;        /* on the pool's heap list (under mu) */
+  _ak_slab_list avail; /* owner only: slabs with free slots, fullest first;
+                          the head is the current slab */
+  _ak_slab_list full;  /* owner only: slabs without local free slots */
+  _ak_slab_list stash; /* owner only: empty slabs this heap keeps (at most spare_limit) */
+  atomic_int trim_req; /* another thread asked for a trim */
+  size_t full_seen;    /* owner only: p->threads.full_epoch at the last walk of `full` */
+  unsigned takes;      /* owner only: slabs taken (take_slab) */
+  size_t hot_base;     /* pub.cur.hot_used when the current slab was checked out */
+  _ak_dnode node;      /* on the pool's heap list (under mu) */
 };
 
 /* The pool's heaps in list order (under mu). */
@@ -112,74 +110,30 @@ static void give_slab(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
  * full_epoch changed, so the slab's remote list is tagged
  * AK_SLAB_REMOTE_FULL: the first remote free onto the tagged empty list
  * sees the tag in the word it replaces and bumps the epoch (remote_free),
- * and a list that already holds frees when the slab goes on `full` bumps
- * it here. Tag and push are atomic operations on the same word, so no
- * remote free into a full slab goes unnoticed, and the freer never
- * touches the slab after its push (the owner may release it at once).
- * The tag is sticky: leaving `full` keeps it (an owner's free into a full
- * slab costs no atomic operation), only a collection that takes objects
- * clears it (_ak_slab_collect); a slab that cycles between full and one
- * free slot is tagged once. A tag on a slab off `full` costs at most one
- * spurious epoch bump, as the collection that follows clears it. */
+ * and a list that already holds frees when the tag goes on bumps it here.
+ * Tag and push are CASes on the same word, so no remote free into a full
+ * slab goes unnoticed, and the freer never touches the slab after its
+ * push (the owner may release it at once). */
 static void full_push(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
   AK_ASSERT(s->heap == h && !s->head.free.first && s->bump == s->end); /* no local free slot */
   AK_ASSERT(_ak_slab_validate(s, "full_push"));
   _ak_slab_list_push_back(&h->full, s, AK_SLAB_FULL);
-  void *r;
-  if (s->flags & AK_SLAB_F_REMOTE_FULL) {
-    /* Tagged already: a remote free onto a non-empty list bumped no epoch
-     * since the owner last walked, so a list found now bumps it. */
-    r = atomic_load_explicit(&s->remote, memory_order_acquire);
-  } else {
-    r = atomic_load_explicit(&s->remote, memory_order_relaxed);
-    while (!atomic_compare_exchange_weak_explicit(&s->remote, &r,
-                                                  (void *)((uintptr_t)r | AK_SLAB_REMOTE_FULL),
-                                                  memory_order_acquire, memory_order_relaxed)) {
-    }
-    s->flags |= AK_SLAB_F_REMOTE_FULL;
+  void *r = atomic_load_explicit(&s->remote, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(&s->remote, &r, (void *)((uintptr_t)r | AK_SLAB_REMOTE_FULL),
+                                                memory_order_relaxed, memory_order_relaxed)) {
   }
-  AK_ASSERT((uintptr_t)atomic_load(&s->remote) & AK_SLAB_REMOTE_FULL); /* a full slab is tagged */
   if (_ak_slab_remote_list(r)) atomic_fetch_add_explicit(&p->threads.full_epoch, 1, memory_order_release);
 }
 
-/* Takes `s` off the heap's full list (owner); its tag stays (full_push). */
-static inline void full_remove(_ak_pool_heap *h, _ak_slab *s) { _ak_slab_list_remove(&h->full, s); }
-
-/* Gives `s`, which just left `full` by an owner's free, a place (owner,
- * O(1)): first on `avail` (the next current slab) if it holds more
- * objects than the head, else on `pending`, placed by fullness in one
- * batch when the current slab runs dry (pending_place). The defragmenter
- * sorts at once. */
-static void avail_return(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
-  _ak_slab *head = _ak_slab_first(&h->avail);
-  if (AK_UNLIKELY(atomic_load_explicit(&p->defragment, memory_order_relaxed)))
-    _ak_pool_list_place(p, &h->avail, s);
-  else if (!head || s->head.used > head->head.used)
-    _ak_slab_list_push_front(&h->avail, s, AK_SLAB_AVAIL);
-  else
-    _ak_slab_list_push_back(&h->pending, s, AK_SLAB_PENDING);
-}
-
-/* Places the pending slabs on `avail` by fullness (owner, slow path). */
-static void pending_place(_ak_pool_impl *p, _ak_pool_heap *h) {
-  for (_ak_slab *s; (s = _ak_slab_first(&h->pending)) != NULL;) {
-    _ak_slab_list_remove(&h->pending, s);
-    _ak_pool_list_place(p, &h->avail, s);
+/* Takes `s` off the heap's full list (owner) and its remote list's tag off. */
+static void full_remove(_ak_pool_heap *h, _ak_slab *s) {
+  _ak_slab_list_remove(&h->full, s);
+  void *r = atomic_load_explicit(&s->remote, memory_order_relaxed);
+  while (((uintptr_t)r & AK_SLAB_REMOTE_FULL) &&
+         !atomic_compare_exchange_weak_explicit(&s->remote, &r, _ak_slab_remote_list(r), memory_order_relaxed,
+                                                memory_order_relaxed)) {
   }
-}
-
-/* `s`, on `avail`, has no free slot left: it goes on `full`, and the
- * pending slabs are placed now that the head changes (owner). */
-static void avail_to_full(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
-  _ak_slab_list_remove(&h->avail, s);
-  full_push(p, h, s);
-  if (h->pending.n) pending_place(p, h);
-}
-
-/* The list of the heap that `s` (AVAIL or PENDING) is on. */
-static inline _ak_slab_list *avail_list(_ak_pool_heap *h, const _ak_slab *s) {
-  AK_ASSERT(s->head.state == AK_SLAB_AVAIL || s->head.state == AK_SLAB_PENDING);
-  return s->head.state == AK_SLAB_PENDING ? &h->pending : &h->avail;
+  AK_ASSERT(!((uintptr_t)atomic_load(&s->remote) & AK_SLAB_REMOTE_FULL)); /* frees keep the tag off */
 }
 
 /* True if other threads freed into `s` since its last collection. */
@@ -189,19 +143,14 @@ static inline bool has_remote(_ak_slab *s) {
 
 /* heap_checkin, first thing in every slow operation of the owner. If the
  * inline frees emptied the current slab and other slabs have free slots,
- * it goes back now (release_empty); if the inline allocations filled it,
- * it goes on `full` (so that a slab a free gives a slot becomes the next
- * current one); unless it is `keep`, the slab the caller is about to free
- * into. */
+ * it goes back now (release_empty), unless it is `keep`, the slab the
+ * caller is about to free into. */
 static void heap_in(_ak_pool_impl *p, _ak_pool_heap *h, const _ak_slab *keep) {
   _ak_slab *s = heap_checkin(h);
-  if (!s || s == keep) return;
-  if (s->head.used == 0 && h->avail.n + h->pending.n > 1) {
+  if (s && s != keep && s->head.used == 0 && h->avail.n > 1) {
     _ak_slab_list_remove(&h->avail, s);
     _ak_slab_set_owner(s, 0, __ATOMIC_SEQ_CST);
     give_slab(p, h, s);
-  } else if (!s->head.free.first && s->bump == s->end && !has_remote(s)) {
-    avail_to_full(p, h, s);
   }
 }
 
@@ -273,8 +222,8 @@ static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
     s->heap = NULL;
     _ak_pool_slab_put(p, s);
   }
-  _ak_slab_list *lists[3] = {&h->avail, &h->full, &h->pending};
-  for (int i = 0; i < 3; i++) {
+  _ak_slab_list *lists[2] = {&h->avail, &h->full};
+  for (int i = 0; i < 2; i++) {
     while (_ak_slab_first(lists[i])) {
       _ak_slab *s = _ak_slab_first(lists[i]);
       _ak_slab_list_remove(lists[i], s);
@@ -289,7 +238,7 @@ static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
       }
     }
   }
-  AK_ASSERT(h->avail.n == 0 && h->full.n == 0 && h->pending.n == 0 && h->stash.n == 0); /* all handed over */
+  AK_ASSERT(h->avail.n == 0 && h->full.n == 0 && h->stash.n == 0); /* every slab handed over */
   heap_unlink(p, h);
 }
 
@@ -325,8 +274,8 @@ static void heaps_destroy(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
   for (_ak_pool_heap *h; (h = heap_first(p)) != NULL;) {
     heap_unlink(p, h);
-    _ak_slab_list *lists[4] = {&h->avail, &h->full, &h->pending, &h->stash};
-    for (int i = 0; i < 4; i++) {
+    _ak_slab_list *lists[3] = {&h->avail, &h->full, &h->stash};
+    for (int i = 0; i < 3; i++) {
       while (_ak_slab_first(lists[i])) {
         _ak_slab *s = _ak_slab_first(lists[i]);
         _ak_slab_list_remove(lists[i], s);
@@ -488,7 +437,6 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
 }
 
 static void heap_trim(_ak_pool_impl *p, _ak_pool_heap *h) {
-  pending_place(p, h);
   while (_ak_slab_first(&h->stash)) {
     _ak_slab *s = _ak_slab_first(&h->stash);
     _ak_slab_list_remove(&h->stash, s);
@@ -518,15 +466,14 @@ static void heap_trim(_ak_pool_impl *p, _ak_pool_heap *h) {
 /* Finds a slab of `h` with a free slot and pops it (slow path). */
 static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
   if (atomic_load_explicit(&h->trim_req, memory_order_relaxed)) heap_trim(p, h);
-  /* 0. The slabs owners' frees took off `full`, placed by fullness. */
-  pending_place(p, h);
   /* 1. The avail slabs' remote lists. */
   while (_ak_slab_first(&h->avail)) {
     _ak_slab *s = _ak_slab_first(&h->avail);
     live_sub(h, _ak_slab_collect(s));
     void *o = _ak_slab_pop(s);
     if (o) return o;
-    avail_to_full(p, h, s);
+    _ak_slab_list_remove(&h->avail, s);
+    full_push(p, h, s);
   }
   /* 2. Full slabs that other threads freed into: walked only if a remote
    * free may have reached one since the last walk (see full_push). */
@@ -569,7 +516,10 @@ static void *heap_alloc(_ak_pool_impl *p, _ak_pool_heap *h) {
     s = _ak_slab_first(&h->avail);
   }
   live_add(h, 1);
-  if (!s->head.free.first && s->bump == s->end) avail_to_full(p, h, s);
+  if (!s->head.free.first && s->bump == s->end) {
+    _ak_slab_list_remove(&h->avail, s);
+    full_push(p, h, s);
+  }
   if (AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_live(p, s, o);
     _ak_pool_track_alloc(p, o);
@@ -661,14 +611,14 @@ static void threads_free(_ak_pool_impl *p, void *o) {
   _ak_slab_push(s, o);
   live_sub(h, 1);
   if (was_full) {
-    full_remove(h, s); /* no atomic operation: the tag stays (full_push) */
-    avail_return(p, h, s);
-  } else if (AK_UNLIKELY(atomic_load_explicit(&p->defragment, memory_order_relaxed)) &&
-             s->head.state == AK_SLAB_AVAIL) {
-    _ak_pool_list_settle(p, &h->avail, s);
+    full_remove(h, s);
+    _ak_pool_list_place(p, &h->avail, s);
+  } else {
+    if (AK_UNLIKELY(atomic_load_explicit(&p->defragment, memory_order_relaxed)))
+      _ak_pool_list_settle(p, &h->avail, s);
   }
-  if (s->head.used == 0 && h->avail.n + h->pending.n > 1) {
-    _ak_slab_list_remove(avail_list(h, s), s);
+  if (s->head.used == 0 && h->avail.n > 1) {
+    _ak_slab_list_remove(&h->avail, s);
     _ak_slab_set_owner(s, 0, __ATOMIC_SEQ_CST);
     give_slab(p, h, s);
   }
@@ -702,7 +652,6 @@ static int threads_reserve(_ak_pool_impl *p, size_t n) {
     return ENOMEM;
   }
   heap_in(p, h, NULL);
-  pending_place(p, h);
   size_t room = 0;
   for (_ak_slab *s = _ak_slab_first(&h->avail); s; s = _ak_slab_next(s)) room += s->capacity - s->head.used;
   int rc = 0;
