@@ -8,9 +8,9 @@
  * a spare under the reclaim policy (arenakit/reclaim.h): reused first,
  * purged after 250 ms, unmapped after 1 s (`release_empty`: at once).
  *
- * Synchronisation is chosen per pool (ak_sync): a zeroed options struct
- * gives AK_SYNC_THREADS (safe, scales with threads); the fastest mode,
- * AK_SYNC_NONE, is single-threaded and must be asked for.
+ * Synchronisation is chosen per pool (ak_sync): zeroed options give
+ * AK_SYNC_THREADS; AK_SYNC_NONE, the fastest, is single-threaded. No call
+ * is async-signal-safe, in any mode (a handler may find the pool mid-call).
  *
  * Errors: NULL with errno (EINVAL, ENOMEM, a file operation's errno) and
  * ak_last_error() naming the call, pool and reason. Misuse (double free, a
