@@ -376,8 +376,10 @@ void ak_pool_stats_get(const ak_pool *pub, ak_pool_stats *out) {
   out->bytes_spare = sc.spare_bytes;
   out->bytes_purged = sc.purged_bytes;
   if (p->mode->stats) p->mode->stats(p, out); /* LOCKFREE: its taken-down slabs */
-  AK_ASSERT(out->live <= out->peak_live && out->slabs <= out->peak_slabs &&
-            out->bytes_committed <= out->bytes_reserved);
+  /* The counts are a snapshot that other threads change while it is read
+   * (live and its peak, slabs and theirs come from different reads): only
+   * what this call computes is checked. */
+  AK_ASSERT(out->bytes_committed <= out->bytes_reserved);
 }
 
 int ak_pool_stats_print(const ak_pool *pub, FILE *f) {
