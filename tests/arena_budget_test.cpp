@@ -10,8 +10,7 @@
 #include <cstdint>
 
 #include "os/os_mem.h"
-
-extern "C" void _ak_arena_cache_drain(void);  // src/arena/arena_cache.c
+#include "quiet_library.h"
 
 namespace {
 
@@ -84,13 +83,17 @@ struct MegabyteAlignedOs {
     if (p + size < raw + size + kMiB) sys.unmap(p + size, static_cast<size_t>(raw + kMiB - p), ctx);
     return p;
   }
+  QuietLibrary quiet;  // first in, last out: no library thread while the hooks change
   _ak_os_hooks saved;
   MegabyteAlignedOs() {
     _ak_os_hooks h = _ak_os_default_hooks();
     h.map = map;
     saved = _ak_os_set_hooks(&h);
   }
-  ~MegabyteAlignedOs() { _ak_os_set_hooks(&saved); }
+  ~MegabyteAlignedOs() {
+    _ak_arena_cache_drain();  // chunks mapped through the hook go before it does
+    _ak_os_set_hooks(&saved);
+  }
 };
 
 // A budget that leaves room for the least padding a fresh chunk can need

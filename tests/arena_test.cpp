@@ -13,8 +13,7 @@
 
 #include "common/track.h"
 #include "os/os_mem.h"
-
-extern "C" void _ak_arena_cache_drain(void);  // src/arena/arena_cache.c
+#include "quiet_library.h"
 
 namespace {
 
@@ -528,6 +527,7 @@ struct FailingOs {
     if (countdown > 0) countdown--;
     return _ak_os_default_hooks().map(hint, size, ctx);
   }
+  QuietLibrary quiet;  // first in, last out: no library thread while the hooks change
   _ak_os_hooks saved;
   explicit FailingOs(int n) {
     countdown = n;
@@ -535,7 +535,10 @@ struct FailingOs {
     h.map = map;
     saved = _ak_os_set_hooks(&h);
   }
-  ~FailingOs() { _ak_os_set_hooks(&saved); }
+  ~FailingOs() {
+    _ak_arena_cache_drain();
+    _ak_os_set_hooks(&saved);
+  }
 };
 
 TEST(ArenaFaults, EveryMapFailureIsEnomemAndRecoverable) {
