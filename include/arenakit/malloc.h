@@ -136,7 +136,7 @@ AK_API void ak_malloc_stats_get(ak_malloc_stats *out);
  *  name (or NULL) gives -1 with errno ENOENT, a NULL `value` -1 with
  *  EINVAL. Names (docs/stats.md has the full list):
  *    allocated, peak_allocated  bytes in live blocks (block sizes)
- *    active                     bytes of the 64 KiB pages in use plus the
+ *    active                     bytes of the malloc pages (spans) in use plus the
  *                               large blocks' mappings
  *    committed, peak_committed  bytes mapped and not given back
  *    resident                   bytes of segments in RAM (mincore)
@@ -146,7 +146,7 @@ AK_API void ak_malloc_stats_get(ak_malloc_stats *out);
  *                               allocations - live blocks)
  *    bytes_allocated            bytes asked for, ever
  *    live_blocks, segments, heaps, abandoned_segments
- *    large.blocks, large.bytes  blocks above ~4 MiB and their mappings
+ *    large.blocks, large.bytes  blocks above the largest span size and their mappings
  *    large.cached               bytes of freed large mappings kept for reuse
  *    process.rss, process.peak_rss  the kernel's VmRSS and VmHWM
  *  Cumulative counts of other running threads are as of their last slow

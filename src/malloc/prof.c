@@ -14,7 +14,7 @@
  *     on it). A free matches its block against the slots (two loads); only
  *     on a page with spilled samples does it ask the profiler's live set;
  *   - a large block: its segment's `large_sampled`;
- *   - a block aligned to 4 MiB or more (its header is not found by
+ *   - a block aligned to a segment (AK_SEG_MASK) or more (no header by
  *     masking) and a page past UINT8_MAX spilled samples: kept for the
  *     allocation counts only, forgotten at once.
  * Invariant: a block in a slot is live and kept by the profiler; `spilled`
@@ -31,7 +31,7 @@
 /* Marks `p` (just allocated by the calling thread, its owner) as kept. */
 static void mark(void *p) {
   _ak_segment *seg = _ak_seg_of(p);
-  if (((uintptr_t)p & AK_SEG_MASK) == 0) { /* aligned to 4 MiB or more: no header by masking */
+  if (((uintptr_t)p & AK_SEG_MASK) == 0) { /* segment-aligned: no header by masking */
     _ak_prof_forget(p);
     return;
   }

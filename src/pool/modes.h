@@ -108,7 +108,7 @@ static inline void _ak_chain_set(const _ak_pool_impl *p, void *o, const void *ne
  *  range of its slabs and on the slot grid of a slab; no memory is read (a
  *  wild value must not fault here). Inline: every magazine pop and free
  *  asks. The grid test is one multiplication (_ak_pool_on_grid's) where
- *  the slots span less than 4 GiB, a division otherwise. */
+ *  the slots span less than 2^32 bytes (slot_div), a division otherwise. */
 static inline bool _ak_pool_plausible(const _ak_pool_impl *p, uintptr_t next) {
   if (next == 0) return true;
   uintptr_t lo = atomic_load_explicit(&p->mag.lo, memory_order_relaxed);

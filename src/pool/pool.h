@@ -205,7 +205,7 @@ static inline bool _ak_pool_slab_ok(const _ak_pool_impl *p, const void *o, const
 
 /** The slab of `o`, a pointer handed to a free of `p`: _ak_slab_of, its
  *  common case checked inline (_ak_pool_slab_ok); anything else (a
- *  destroyed pool, an address beyond the map, slots spanning 4 GiB or
+ *  destroyed pool, an address beyond the map, slots spanning 2^32 bytes or
  *  more) and the error report go out of line (_ak_pool_slab_check). */
 static inline _ak_slab *_ak_pool_slab_find(_ak_pool_impl *p, const void *o, const char *call) {
   _ak_slab *s = _ak_slab_of(o, p->slab_size);

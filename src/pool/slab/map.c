@@ -9,8 +9,8 @@
  * line. Threads that obtain and release slabs at once (AK_SYNC_THREADS
  * with release_empty gives every empty slab back at once) mostly meet
  * different shards, so the line of one lock, its array and its counters
- * does not move between cores on every slab. The hash takes 64 KiB of address at a
- * time, so the small slabs of one thread's C-heap arena share a few
+ * does not move between cores on every slab. The hash drops the address's
+ * low 16 bits, so the small slabs of one thread's C-heap arena share a few
  * shards and those of another thread's arena others. */
 #include <stdlib.h>
 #include <string.h>
