@@ -63,7 +63,7 @@ void *_ak_tls_get(_ak_pool_impl *p, bool create);
  *  not share a line); free() it. NULL if out of memory. */
 void *_ak_tls_state_alloc(size_t size);
 
-/** The hooks of AK_SYNC_THREADS heaps (modes/threads.c). */
+/** The hooks of AK_SYNC_THREADS heaps (modes/threads/). */
 extern const _ak_tls_mode _ak_threads_tls;
 
 /* ---- modes/magazine.c: the per-thread front of SPINLOCK and LOCKFREE ----------- */

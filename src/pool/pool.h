@@ -11,7 +11,7 @@
  *   serial.c     the serial core: one owner's lists of slabs, fullest
  *                first (pool/serial.h), under NONE and SPINLOCK
  *   modes/       one file a sync mode, each with its mode table
- *                (_ak_pool_mode): none.c, spinlock.c, lockfree.c, threads.c;
+ *                (_ak_pool_mode): none.c, spinlock.c, lockfree.c, threads/;
  *                and what the concurrent modes share (pool/modes.h): the
  *                per-thread state registry (tls.c) and the magazine front
  *                of SPINLOCK and LOCKFREE (magazine.c). A mode reaches
@@ -59,7 +59,7 @@ typedef struct _ak_pool_impl _ak_pool_impl;
 /** What a sync mode does behind the API: one instance per mode, in the
  *  mode's file (_ak_mode_none in modes/none.c, _ak_mode_spinlock in
  *  modes/spinlock.c, _ak_mode_lockfree in modes/lockfree.c,
- *  _ak_mode_threads in modes/threads.c). The API reaches a mode only through p->mode; NULL
+ *  _ak_mode_threads in modes/threads/threads.c). The API reaches a mode only through p->mode; NULL
  *  members are steps a mode does not have. */
 typedef struct _ak_pool_mode {
   const char *name;        /**< "none", "spinlock", "lockfree", "threads" (stats) */
@@ -253,7 +253,7 @@ static inline void _ak_pool_inline_off(_ak_pool_impl *p) {
 /* Writes the inline state of current slab `c` (its free list, live count
  * and never-used slots) back to the slab's header and returns the slab:
  * the first step of checking a slab in, for NONE (modes/none.c) and a
- * thread heap (modes/threads.c), which then clear `c` each in their own
+ * thread heap (modes/threads/), which then clear `c` each in their own
  * order. `c` has a slab checked out (hot_slab > 1). */
 static inline _ak_slab *_ak_pool_cur_writeback(const _ak_pool_cur *c) {
   _ak_slab *s = (_ak_slab *)c->hot_slab;
@@ -267,8 +267,10 @@ static inline _ak_slab *_ak_pool_cur_writeback(const _ak_pool_cur *c) {
 
 /* ---- lists kept fullest first ---------------------------------------------------- */
 
-/* Inline: every slow free of the serial core and of a heap calls them (the
- * settle is one load and a branch without the defragmenter). */
+/* The place is called for each pending slab in a batch (serial.h, the
+ * heaps of modes/threads/) and, with the defragmenter, on every free into
+ * a full slab; the settle is one load and a branch without the
+ * defragmenter. */
 /** Inserts `s` (just gained a free slot) into `list` by fullness: strictly
  *  sorted with the defragmenter, else within the first three positions
  *  (a bounded walk). */

@@ -65,7 +65,7 @@ static void fork_release(void) {
 }
 
 /* The child's heaps of THREADS pools: those of threads that do not exist
- * there are given up (modes/threads.c, through the mode table). */
+ * there are given up (modes/threads/heaps.c, through the mode table). */
 static void fork_child(void) {
   fork_release();
   pthread_mutex_lock(&g_pools_mu);

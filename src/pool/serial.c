@@ -7,18 +7,28 @@
 #include "pool/serial.h"
 #include "pool/slab/backing.h"
 
+void _ak_serial_place_pending(_ak_pool_impl *p) {
+  for (_ak_slab *s; (s = _ak_slab_first(&p->serial.pending)) != NULL;) {
+    _ak_slab_list_remove(&p->serial.pending, s);
+    _ak_pool_list_place(p, &p->serial.avail, s);
+  }
+  AK_ASSERT(p->serial.pending.n == 0); /* every pending slab placed */
+}
+
 size_t _ak_serial_live(const _ak_pool_impl *p) {
   if (!_ak_serial_inline(p)) return p->serial.live;
   size_t n = 0;
   for (const _ak_slab *s = _ak_slab_first(&p->serial.avail); s; s = _ak_slab_next(s))
     n += (uintptr_t)s == p->pub.cur.hot_slab ? p->pub.cur.hot_used : s->head.used;
   for (const _ak_slab *s = _ak_slab_first(&p->serial.full); s; s = _ak_slab_next(s)) n += s->head.used;
-  AK_ASSERT(n <= (p->serial.avail.n + p->serial.full.n) * p->capacity);
+  for (const _ak_slab *s = _ak_slab_first(&p->serial.pending); s; s = _ak_slab_next(s)) n += s->head.used;
+  AK_ASSERT(n <= (p->serial.avail.n + p->serial.full.n + p->serial.pending.n) * p->capacity);
   return n;
 }
 
 int _ak_serial_reserve(_ak_pool_impl *p, size_t n) {
   AK_ASSERT(p->pub.cur.hot_slab <= 1); /* the caller checked the current slab in */
+  _ak_serial_place_pending(p);
   size_t room = 0;
   for (_ak_slab *s = _ak_slab_first(&p->serial.avail); s; s = _ak_slab_next(s))
     room += s->capacity - s->head.used;
@@ -42,6 +52,7 @@ int _ak_serial_reserve(_ak_pool_impl *p, size_t n) {
 void _ak_serial_trim(_ak_pool_impl *p) {
   AK_ASSERT(p->pub.cur.hot_slab <= 1); /* the caller checked the current slab in */
   _ak_spare_drain(&p->spares);
+  _ak_serial_place_pending(p);
   for (_ak_slab *s = _ak_slab_first(&p->serial.avail), *next; s; s = next) {
     next = _ak_slab_next(s);
     if (s->head.used == 0) {
@@ -54,6 +65,7 @@ void _ak_serial_trim(_ak_pool_impl *p) {
 void _ak_serial_release(_ak_pool_impl *p) {
   _ak_pool_slab_list_release(p, &p->serial.avail);
   _ak_pool_slab_list_release(p, &p->serial.full);
+  _ak_pool_slab_list_release(p, &p->serial.pending);
 }
 
 void _ak_serial_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {

@@ -17,6 +17,8 @@
 typedef struct _ak_serial_state {
   _ak_slab_list avail;    /* slabs with free slots, fullest first */
   _ak_slab_list full;     /* slabs without free slots */
+  _ak_slab_list pending;  /* slabs a free took off `full`, placed on `avail`
+                             by fullness in one batch (_ak_serial_pop) */
   size_t live, peak_live; /* exact, unless NONE's inline paths are on (_ak_serial_live) */
 } _ak_serial_state;
 
@@ -53,7 +55,7 @@ typedef struct _ak_mag_state {
   atomic_uintptr_t lo, hi;     /* hardened: address range of the slabs in chains */
 } _ak_mag_state;
 
-/** AK_SYNC_THREADS' shared state (modes/threads.c); the rest is in each
+/** AK_SYNC_THREADS' shared state (modes/threads/); the rest is in each
  *  thread's heap. */
 typedef struct _ak_threads_state {
   _ak_slab_list abandoned;               /* slabs of exited threads (under mu) */

@@ -31,9 +31,17 @@ static void mirror_in(_ak_pool_impl *p) {
   p->pub.cur.hot_slab = 0;
   p->pub.cur.bump = p->pub.cur.bump_end = 0;
   p->pub.alt = NULL; /* its list and count live in its header: nothing to copy */
-  if (s->head.used == 0 && p->serial.avail.n > 1) {
+  if (s->head.used == 0 && p->serial.avail.n + p->serial.pending.n > 1) {
     _ak_slab_list_remove(&p->serial.avail, s);
     _ak_pool_slab_put(p, s);
+  }
+  /* Slabs the inline allocations filled (the current one and `alt`) go on
+   * `full` now, so that a slab a free gives a slot is placed against a
+   * head with free slots (serial.h). */
+  while ((s = _ak_slab_first(&p->serial.avail)) != NULL && !s->head.free.first && s->bump == s->end) {
+    _ak_slab_list_remove(&p->serial.avail, s);
+    _ak_slab_list_push_back(&p->serial.full, s, AK_SLAB_FULL);
+    if (p->serial.pending.n) _ak_serial_place_pending(p); /* the head changed */
   }
   AK_ASSERT(p->pub.cur.hot_slab == 0 && p->pub.alt == NULL); /* nothing checked out */
 }
@@ -133,6 +141,7 @@ static void none_set_defragment(_ak_pool_impl *p, bool on) {
   /* The inline paths keep no count: recount before they may switch off
    * (with them off, stats and frees use p->serial.live). */
   p->serial.live = _ak_serial_live(p);
+  _ak_serial_place_pending(p);
   atomic_store(&p->defragment, on);
   mirror_out(p);
 }

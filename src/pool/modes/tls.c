@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* tls.c - the per-thread, per-pool state of the concurrent pool modes: a
- * heap per thread and pool for AK_SYNC_THREADS (modes/threads.c), a
+ * heap per thread and pool for AK_SYNC_THREADS (modes/threads/), a
  * magazine per thread and pool for AK_SYNC_SPINLOCK and AK_SYNC_LOCKFREE
  * (modes/magazine.c). What the modes share lives here:
  *

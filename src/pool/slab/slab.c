@@ -60,10 +60,11 @@ void _ak_slab_carve(_ak_slab *s, size_t bytes) {
 
 uint32_t _ak_slab_collect(_ak_slab *s) {
   /* Nothing to collect (the common case): a load, not an atomic exchange. */
-  if (atomic_load_explicit(&s->remote, memory_order_relaxed) == NULL) return 0;
+  if (_ak_slab_remote_list(atomic_load_explicit(&s->remote, memory_order_relaxed)) == NULL) return 0;
   /* Clears the tag too: the caller takes a slab with remote frees off the
-   * full list. */
+   * full list (a full slab with a remote list is found by its tag). */
   void *list = _ak_slab_remote_list(atomic_exchange_explicit(&s->remote, NULL, memory_order_acquire));
+  s->flags &= ~(uint32_t)AK_SLAB_F_REMOTE_FULL;
   uint32_t n = 0;
   while (list) {
     void *next = _ak_slab_link(s, list);
@@ -118,6 +119,11 @@ bool _ak_slab_validate(const _ak_slab *s, const char *where) {
   if (s->bump < s->start || s->bump > s->end || (s->bump - s->start) % s->slot != 0)
     invalid(s, where, "never-used slots off the slot grid");
   if (s->head.used > s->capacity) invalid(s, where, "more live objects than slots");
+  /* The tag of the remote list is set and cleared by the caller, with its
+   * copy in the flags (remote frees keep it). */
+  if (((uintptr_t)atomic_load_explicit(&((_ak_slab *)(uintptr_t)s)->remote, memory_order_relaxed) &
+       AK_SLAB_REMOTE_FULL) != !!(s->flags & AK_SLAB_F_REMOTE_FULL))
+    invalid(s, where, "the remote list's tag and its flag differ");
   /* The local free list: slots already carved, each once (the count is
    * bounded, so a cycle is caught too), none live in the checked build's
    * bitmap. Objects on the remote list are still counted in `used`. */

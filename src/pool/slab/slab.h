@@ -40,11 +40,17 @@ typedef struct _ak_slab _ak_slab;
  *  REUSED: a spare slab taken again; the shuffle mitigation randomises a
  *  slab once, when it comes from the backing, and a reused one is carved
  *  in address order (docs/hardening.md: the cost of re-randomising would
- *  undo the caching that spares are for). */
-enum { AK_SLAB_F_TRACKED = 1u, AK_SLAB_F_REUSED = 2u };
+ *  undo the caching that spares are for). REMOTE_FULL: the owner's copy
+ *  of the tag bit of `remote` (AK_SLAB_REMOTE_FULL): only the owner (or
+ *  the holder of the pool's mutex for an unowned slab) sets or clears the
+ *  tag, always together with this flag, so the owner knows it without an
+ *  atomic load. */
+enum { AK_SLAB_F_TRACKED = 1u, AK_SLAB_F_REUSED = 2u, AK_SLAB_F_REMOTE_FULL = 4u };
 
-/** Which list of its pool a slab is on. */
-enum { AK_SLAB_AVAIL = 1, AK_SLAB_FULL = 2, AK_SLAB_SPARE = 3, AK_SLAB_ABANDONED = 4 };
+/** Which list of its pool a slab is on. PENDING: it left `full` by an
+ *  owner's free and waits to be placed on `avail` by fullness, in a batch
+ *  on the allocation slow path (AK_SYNC_NONE, AK_SYNC_THREADS). */
+enum { AK_SLAB_AVAIL = 1, AK_SLAB_FULL = 2, AK_SLAB_SPARE = 3, AK_SLAB_ABANDONED = 4, AK_SLAB_PENDING = 5 };
 
 struct _ak_slab {
   /* What the inline paths read of any slab (arenakit/detail/pool.h), first:
@@ -64,8 +70,11 @@ struct _ak_slab {
   uint32_t flags;     /* AK_SLAB_F_* */
   size_t file_offset; /* file backing: where this slab lives in the file */
   /* Frees by other threads (AK_SYNC_THREADS): a list, tagged with
-   * AK_SLAB_REMOTE_FULL while the slab is on its owner's full list
-   * (modes/threads.c, full_push). */
+   * AK_SLAB_REMOTE_FULL while the slab is on its owner's full list, and
+   * possibly after it left it (the tag is sticky: the owner's free into a
+   * full slab leaves it, a collection that takes objects clears it; see
+   * modes/threads/threads.c, full_push). Invariant: a slab on a full list is
+   * tagged. */
   _Atomic(void *) remote;
   void *heap;              /* owning heap (owner's copy, THREADS) */
   const char *name;        /* the owning pool's name, for messages */
@@ -231,8 +240,10 @@ static inline void _ak_slab_push(_ak_slab *s, void *o) {
   s->head.used--;
 }
 
-/** Moves the remote list onto the local one (one atomic exchange);
- *  returns how many objects it held. */
+/** Moves the remote list onto the local one (one atomic exchange, which
+ *  clears the tag and AK_SLAB_F_REMOTE_FULL; a word holding the tag alone
+ *  is left as it is, without an atomic operation); returns how many
+ *  objects it held. */
 uint32_t _ak_slab_collect(_ak_slab *s);
 
 /* ---- lists of slabs ------------------------------------------------------------ */
@@ -246,21 +257,21 @@ static inline _ak_slab *_ak_slab_first(const _ak_slab_list *l) { return _ak_slab
 
 /** Puts `s` (on no list) first on `l`, a list of kind `which` (AK_SLAB_*). */
 static inline void _ak_slab_list_push_front(_ak_slab_list *l, _ak_slab *s, uint32_t which) {
-  AK_ASSERT(which >= AK_SLAB_AVAIL && which <= AK_SLAB_ABANDONED); /* a listed slab names its list */
+  AK_ASSERT(which >= AK_SLAB_AVAIL && which <= AK_SLAB_PENDING); /* a listed slab names its list */
   _ak_dlist_push_front(l, &s->node);
   s->head.state = which;
 }
 
 /** Puts `s` (on no list) last on `l`, a list of kind `which`. */
 static inline void _ak_slab_list_push_back(_ak_slab_list *l, _ak_slab *s, uint32_t which) {
-  AK_ASSERT(which >= AK_SLAB_AVAIL && which <= AK_SLAB_ABANDONED); /* a listed slab names its list */
+  AK_ASSERT(which >= AK_SLAB_AVAIL && which <= AK_SLAB_PENDING); /* a listed slab names its list */
   _ak_dlist_push_back(l, &s->node);
   s->head.state = which;
 }
 
 /** Puts `s` (on no list) before `at` on `l` (last if `at` is NULL). */
 static inline void _ak_slab_list_insert_before(_ak_slab_list *l, _ak_slab *at, _ak_slab *s, uint32_t which) {
-  AK_ASSERT(which >= AK_SLAB_AVAIL && which <= AK_SLAB_ABANDONED); /* a listed slab names its list */
+  AK_ASSERT(which >= AK_SLAB_AVAIL && which <= AK_SLAB_PENDING); /* a listed slab names its list */
   _ak_dlist_insert_before(l, at ? &at->node : NULL, &s->node);
   s->head.state = which;
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* threads.c - AK_SYNC_THREADS: thread-owned slabs with local and remote
+/* threads/threads.c - AK_SYNC_THREADS: thread-owned slabs with local and remote
  * free lists (the mimalloc design, per pool).
  *
  * Each thread that uses a pool gets a heap: the slabs it allocates from.
@@ -15,6 +15,8 @@
  * around every slow operation. The thread finds its heap through the
  * public thread cache _ak_pool_tcache (by pool id), behind which
  * modes/tls.c keeps the thread's table and thread exit (_ak_threads_tls).
+ * The heaps' life (creation, thread exit, destroy, fork) is heaps.c's;
+ * this file allocates and frees through a heap (heap.h).
  *
  *   threads_alloc: heap_get -> pop current slab -> refill: collect remote
  *     lists, then full slabs with remote frees, then adopt an abandoned
@@ -29,59 +31,9 @@
 
 #include "common/error.h"
 #include "common/track.h"
-#include "pool/modes.h"
+#include "pool/modes/threads/heap.h"
 #include "pool/slab/backing.h"
 #include "pool/slab/spares.h"
-
-struct _ak_pool_heap {
-  _ak_pool_theap pub; /* first: what the inline paths use (owner writes) */
-  _ak_pool_impl *pool;
-  _ak_slab_list avail; /* owner only: slabs with free slots, fullest first;
-                          the head is the current slab */
-  _ak_slab_list full;  /* owner only: slabs without local free slots */
-  _ak_slab_list stash; /* owner only: empty slabs this heap keeps (at most spare_limit) */
-  atomic_int trim_req; /* another thread asked for a trim */
-  size_t full_seen;    /* owner only: p->threads.full_epoch at the last walk of `full` */
-  unsigned takes;      /* owner only: slabs taken (take_slab) */
-  size_t hot_base;     /* pub.cur.hot_used when the current slab was checked out */
-  _ak_dnode node;      /* on the pool's heap list (under mu) */
-};
-
-/* The pool's heaps in list order (under mu). */
-static inline _ak_pool_heap *heap_of(_ak_dnode *n) { return _AK_DLIST_ENTRY(n, _ak_pool_heap, node); }
-static inline _ak_pool_heap *heap_first(const _ak_pool_impl *p) { return heap_of(p->threads.heaps.head); }
-static inline _ak_pool_heap *heap_next(const _ak_pool_heap *h) { return heap_of(h->node.next); }
-
-/* The heap's live count: written by the owner only (relaxed, as the inline
- * paths do), read by stats from any thread. The inline paths count the
- * current slab's objects in `hot_used` alone: `live` counts the other
- * slabs', plus the current slab's at check-out (`hot_base`); heap_checkin
- * folds the difference in. Another thread reads a snapshot of three words,
- * exact when the owner is outside a call. */
-static inline size_t live_get(_ak_pool_heap *h) {
-  return __atomic_load_n(&h->pub.live, __ATOMIC_RELAXED) +
-         __atomic_load_n(&h->pub.cur.hot_used, __ATOMIC_RELAXED) -
-         __atomic_load_n(&h->hot_base, __ATOMIC_RELAXED);
-}
-static inline void live_add(_ak_pool_heap *h, size_t n) { _AK_POOL_STORE(h->pub.live, h->pub.live + n); }
-static inline void live_sub(_ak_pool_heap *h, size_t n) { _AK_POOL_STORE(h->pub.live, h->pub.live - n); }
-
-/* Checks the current slab back in: its free list and count return from the
- * inline state to the slab, so the slab layer sees it whole (owner only).
- * Returns the slab (NULL if none was checked out). */
-static _ak_slab *heap_checkin(_ak_pool_heap *h) {
-  if (h->pub.cur.hot_slab <= 1) return NULL;
-  _ak_slab *s = _ak_pool_cur_writeback(&h->pub.cur);
-  AK_ASSERT(s->heap == h);                        /* its own slab, checked out */
-  live_add(h, h->pub.cur.hot_used - h->hot_base); /* see live_get */
-  __atomic_store_n(&h->hot_base, 0, __ATOMIC_RELAXED);
-  h->pub.cur.hot.first = NULL;
-  __atomic_store_n(&h->pub.cur.hot_used, 0, __ATOMIC_RELAXED);
-  h->pub.cur.hot_slab = 1;
-  __atomic_thread_fence(__ATOMIC_RELEASE); /* unpublished before cleared (heap_out) */
-  h->pub.cur.bump = h->pub.cur.bump_end = 0;
-  return s;
-}
 
 /* Gives an empty slab of `h` (no longer listed, owner cleared) back: to
  * the heap's own spares if it keeps fewer than spare_limit (no lock), else
@@ -110,30 +62,74 @@ static void give_slab(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
  * full_epoch changed, so the slab's remote list is tagged
  * AK_SLAB_REMOTE_FULL: the first remote free onto the tagged empty list
  * sees the tag in the word it replaces and bumps the epoch (remote_free),
- * and a list that already holds frees when the tag goes on bumps it here.
- * Tag and push are CASes on the same word, so no remote free into a full
- * slab goes unnoticed, and the freer never touches the slab after its
- * push (the owner may release it at once). */
+ * and a list that already holds frees when the slab goes on `full` bumps
+ * it here. Tag and push are atomic operations on the same word, so no
+ * remote free into a full slab goes unnoticed, and the freer never
+ * touches the slab after its push (the owner may release it at once).
+ * The tag is sticky: leaving `full` keeps it (an owner's free into a full
+ * slab costs no atomic operation), only a collection that takes objects
+ * clears it (_ak_slab_collect); a slab that cycles between full and one
+ * free slot is tagged once. A tag on a slab off `full` costs at most one
+ * spurious epoch bump, as the collection that follows clears it. */
 static void full_push(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
   AK_ASSERT(s->heap == h && !s->head.free.first && s->bump == s->end); /* no local free slot */
   AK_ASSERT(_ak_slab_validate(s, "full_push"));
   _ak_slab_list_push_back(&h->full, s, AK_SLAB_FULL);
-  void *r = atomic_load_explicit(&s->remote, memory_order_relaxed);
-  while (!atomic_compare_exchange_weak_explicit(&s->remote, &r, (void *)((uintptr_t)r | AK_SLAB_REMOTE_FULL),
-                                                memory_order_relaxed, memory_order_relaxed)) {
+  void *r;
+  if (s->flags & AK_SLAB_F_REMOTE_FULL) {
+    /* Tagged already: a remote free onto a non-empty list bumped no epoch
+     * since the owner last walked, so a list found now bumps it. */
+    r = atomic_load_explicit(&s->remote, memory_order_acquire);
+  } else {
+    r = atomic_load_explicit(&s->remote, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&s->remote, &r,
+                                                  (void *)((uintptr_t)r | AK_SLAB_REMOTE_FULL),
+                                                  memory_order_acquire, memory_order_relaxed)) {
+    }
+    s->flags |= AK_SLAB_F_REMOTE_FULL;
   }
+  AK_ASSERT((uintptr_t)atomic_load(&s->remote) & AK_SLAB_REMOTE_FULL); /* a full slab is tagged */
   if (_ak_slab_remote_list(r)) atomic_fetch_add_explicit(&p->threads.full_epoch, 1, memory_order_release);
 }
 
-/* Takes `s` off the heap's full list (owner) and its remote list's tag off. */
-static void full_remove(_ak_pool_heap *h, _ak_slab *s) {
-  _ak_slab_list_remove(&h->full, s);
-  void *r = atomic_load_explicit(&s->remote, memory_order_relaxed);
-  while (((uintptr_t)r & AK_SLAB_REMOTE_FULL) &&
-         !atomic_compare_exchange_weak_explicit(&s->remote, &r, _ak_slab_remote_list(r), memory_order_relaxed,
-                                                memory_order_relaxed)) {
+/* Takes `s` off the heap's full list (owner); its tag stays (full_push). */
+static inline void full_remove(_ak_pool_heap *h, _ak_slab *s) { _ak_slab_list_remove(&h->full, s); }
+
+/* Gives `s`, which just left `full` by an owner's free, a place (owner,
+ * O(1)): first on `avail` (the next current slab) if it holds more
+ * objects than the head, else on `pending`, placed by fullness in one
+ * batch when the current slab runs dry (pending_place). The defragmenter
+ * sorts at once. */
+static void avail_return(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
+  _ak_slab *head = _ak_slab_first(&h->avail);
+  if (AK_UNLIKELY(atomic_load_explicit(&p->defragment, memory_order_relaxed)))
+    _ak_pool_list_place(p, &h->avail, s);
+  else if (!head || s->head.used > head->head.used)
+    _ak_slab_list_push_front(&h->avail, s, AK_SLAB_AVAIL);
+  else
+    _ak_slab_list_push_back(&h->pending, s, AK_SLAB_PENDING);
+}
+
+/* Places the pending slabs on `avail` by fullness (owner, slow path). */
+static void pending_place(_ak_pool_impl *p, _ak_pool_heap *h) {
+  for (_ak_slab *s; (s = _ak_slab_first(&h->pending)) != NULL;) {
+    _ak_slab_list_remove(&h->pending, s);
+    _ak_pool_list_place(p, &h->avail, s);
   }
-  AK_ASSERT(!((uintptr_t)atomic_load(&s->remote) & AK_SLAB_REMOTE_FULL)); /* frees keep the tag off */
+}
+
+/* `s`, on `avail`, has no free slot left: it goes on `full`, and the
+ * pending slabs are placed now that the head changes (owner). */
+static void avail_to_full(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
+  _ak_slab_list_remove(&h->avail, s);
+  full_push(p, h, s);
+  if (h->pending.n) pending_place(p, h);
+}
+
+/* The list of the heap that `s` (AVAIL or PENDING) is on. */
+static inline _ak_slab_list *avail_list(_ak_pool_heap *h, const _ak_slab *s) {
+  AK_ASSERT(s->head.state == AK_SLAB_AVAIL || s->head.state == AK_SLAB_PENDING);
+  return s->head.state == AK_SLAB_PENDING ? &h->pending : &h->avail;
 }
 
 /* True if other threads freed into `s` since its last collection. */
@@ -143,14 +139,19 @@ static inline bool has_remote(_ak_slab *s) {
 
 /* heap_checkin, first thing in every slow operation of the owner. If the
  * inline frees emptied the current slab and other slabs have free slots,
- * it goes back now (release_empty), unless it is `keep`, the slab the
- * caller is about to free into. */
+ * it goes back now (release_empty); if the inline allocations filled it,
+ * it goes on `full` (so that a slab a free gives a slot becomes the next
+ * current one); unless it is `keep`, the slab the caller is about to free
+ * into. */
 static void heap_in(_ak_pool_impl *p, _ak_pool_heap *h, const _ak_slab *keep) {
   _ak_slab *s = heap_checkin(h);
-  if (s && s != keep && s->head.used == 0 && h->avail.n > 1) {
+  if (!s || s == keep) return;
+  if (s->head.used == 0 && h->avail.n + h->pending.n > 1) {
     _ak_slab_list_remove(&h->avail, s);
     _ak_slab_set_owner(s, 0, __ATOMIC_SEQ_CST);
     give_slab(p, h, s);
+  } else if (!s->head.free.first && s->bump == s->end && !has_remote(s)) {
+    avail_to_full(p, h, s);
   }
 }
 
@@ -177,193 +178,6 @@ static void heap_out(_ak_pool_impl *p, _ak_pool_heap *h) {
   /* The defragmenter must see every free: frees go to the library. */
   h->pub.cur.mask =
       atomic_load_explicit(&p->defragment, memory_order_relaxed) ? 0 : _ak_slab_mask(p->slab_size);
-}
-
-/* The calling thread's heap for `p`; creates one if `create`. */
-static __attribute__((noinline)) _ak_pool_heap *heap_find(_ak_pool_impl *p, bool create);
-
-/* The calling thread's heap for `p`: one direct-mapped cache probe inline,
- * the search and creation out of line. */
-static inline _ak_pool_heap *heap_get(_ak_pool_impl *p, bool create) {
-  _ak_pool_tentry *e = &_ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)];
-  if (AK_LIKELY(e->key == p->id)) return (_ak_pool_heap *)e->state.heap;
-  return heap_find(p, create);
-}
-
-static _ak_pool_heap *heap_find(_ak_pool_impl *p, bool create) {
-  _ak_pool_heap *h = _ak_tls_get(p, create);
-  if (h)
-    _ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)] = (_ak_pool_tentry){.key = p->id, .state.heap = &h->pub};
-  return h;
-}
-
-/* _ak_tls_mode.create: a new heap of the calling thread for `p`, on the
- * pool's heap list (NULL if out of memory). */
-static void *heap_create(_ak_pool_impl *p) {
-  _ak_pool_heap *h = _ak_tls_state_alloc(sizeof *h); /* the inline paths write `pub` */
-  if (!h) return NULL;
-  h->pool = p;
-  h->pub.cur.hot_slab = 1; /* no current slab; mask 0 until heap_out */
-  pthread_mutex_lock(&p->mu);
-  _ak_dlist_push_front(&p->threads.heaps, &h->node);
-  pthread_mutex_unlock(&p->mu);
-  return h;
-}
-
-/* Under p->mu: takes `h` off the pool's heap list. */
-static void heap_unlink(_ak_pool_impl *p, _ak_pool_heap *h) { _ak_dlist_remove(&p->threads.heaps, &h->node); }
-
-/* Under p->mu, on the owner's thread: hands the slabs of `h` to the pool. */
-static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
-  (void)heap_checkin(h);
-  while (_ak_slab_first(&h->stash)) {
-    _ak_slab *s = _ak_slab_first(&h->stash);
-    _ak_slab_list_remove(&h->stash, s);
-    s->heap = NULL;
-    _ak_pool_slab_put(p, s);
-  }
-  _ak_slab_list *lists[2] = {&h->avail, &h->full};
-  for (int i = 0; i < 2; i++) {
-    while (_ak_slab_first(lists[i])) {
-      _ak_slab *s = _ak_slab_first(lists[i]);
-      _ak_slab_list_remove(lists[i], s);
-      _ak_slab_set_owner(s, 0, __ATOMIC_SEQ_CST);
-      s->heap = NULL;
-      live_sub(h, _ak_slab_collect(s));
-      if (s->head.used == 0) {
-        _ak_pool_slab_put(p, s);
-      } else {
-        _ak_slab_list_push_back(&p->threads.abandoned, s, AK_SLAB_ABANDONED);
-        atomic_store_explicit(&p->threads.adoptable, true, memory_order_relaxed);
-      }
-    }
-  }
-  AK_ASSERT(h->avail.n == 0 && h->full.n == 0 && h->stash.n == 0); /* every slab handed over */
-  heap_unlink(p, h);
-}
-
-/* Live objects of the abandoned slabs: their `used` (under p->mu). */
-static size_t abandoned_live(_ak_pool_impl *p) {
-  size_t n = 0;
-  for (_ak_slab *s = _ak_slab_first(&p->threads.abandoned); s; s = _ak_slab_next(s)) n += s->head.used;
-  return n;
-}
-
-/* Live objects of the pool (under p->mu): the heaps' counts (a heap's
- * count can be read mid-update by its owner, so a transiently negative sum
- * is read as 0) plus the abandoned slabs'. */
-static size_t heaps_live(_ak_pool_impl *p) {
-  size_t live = 0;
-  for (_ak_pool_heap *h = heap_first(p); h; h = heap_next(h)) live += live_get(h);
-  return ((ptrdiff_t)live < 0 ? 0 : live) + abandoned_live(p);
-}
-
-/* _ak_tls_mode.thread_exit (under g_mu): the exiting thread's heap of `p`
- * is abandoned and freed. */
-static void heap_exit(_ak_pool_impl *p, void *state) {
-  _ak_pool_heap *h = state;
-  pthread_mutex_lock(&p->mu);
-  abandon(p, h);
-  pthread_mutex_unlock(&p->mu);
-  free(h);
-}
-
-/* _ak_tls_mode.destroy (under g_mu, `p` unregistered): every heap of `p`
- * is freed with its slabs (modes/tls.c drops `p` from the thread cache). */
-static void heaps_destroy(_ak_pool_impl *p) {
-  pthread_mutex_lock(&p->mu);
-  for (_ak_pool_heap *h; (h = heap_first(p)) != NULL;) {
-    heap_unlink(p, h);
-    _ak_slab_list *lists[3] = {&h->avail, &h->full, &h->stash};
-    for (int i = 0; i < 3; i++) {
-      while (_ak_slab_first(lists[i])) {
-        _ak_slab *s = _ak_slab_first(lists[i]);
-        _ak_slab_list_remove(lists[i], s);
-        _ak_pool_slab_release(p, s);
-      }
-    }
-    free(h);
-  }
-  AK_ASSERT(p->threads.heaps.n == 0); /* no heap outlives its pool */
-  pthread_mutex_unlock(&p->mu);
-}
-
-/* fork(): a heap's lists are its owner's, changed without a lock (the
- * point of the mode), so the child may find those of another thread torn
- * in the middle of a move. Those threads do not exist in the child: their
- * heaps are given up without reading their lists, and every slab that a
- * heap other than the caller's owned, found through the slab table (whose
- * locks the fork handlers held), is abandoned as at thread exit. Objects
- * such a thread was handing out at the fork stay allocated (nobody in the
- * child holds them); frees into its slabs keep working (remote frees). */
-typedef struct fork_scan {
-  _ak_pool_impl *p;
-  _ak_pool_heap *mine;
-} fork_scan;
-
-static void fork_adopt(uintptr_t x, void *ctx) {
-  fork_scan *f = ctx;
-  _ak_slab *s = (_ak_slab *)x;
-  if (!s->heap || s->heap == f->mine) return; /* the pool's, or the caller's */
-  _ak_slab_set_owner(s, 0, __ATOMIC_SEQ_CST);
-  s->heap = NULL;
-  (void)_ak_slab_collect(s);
-  /* Its heap's list is given up unread (it may be torn): the slab leaves it
-   * without an unlink. Empty ones go back at the next collect. */
-  s->node = (_ak_dnode){NULL, NULL};
-  _ak_slab_list_push_back(&f->p->threads.abandoned, s, AK_SLAB_ABANDONED);
-}
-
-/* fork() child, no lock held (the mode's fork_child). */
-static void threads_fork_child(_ak_pool_impl *p) {
-  fork_scan f = {p, heap_get(p, false)};
-  pthread_mutex_lock(&p->mu);
-  for (_ak_pool_heap *h = heap_first(p); h; h = heap_next(h))
-    if (h != f.mine) (void)heap_checkin(h); /* its current slab's free list back in the slab */
-  _ak_table_each(&p->table, fork_adopt, &f);
-  for (_ak_pool_heap *h = heap_first(p), *next; h; h = next) {
-    next = heap_next(h);
-    if (h == f.mine) continue;
-    heap_unlink(p, h);
-    free(h);
-  }
-  if (_ak_slab_first(&p->threads.abandoned))
-    atomic_store_explicit(&p->threads.adoptable, true, memory_order_relaxed);
-  pthread_mutex_unlock(&p->mu);
-}
-
-const _ak_tls_mode _ak_threads_tls = {
-    .create = heap_create, .thread_exit = heap_exit, .destroy = heaps_destroy};
-
-/* Under p->mu: collects the remote lists of the abandoned slabs and gives
- * back those that are empty. A remote free that read the owner just before
- * the owner exited pushes onto the remote list after abandon() collected
- * it; nobody owns the slab to collect it then, so the pool does here (the
- * stats, trim; adoption and the next free into the slab collect too). */
-static void collect_abandoned(_ak_pool_impl *p, bool release) {
-  for (_ak_slab *s = _ak_slab_first(&p->threads.abandoned), *next; s; s = next) {
-    next = _ak_slab_next(s);
-    (void)_ak_slab_collect(s);
-    if (s->head.used == 0) {
-      _ak_slab_list_remove(&p->threads.abandoned, s);
-      AK_ASSERT(_ak_slab_owner(s, __ATOMIC_SEQ_CST) == 0 && s->heap == NULL); /* nobody's */
-      if (release)
-        _ak_pool_slab_release(p, s);
-      else
-        _ak_pool_slab_put(p, s);
-    }
-  }
-}
-
-/* Live objects: the heaps' counts plus the abandoned slabs'; the sampled
- * high-water mark. */
-static void threads_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {
-  pthread_mutex_lock(&p->mu);
-  collect_abandoned(p, false);
-  *live = heaps_live(p);
-  pthread_mutex_unlock(&p->mu);
-  *peak = atomic_load(&p->threads.peak);
-  if (*live > *peak) *peak = *live;
 }
 
 /* A new slab from the backing for `h`: nobody else knows it yet, so it
@@ -420,7 +234,7 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   }
   if (!p->max_objects) {
     /* Sample the high-water mark whenever a heap needs a slab. */
-    size_t live = heaps_live(p);
+    size_t live = _ak_threads_live(p);
     if (live > atomic_load(&p->threads.peak)) atomic_store(&p->threads.peak, live);
   }
   if (s) {
@@ -437,6 +251,7 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
 }
 
 static void heap_trim(_ak_pool_impl *p, _ak_pool_heap *h) {
+  pending_place(p, h);
   while (_ak_slab_first(&h->stash)) {
     _ak_slab *s = _ak_slab_first(&h->stash);
     _ak_slab_list_remove(&h->stash, s);
@@ -466,14 +281,15 @@ static void heap_trim(_ak_pool_impl *p, _ak_pool_heap *h) {
 /* Finds a slab of `h` with a free slot and pops it (slow path). */
 static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
   if (atomic_load_explicit(&h->trim_req, memory_order_relaxed)) heap_trim(p, h);
+  /* 0. The slabs owners' frees took off `full`, placed by fullness. */
+  pending_place(p, h);
   /* 1. The avail slabs' remote lists. */
   while (_ak_slab_first(&h->avail)) {
     _ak_slab *s = _ak_slab_first(&h->avail);
     live_sub(h, _ak_slab_collect(s));
     void *o = _ak_slab_pop(s);
     if (o) return o;
-    _ak_slab_list_remove(&h->avail, s);
-    full_push(p, h, s);
+    avail_to_full(p, h, s);
   }
   /* 2. Full slabs that other threads freed into: walked only if a remote
    * free may have reached one since the last walk (see full_push). */
@@ -516,10 +332,7 @@ static void *heap_alloc(_ak_pool_impl *p, _ak_pool_heap *h) {
     s = _ak_slab_first(&h->avail);
   }
   live_add(h, 1);
-  if (!s->head.free.first && s->bump == s->end) {
-    _ak_slab_list_remove(&h->avail, s);
-    full_push(p, h, s);
-  }
+  if (!s->head.free.first && s->bump == s->end) avail_to_full(p, h, s);
   if (AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_live(p, s, o);
     _ak_pool_track_alloc(p, o);
@@ -611,14 +424,14 @@ static void threads_free(_ak_pool_impl *p, void *o) {
   _ak_slab_push(s, o);
   live_sub(h, 1);
   if (was_full) {
-    full_remove(h, s);
-    _ak_pool_list_place(p, &h->avail, s);
-  } else {
-    if (AK_UNLIKELY(atomic_load_explicit(&p->defragment, memory_order_relaxed)))
-      _ak_pool_list_settle(p, &h->avail, s);
+    full_remove(h, s); /* no atomic operation: the tag stays (full_push) */
+    avail_return(p, h, s);
+  } else if (AK_UNLIKELY(atomic_load_explicit(&p->defragment, memory_order_relaxed)) &&
+             s->head.state == AK_SLAB_AVAIL) {
+    _ak_pool_list_settle(p, &h->avail, s);
   }
-  if (s->head.used == 0 && h->avail.n > 1) {
-    _ak_slab_list_remove(&h->avail, s);
+  if (s->head.used == 0 && h->avail.n + h->pending.n > 1) {
+    _ak_slab_list_remove(avail_list(h, s), s);
     _ak_slab_set_owner(s, 0, __ATOMIC_SEQ_CST);
     give_slab(p, h, s);
   }
@@ -635,7 +448,7 @@ static void threads_trim(_ak_pool_impl *p) {
     heap_out(p, mine);
   }
   pthread_mutex_lock(&p->mu);
-  collect_abandoned(p, true);
+  _ak_threads_collect_abandoned(p, true);
   _ak_spare_drain(&p->spares);
   /* Other threads' heaps: their lists are theirs alone; ask them to trim
    * at their next slow path. */
@@ -652,6 +465,7 @@ static int threads_reserve(_ak_pool_impl *p, size_t n) {
     return ENOMEM;
   }
   heap_in(p, h, NULL);
+  pending_place(p, h);
   size_t room = 0;
   for (_ak_slab *s = _ak_slab_first(&h->avail); s; s = _ak_slab_next(s)) room += s->capacity - s->head.used;
   int rc = 0;
@@ -695,6 +509,6 @@ const _ak_pool_mode _ak_mode_threads = {
     .reserve = threads_reserve,
     .trim = threads_trim,
     .release = threads_release,
-    .counts = threads_counts,
-    .fork_child = threads_fork_child,
+    .counts = _ak_threads_counts,
+    .fork_child = _ak_threads_fork_child,
 };
