@@ -381,10 +381,16 @@ TEST_P(PoolPolicy, AllocationPacksTheFullestSlab) {
   std::vector<void *> s1(v.begin() + static_cast<long>(per), v.begin() + static_cast<long>(2 * per));
   for (size_t i = 0; i < per / 2; i++) ak_pool_free(t.p, s0[i]);
   for (size_t i = 0; i < per / 10; i++) ak_pool_free(t.p, s1[i]);
-  // The fuller one (slab 1) must be refilled first.
+  // The current slab (slab 3, one object) serves until it is full: the
+  // slabs the frees took off the full list wait for the next batch.
   uintptr_t mask = ~uintptr_t{4095};
+  const uintptr_t s3 = reinterpret_cast<uintptr_t>(v.back()) & mask;
+  for (size_t i = 1; i < per; i++)
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(ak_pool_alloc(t.p)) & mask, s3) << "allocation " << i;
+  // Then the batch, fullest first: slab 1 is refilled before slab 0.
   void *n = ak_pool_alloc(t.p);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(n) & mask, reinterpret_cast<uintptr_t>(s1[0]) & mask);
+  EXPECT_EQ(t.stats().slabs, 4u) << "a slab was taken while two had free slots";
 }
 
 TEST_P(PoolPolicy, DefragmentKeepsStrictOrder) {
@@ -513,34 +519,49 @@ TEST(PoolNoneInline, FullCurrentSlabAllocatesFromTheNext) {
   const uintptr_t mask = t.p->cur.mask;
   auto slab = [&](const void *o) { return reinterpret_cast<uintptr_t>(o) & mask; };
   std::vector<void *> v;
-  while (t.stats().slabs < 2) v.push_back(ak_pool_alloc(t.p));
-  for (int i = 0; i < 7; i++) v.push_back(ak_pool_alloc(t.p));  // the second slab holds 8
-  const uintptr_t a = slab(v[0]), b = slab(v.back());
+  while (t.stats().slabs < 3) v.push_back(ak_pool_alloc(t.p));
+  const uintptr_t a = slab(v[0]), c = slab(v.back());
+  size_t per = (v.size() - 1) / 2;  // slabs a and b are full
+  const uintptr_t b = slab(v[per]);
   ASSERT_NE(a, b);
-  ASSERT_EQ(slab(v[v.size() - 8]), b);
-  // The full first slab gains a slot: it is the fullest, so it is current
-  // again, and the allocation fills it.
-  ak_pool_free(t.p, v[0]);
-  ASSERT_EQ(ak_pool_alloc(t.p), v[0]);
+  ASSERT_NE(b, c);
+  // Frees into the full slabs a (two) and b (three) put them on the
+  // pending list; the current slab c serves until it is full.
+  std::vector<void *> freed_a(v.begin(), v.begin() + 2);
+  std::vector<void *> freed_b(v.begin() + static_cast<long>(per), v.begin() + static_cast<long>(per + 3));
+  for (void *o : freed_a) ak_pool_free(t.p, o);
+  for (void *o : freed_b) ak_pool_free(t.p, o);
+  v.erase(v.begin() + static_cast<long>(per), v.begin() + static_cast<long>(per + 3));
+  v.erase(v.begin(), v.begin() + 2);
+  auto in = [](const std::vector<void *> &set, void *o) {
+    return std::find(set.begin(), set.end(), o) != set.end();
+  };
+  void *o;
+  while (slab(o = ak_pool_alloc(t.p)) == c) v.push_back(o);
+  // c is full: the batch is placed fullest first, a is current and the
+  // allocations take its two free slots.
+  ASSERT_TRUE(in(freed_a, o));
+  v.push_back(o);
   ASSERT_EQ(t.p->cur.hot_slab, a);
-  // A slot freed in the second slab is the next allocation; the full first
-  // slab stays current.
-  void *y = v[v.size() - 3];
-  ak_pool_free(t.p, y);
-  EXPECT_EQ(ak_pool_alloc(t.p), y);
+  v.push_back(o = ak_pool_alloc(t.p));
+  ASSERT_TRUE(in(freed_a, o));
+  // The full current slab a allocates from the next slab b (`alt`),
+  // inline: b's freed slots come back while a stays current.
+  v.push_back(o = ak_pool_alloc(t.p));
+  EXPECT_TRUE(in(freed_b, o));
   EXPECT_EQ(t.p->cur.hot_slab, a) << "the current slab switched for one allocation";
   EXPECT_EQ(t.stats().live, v.size()) << "the second slab did not count its inline allocation";
   // Frees into the current slab come back first, as before.
   ak_pool_free(t.p, v[5]);
   EXPECT_EQ(ak_pool_alloc(t.p), v[5]);
-  // With the second slab's list empty, allocation goes on through the
+  // Then allocation goes on through the
   // library: all distinct, counts exact, every slab back at the end.
   for (int i = 0; i < 5000; i++) v.push_back(ak_pool_alloc(t.p));
   std::vector<uintptr_t> addrs;
-  for (void *o : v) addrs.push_back(reinterpret_cast<uintptr_t>(o));
+  for (void *q : v) addrs.push_back(reinterpret_cast<uintptr_t>(q));
   expect_disjoint(addrs, 16);
   EXPECT_EQ(t.stats().live, v.size());
-  for (void *o : v) ak_pool_free(t.p, o);
+  for (void *q : v) ak_pool_free(t.p, q);
   EXPECT_EQ(t.stats().live, 0u);
   EXPECT_LE(t.stats().slabs, 1u);
 }

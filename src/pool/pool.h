@@ -265,39 +265,4 @@ static inline _ak_slab *_ak_pool_cur_writeback(const _ak_pool_cur *c) {
   return s;
 }
 
-/* ---- lists kept fullest first ---------------------------------------------------- */
-
-/* The place is called for each pending slab in a batch (serial.h, the
- * heaps of modes/threads/) and, with the defragmenter, on every free into
- * a full slab; the settle is one load and a branch without the
- * defragmenter. */
-/** Inserts `s` (just gained a free slot) into `list` by fullness: strictly
- *  sorted with the defragmenter, else within the first three positions
- *  (a bounded walk). */
-static inline void _ak_pool_list_place(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
-  AK_ASSERT(s->head.used < s->capacity); /* it has a free slot */
-  bool strict = atomic_load_explicit(&p->defragment, memory_order_relaxed);
-  _ak_slab *at = _ak_slab_first(list);
-  /* Fullest first: skip slabs holding more objects. The walk is limited
-   * to the first three positions; the defragmenter sorts exactly. */
-  for (int depth = 0; at && at->head.used > s->head.used && (strict || depth < 2); depth++)
-    at = _ak_slab_next(at);
-  _ak_slab_list_insert_before(list, at, s, s->head.state ? s->head.state : AK_SLAB_AVAIL);
-  /* Fullest first: strictly, every slab before `s` holds more objects. */
-  AK_ASSERT(!strict || !_ak_slab_next(s) || _ak_slab_next(s)->head.used <= s->head.used);
-}
-
-/** After `s` lost an object: keeps a defragmented list sorted. */
-static inline void _ak_pool_list_settle(_ak_pool_impl *p, _ak_slab_list *list, _ak_slab *s) {
-  if (!atomic_load_explicit(&p->defragment, memory_order_relaxed)) return;
-  AK_ASSERT(s->head.state != 0); /* on `list` */
-  _ak_slab *at = _ak_slab_next(s);
-  if (!at || at->head.used <= s->head.used) return;
-  uint32_t which = s->head.state;
-  _ak_slab_list_remove(list, s);
-  while (at && at->head.used > s->head.used) at = _ak_slab_next(at);
-  _ak_slab_list_insert_before(list, at, s, which);
-  AK_ASSERT(!at || at->head.used <= s->head.used); /* sorted again around `s` */
-}
-
 #endif /* AK_POOL_POOL_H */

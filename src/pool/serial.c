@@ -7,14 +7,6 @@
 #include "pool/serial.h"
 #include "pool/slab/backing.h"
 
-void _ak_serial_place_pending(_ak_pool_impl *p) {
-  for (_ak_slab *s; (s = _ak_slab_first(&p->serial.pending)) != NULL;) {
-    _ak_slab_list_remove(&p->serial.pending, s);
-    _ak_pool_list_place(p, &p->serial.avail, s);
-  }
-  AK_ASSERT(p->serial.pending.n == 0); /* every pending slab placed */
-}
-
 size_t _ak_serial_live(const _ak_pool_impl *p) {
   if (!_ak_serial_inline(p)) return p->serial.live;
   size_t n = 0;

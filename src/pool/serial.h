@@ -7,10 +7,10 @@
  *
  * Slabs with free slots are on `avail`, fullest first (the head serves
  * allocations), slabs without on `full`; a free into a full slab puts it
- * first on `avail` if it holds more objects than the head, else on
- * `pending` (O(1), no walk), and the pending slabs are placed by fullness
- * in one batch when the head runs dry; an empty slab goes to the spare
- * set unless it is the last one with free slots. Invariant (no slab
+ * on `pending` (O(1), no walk; the inline paths free into it from then
+ * on), and the pending slabs are placed by fullness in one batch when
+ * `avail` runs dry; an empty slab goes to the spare set unless it is the
+ * last one with free slots. Invariant (no slab
  * checked out): live == the sum of `used` over `avail`, `pending` and
  * `full`. */
 #ifndef AK_POOL_SERIAL_H
@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pool/pool.h"
+#include "pool/placement.h"
 #include "pool/slab/spares.h"
 
 /** Whether the current slab is checked out to the inline paths, which
@@ -41,7 +41,15 @@ static inline bool _ak_serial_inline(const _ak_pool_impl *p) {
 size_t _ak_serial_live(const _ak_pool_impl *p);
 
 /** Places the pending slabs on `avail` by fullness (the batch). */
-void _ak_serial_place_pending(_ak_pool_impl *p);
+static inline void _ak_serial_place_pending(_ak_pool_impl *p) {
+  _ak_pool_pending_place(p, &p->serial.avail, &p->serial.pending);
+}
+
+/** `avail`'s head left it (full): the pending batch is placed if `avail`
+ *  ran dry. */
+static inline void _ak_serial_head_left(_ak_pool_impl *p) {
+  if (!p->serial.avail.n && p->serial.pending.n) _ak_serial_place_pending(p);
+}
 
 /** Pops one slot for the serial core: the head of `avail` (fullest first),
  * or a spare or (if `may_grow`) new slab; counts it in p->serial.live. No cap, no
@@ -56,7 +64,7 @@ static inline void *_ak_serial_pop(_ak_pool_impl *p, bool may_grow) {
       _ak_slab_list_remove(&p->serial.avail, s);
       _ak_slab_list_push_back(&p->serial.full, s, AK_SLAB_FULL);
     }
-    if (p->serial.pending.n) _ak_serial_place_pending(p);
+    _ak_serial_head_left(p);
     s = _ak_slab_first(&p->serial.avail);
     if (!s) {
       if (_ak_serial_inline(p)) { /* sample the high-water mark as memory grows */
@@ -74,7 +82,7 @@ static inline void *_ak_serial_pop(_ak_pool_impl *p, bool may_grow) {
     AK_ASSERT(_ak_slab_validate(s, "_ak_serial_pop"));
     _ak_slab_list_remove(&p->serial.avail, s);
     _ak_slab_list_push_back(&p->serial.full, s, AK_SLAB_FULL);
-    if (p->serial.pending.n) _ak_serial_place_pending(p); /* the head changed */
+    _ak_serial_head_left(p);
   }
   p->serial.live++;
   if (p->serial.live > p->serial.peak_live) p->serial.peak_live = p->serial.live;
@@ -92,27 +100,20 @@ static inline void _ak_serial_push(_ak_pool_impl *p, _ak_slab *s, void *o, bool 
       (ak_harden_double_free && search && _ak_slab_is_free(s, o, true)))
     _ak_pool_double_free(p, o);
   bool was_full = s->head.state == AK_SLAB_FULL;
-  AK_ASSERT(was_full || s->head.state == AK_SLAB_AVAIL ||
-            s->head.state == AK_SLAB_PENDING); /* a slab with live objects is listed */
+  AK_ASSERT(was_full || s->head.state == AK_SLAB_AVAIL); /* a slab with live objects is listed */
   _ak_slab_push(s, o);
   AK_ASSERT(!was_full || _ak_slab_validate(s, "_ak_serial_push")); /* one free slot: a short walk */
   p->serial.live--;
   if (was_full) {
     _ak_slab_list_remove(&p->serial.full, s);
-    _ak_slab *head = _ak_slab_first(&p->serial.avail);
-    if (AK_UNLIKELY(atomic_load_explicit(&p->defragment, memory_order_relaxed)))
-      _ak_pool_list_place(p, &p->serial.avail, s);
-    else if (!head || s->head.used > head->head.used)
-      _ak_slab_list_push_front(&p->serial.avail, s, AK_SLAB_AVAIL);
-    else
-      _ak_slab_list_push_back(&p->serial.pending, s, AK_SLAB_PENDING);
-  } else if (s->head.state == AK_SLAB_AVAIL) {
+    _ak_pool_list_unfull(p, &p->serial.avail, &p->serial.pending, s);
+  } else if (!(s->flags & AK_SLAB_F_PENDING)) {
     _ak_pool_list_settle(p, &p->serial.avail, s);
   }
   /* An empty slab goes back at once, unless it is the only one left to
    * allocate from (then alloc/free of one object does not map and unmap). */
   if (s->head.used == 0 && p->serial.avail.n + p->serial.pending.n > 1) {
-    _ak_slab_list_remove(s->head.state == AK_SLAB_PENDING ? &p->serial.pending : &p->serial.avail, s);
+    _ak_slab_list_remove(_ak_slab_avail_list(s, &p->serial.avail, &p->serial.pending), s);
     _ak_pool_slab_put(p, s);
   }
 }

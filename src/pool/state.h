@@ -18,7 +18,7 @@ typedef struct _ak_serial_state {
   _ak_slab_list avail;    /* slabs with free slots, fullest first */
   _ak_slab_list full;     /* slabs without free slots */
   _ak_slab_list pending;  /* slabs a free took off `full`, placed on `avail`
-                             by fullness in one batch (_ak_serial_pop) */
+                             by fullness in one batch when it runs dry */
   size_t live, peak_live; /* exact, unless NONE's inline paths are on (_ak_serial_live) */
 } _ak_serial_state;
 

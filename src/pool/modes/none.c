@@ -41,7 +41,7 @@ static void mirror_in(_ak_pool_impl *p) {
   while ((s = _ak_slab_first(&p->serial.avail)) != NULL && !s->head.free.first && s->bump == s->end) {
     _ak_slab_list_remove(&p->serial.avail, s);
     _ak_slab_list_push_back(&p->serial.full, s, AK_SLAB_FULL);
-    if (p->serial.pending.n) _ak_serial_place_pending(p); /* the head changed */
+    _ak_serial_head_left(p);
   }
   AK_ASSERT(p->pub.cur.hot_slab == 0 && p->pub.alt == NULL); /* nothing checked out */
 }

@@ -124,6 +124,8 @@ bool _ak_slab_validate(const _ak_slab *s, const char *where) {
   if (((uintptr_t)atomic_load_explicit(&((_ak_slab *)(uintptr_t)s)->remote, memory_order_relaxed) &
        AK_SLAB_REMOTE_FULL) != !!(s->flags & AK_SLAB_F_REMOTE_FULL))
     invalid(s, where, "the remote list's tag and its flag differ");
+  if ((s->flags & AK_SLAB_F_PENDING) && s->head.state != AK_SLAB_AVAIL)
+    invalid(s, where, "a pending slab not of kind avail");
   /* The local free list: slots already carved, each once (the count is
    * bounded, so a cycle is caught too), none live in the checked build's
    * bitmap. Objects on the remote list are still counted in `used`. */

@@ -44,13 +44,12 @@ typedef struct _ak_slab _ak_slab;
  *  of the tag bit of `remote` (AK_SLAB_REMOTE_FULL): only the owner (or
  *  the holder of the pool's mutex for an unowned slab) sets or clears the
  *  tag, always together with this flag, so the owner knows it without an
- *  atomic load. */
-enum { AK_SLAB_F_TRACKED = 1u, AK_SLAB_F_REUSED = 2u, AK_SLAB_F_REMOTE_FULL = 4u };
+ *  atomic load. PENDING: the slab is on a `pending` list, not on `avail`
+ *  (both of kind AK_SLAB_AVAIL, see _ak_slab_pending_push). */
+enum { AK_SLAB_F_TRACKED = 1u, AK_SLAB_F_REUSED = 2u, AK_SLAB_F_REMOTE_FULL = 4u, AK_SLAB_F_PENDING = 8u };
 
-/** Which list of its pool a slab is on. PENDING: it left `full` by an
- *  owner's free and waits to be placed on `avail` by fullness, in a batch
- *  on the allocation slow path (AK_SYNC_NONE, AK_SYNC_THREADS). */
-enum { AK_SLAB_AVAIL = 1, AK_SLAB_FULL = 2, AK_SLAB_SPARE = 3, AK_SLAB_ABANDONED = 4, AK_SLAB_PENDING = 5 };
+/** Which kind of list of its pool a slab is on (head.state; 0: none). */
+enum { AK_SLAB_AVAIL = 1, AK_SLAB_FULL = 2, AK_SLAB_SPARE = 3, AK_SLAB_ABANDONED = 4 };
 
 struct _ak_slab {
   /* What the inline paths read of any slab (arenakit/detail/pool.h), first:
@@ -257,21 +256,21 @@ static inline _ak_slab *_ak_slab_first(const _ak_slab_list *l) { return _ak_slab
 
 /** Puts `s` (on no list) first on `l`, a list of kind `which` (AK_SLAB_*). */
 static inline void _ak_slab_list_push_front(_ak_slab_list *l, _ak_slab *s, uint32_t which) {
-  AK_ASSERT(which >= AK_SLAB_AVAIL && which <= AK_SLAB_PENDING); /* a listed slab names its list */
+  AK_ASSERT(which >= AK_SLAB_AVAIL && which <= AK_SLAB_ABANDONED); /* a listed slab names its list */
   _ak_dlist_push_front(l, &s->node);
   s->head.state = which;
 }
 
 /** Puts `s` (on no list) last on `l`, a list of kind `which`. */
 static inline void _ak_slab_list_push_back(_ak_slab_list *l, _ak_slab *s, uint32_t which) {
-  AK_ASSERT(which >= AK_SLAB_AVAIL && which <= AK_SLAB_PENDING); /* a listed slab names its list */
+  AK_ASSERT(which >= AK_SLAB_AVAIL && which <= AK_SLAB_ABANDONED); /* a listed slab names its list */
   _ak_dlist_push_back(l, &s->node);
   s->head.state = which;
 }
 
 /** Puts `s` (on no list) before `at` on `l` (last if `at` is NULL). */
 static inline void _ak_slab_list_insert_before(_ak_slab_list *l, _ak_slab *at, _ak_slab *s, uint32_t which) {
-  AK_ASSERT(which >= AK_SLAB_AVAIL && which <= AK_SLAB_PENDING); /* a listed slab names its list */
+  AK_ASSERT(which >= AK_SLAB_AVAIL && which <= AK_SLAB_ABANDONED); /* a listed slab names its list */
   _ak_dlist_insert_before(l, at ? &at->node : NULL, &s->node);
   s->head.state = which;
 }
@@ -281,6 +280,24 @@ static inline void _ak_slab_list_remove(_ak_slab_list *l, _ak_slab *s) {
   AK_ASSERT(s->head.state != 0);
   _ak_dlist_remove(l, &s->node);
   s->head.state = 0;
+  s->flags &= ~AK_SLAB_F_PENDING;
+}
+
+/** Puts `s` (on no list), which just left `full` by its owner's free,
+ *  last on `pending`: the slabs waiting to be placed on `avail` by
+ *  fullness, in one batch when `avail` runs dry. A pending slab is of kind
+ *  AK_SLAB_AVAIL, so the owner's further frees into it stay on the inline
+ *  paths (they change no list); AK_SLAB_F_PENDING tells the lists apart. */
+static inline void _ak_slab_pending_push(_ak_slab_list *pending, _ak_slab *s) {
+  _ak_slab_list_push_back(pending, s, AK_SLAB_AVAIL);
+  s->flags |= AK_SLAB_F_PENDING;
+}
+
+/** The list of `avail` and `pending` that `s` (of kind AVAIL) is on. */
+static inline _ak_slab_list *_ak_slab_avail_list(const _ak_slab *s, _ak_slab_list *avail,
+                                                 _ak_slab_list *pending) {
+  AK_ASSERT(s->head.state == AK_SLAB_AVAIL); /* on one of the two */
+  return (s->flags & AK_SLAB_F_PENDING) ? pending : avail;
 }
 
 /** Checks the invariants of slab `s` (header, counts, carving, the local

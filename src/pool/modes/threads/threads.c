@@ -32,6 +32,7 @@
 #include "common/error.h"
 #include "common/track.h"
 #include "pool/modes/threads/heap.h"
+#include "pool/placement.h"
 #include "pool/slab/backing.h"
 #include "pool/slab/spares.h"
 
@@ -95,41 +96,22 @@ static void full_push(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
 /* Takes `s` off the heap's full list (owner); its tag stays (full_push). */
 static inline void full_remove(_ak_pool_heap *h, _ak_slab *s) { _ak_slab_list_remove(&h->full, s); }
 
-/* Gives `s`, which just left `full` by an owner's free, a place (owner,
- * O(1)): first on `avail` (the next current slab) if it holds more
- * objects than the head, else on `pending`, placed by fullness in one
- * batch when the current slab runs dry (pending_place). The defragmenter
- * sorts at once. */
-static void avail_return(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
-  _ak_slab *head = _ak_slab_first(&h->avail);
-  if (AK_UNLIKELY(atomic_load_explicit(&p->defragment, memory_order_relaxed)))
-    _ak_pool_list_place(p, &h->avail, s);
-  else if (!head || s->head.used > head->head.used)
-    _ak_slab_list_push_front(&h->avail, s, AK_SLAB_AVAIL);
-  else
-    _ak_slab_list_push_back(&h->pending, s, AK_SLAB_PENDING);
-}
-
 /* Places the pending slabs on `avail` by fullness (owner, slow path). */
-static void pending_place(_ak_pool_impl *p, _ak_pool_heap *h) {
-  for (_ak_slab *s; (s = _ak_slab_first(&h->pending)) != NULL;) {
-    _ak_slab_list_remove(&h->pending, s);
-    _ak_pool_list_place(p, &h->avail, s);
-  }
+static inline void pending_place(_ak_pool_impl *p, _ak_pool_heap *h) {
+  _ak_pool_pending_place(p, &h->avail, &h->pending);
 }
 
 /* `s`, on `avail`, has no free slot left: it goes on `full`, and the
- * pending slabs are placed now that the head changes (owner). */
+ * pending batch is placed if `avail` ran dry (owner). */
 static void avail_to_full(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
   _ak_slab_list_remove(&h->avail, s);
   full_push(p, h, s);
-  if (h->pending.n) pending_place(p, h);
+  if (!h->avail.n && h->pending.n) pending_place(p, h);
 }
 
-/* The list of the heap that `s` (AVAIL or PENDING) is on. */
+/* The list of the heap that `s` (of kind AVAIL) is on. */
 static inline _ak_slab_list *avail_list(_ak_pool_heap *h, const _ak_slab *s) {
-  AK_ASSERT(s->head.state == AK_SLAB_AVAIL || s->head.state == AK_SLAB_PENDING);
-  return s->head.state == AK_SLAB_PENDING ? &h->pending : &h->avail;
+  return _ak_slab_avail_list(s, &h->avail, &h->pending);
 }
 
 /* True if other threads freed into `s` since its last collection. */
@@ -281,8 +263,9 @@ static void heap_trim(_ak_pool_impl *p, _ak_pool_heap *h) {
 /* Finds a slab of `h` with a free slot and pops it (slow path). */
 static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
   if (atomic_load_explicit(&h->trim_req, memory_order_relaxed)) heap_trim(p, h);
-  /* 0. The slabs owners' frees took off `full`, placed by fullness. */
-  pending_place(p, h);
+  /* 0. With `avail` dry, the slabs owners' frees took off `full`, placed
+   * by fullness (the batch). */
+  if (!h->avail.n) pending_place(p, h);
   /* 1. The avail slabs' remote lists. */
   while (_ak_slab_first(&h->avail)) {
     _ak_slab *s = _ak_slab_first(&h->avail);
@@ -425,9 +408,9 @@ static void threads_free(_ak_pool_impl *p, void *o) {
   live_sub(h, 1);
   if (was_full) {
     full_remove(h, s); /* no atomic operation: the tag stays (full_push) */
-    avail_return(p, h, s);
+    _ak_pool_list_unfull(p, &h->avail, &h->pending, s);
   } else if (AK_UNLIKELY(atomic_load_explicit(&p->defragment, memory_order_relaxed)) &&
-             s->head.state == AK_SLAB_AVAIL) {
+             !(s->flags & AK_SLAB_F_PENDING)) {
     _ak_pool_list_settle(p, &h->avail, s);
   }
   if (s->head.used == 0 && h->avail.n + h->pending.n > 1) {
