@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* malloc_internal.h - the general heap's types and shared functions
  * (internal), grouped by the file that defines them. Files by role, each
- * calling only the ones listed after it (size_class.c and stats.c aside):
+ * calling only the ones listed after it (size_class.c, fatal.c and stats.c aside):
  *   alloc.c       the public entry points and their fast paths
  *   heap.c        thread heaps: creation, the slow paths' decisions
  *                 (refill, ownership of a free), thread exit (abandoning
@@ -13,6 +13,7 @@
  *   segment.c     segments: the segment map, the registry, mapping and
  *                 releasing, purging free pages, committed memory
  *   size_class.c  size classes
+ *   fatal.c       the message about a bad block (through _ak_fatal)
  *   stats.c       options, statistics, the printer
  * A free that leaves the fast path goes down that list once: the block
  * (page.c checks it), its page (page.c), the page's span (span.c), the
@@ -347,10 +348,13 @@ void _ak_pages_adopt(_ak_mheap *h, _ak_segment *seg);
 /** Collects remote frees into h's pages and releases empty ones (all with
  *  force, else those that are not the last of their class). Owner only. */
 void _ak_pages_collect(_ak_mheap *h, bool force);
-/** One message naming `call`, `p`, `why` (and the size class when cls <
- *  AK_NCLS) through _ak_fatal, then abort(). Allocates nothing. */
-_Noreturn void _ak_malloc_fatal(const char *call, const void *p, const char *why, unsigned cls);
 extern _ak_page _ak_empty_page;
+
+/* ---- fatal.c ----------------------------------------------------------------------- */
+/** One message naming `call`, `p`, `why` (and the size class when cls <
+ *  AK_NCLS) through _ak_fatal, the library's one fatal-error path (it
+ *  abort()s). Allocates nothing. */
+_Noreturn void _ak_malloc_fatal(const char *call, const void *p, const char *why, unsigned cls);
 
 /* ---- heap.c ---------------------------------------------------------------------- */
 _ak_mheap *_ak_heap_get(void);     /* the thread's heap, created on demand */

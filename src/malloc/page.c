@@ -4,24 +4,16 @@
  * never-carved tail), on its class queue or full list. Checking a block
  * (segment map, header, block start), freeing it (local push, remote CAS
  * push, double-free searches), collecting remote frees, carving, finding a
- * page with a free block, retiring an empty page to its span, and the
- * messages about a bad block (_ak_malloc_fatal). Called by heap.c and
+ * page with a free block, retiring an empty page to its span; a bad block
+ * ends the process through _ak_malloc_fatal (fatal.c). Called by heap.c and
  * alloc.c; calls span.c, large.c and segment.c, never heap.c. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
 
-#include "common/error.h"
 #include "malloc/malloc_internal.h"
 
 _ak_page _ak_empty_page; /* free == NULL: every empty class points here */
-
-/* Runs inside malloc and free: _ak_fatal allocates nothing. */
-_Noreturn void _ak_malloc_fatal(const char *call, const void *p, const char *why, unsigned cls) {
-  if (cls < AK_NCLS)
-    _ak_fatal("%s(%p): %s (size class %u, %u-byte blocks)", call, p, why, cls, _ak_cls_size[cls]);
-  _ak_fatal("%s(%p): %s", call, p, why);
-}
 
 /* ---- class queues and full lists --------------------------------------------------- */
 
