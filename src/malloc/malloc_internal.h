@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* malloc_internal.h - the general heap's types and shared functions
  * (internal), grouped by the file that defines them. Files by role, each
- * calling only the ones listed after it (size_class.c, fatal.c and stats.c aside):
+ * calling only the ones listed after it (size_class.c, fatal.c, stats.c and options.c aside):
  *   alloc.c       the public entry points and their fast paths
  *   heap.c        thread heaps: creation, the slow paths' decisions
  *                 (refill, ownership of a free), thread exit (abandoning
@@ -14,7 +14,8 @@
  *                 releasing, purging free pages, committed memory
  *   size_class.c  size classes
  *   fatal.c       the message about a bad block (through _ak_fatal)
- *   stats.c       options, statistics, the printer
+ *   stats.c       statistics, the printer
+ *   options.c     the run-time options (AK_* environment, ak_option_*)
  * A free that leaves the fast path goes down that list once: the block
  * (page.c checks it), its page (page.c), the page's span (span.c), the
  * span's segment (segment.c); heap.c decides ownership (a remote push, or
@@ -404,10 +405,22 @@ extern _ak_dlist _ak_heap_list; /* live heaps (_ak_mheap.gnode), under _ak_heaps
 extern _ak_dlist _ak_abandoned; /* abandoned segments (_ak_segment.node), under _ak_abandoned_mu */
 extern pthread_mutex_t _ak_abandoned_mu;
 
-/* ---- stats.c ------------------------------------------------------------------------ */
+/* ---- options.c ---------------------------------------------------------------------- */
+/** Reads the options from the environment, once (later calls return at
+ *  once). No malloc: safe before the first heap exists. */
 void _ak_options_init(void);
-void _ak_stats_at_exit(void); /* registers the AK_SHOW_STATS printer */
+/** The options' values, but AK_OPTION_PURGE_DELAY's (the reclaim policy
+ *  keeps that one): read after _ak_options_init. */
 extern atomic_long _ak_options[AK_OPTION_COUNT_];
+/** AK_SHOW_STATS=file:PATH / json:PATH: PATH as given ("%p" not expanded),
+ *  or "" (the report goes to stderr). Set by _ak_options_init. */
+const char *_ak_options_report_path(void);
+
+/* ---- stats.c ------------------------------------------------------------------------ */
+/** Stamps the heap's start (the exit report's header) and registers the
+ *  AK_SHOW_STATS printer with atexit, which may allocate: called once the
+ *  first heap is in place. */
+void _ak_stats_at_exit(void);
 void _ak_peak_sample(void);
 /** Raises the peak of allocated bytes to the last sampled small-block
  *  bytes plus the large blocks live now (large alloc and realloc: cheap,
