@@ -10,8 +10,10 @@
  *                 remote frees, class queues, carving, retiring a page
  *   span.c        spans of pages in a segment: class spans, solo spans
  *   large.c       blocks with a mapping of their own, huge-aligned blocks
- *   segment.c     segments: the segment map, the registry, mapping and
- *                 releasing, purging free pages, committed memory
+ *   segment.c     segments: the segment map, mapping and releasing,
+ *                 the spare segments, purging free pages
+ *   registry.c    the registry of segments, committed memory, live bytes
+ *                 and their peaks
  *   size_class.c  size classes
  *   fatal.c       the message about a bad block (through _ak_fatal)
  *   stats.c       statistics, the printer
@@ -225,6 +227,17 @@ void _ak_segment_spares_register(void);
  *  thread's segment waits the policy's purge delay if longer. Returns when
  *  its free pages fall due (UINT64_MAX: none wait). */
 uint64_t _ak_segment_purge(_ak_segment *seg, long delay, uint64_t now_ms);
+/** Marks (true) or unmarks (false) the segment header at `seg` in the
+ *  segment map. Marking fails (false, errno ENOMEM) only for an address
+ *  the map does not cover. */
+bool _ak_segmap_set(const void *seg, bool on);
+/** fork(): takes (prepare) or releases (parent and child) the spare
+ *  segments' set lock; heap.c's atfork handlers call them at their place in
+ *  the lock order written there. */
+void _ak_segment_fork_prepare(void);
+void _ak_segment_fork_parent(void);
+
+/* ---- registry.c ------------------------------------------------------------------ */
 /** Committed memory (stats): `n` bytes more (the peak follows), or less. */
 void _ak_committed_add(size_t n);
 void _ak_committed_sub(size_t n);
@@ -235,15 +248,19 @@ extern atomic_size_t _ak_large_count, _ak_large_bytes, _ak_committed, _ak_peak_c
 /** Puts `seg` on (takes it off) the registry; takes _ak_seg_mu. */
 void _ak_registry_add(_ak_segment *seg);
 void _ak_registry_remove(_ak_segment *seg);
-/** Marks (true) or unmarks (false) the segment header at `seg` in the
- *  segment map. Marking fails (false, errno ENOMEM) only for an address
- *  the map does not cover. */
-bool _ak_segmap_set(const void *seg, bool on);
-/** fork(): takes (prepare) or releases (parent and child) the spare
- *  segments' set lock; heap.c's atfork handlers call them at their place in
- *  the lock order written there. */
-void _ak_segment_fork_prepare(void);
-void _ak_segment_fork_parent(void);
+/** Live bytes in small segments plus large blocks (walks the registry
+ *  under _ak_seg_mu). With `out`, also counts into it the small segments,
+ *  each class's live blocks and spans, and the segments' resident bytes. */
+size_t _ak_allocated_walk(ak_malloc_stats *out);
+/** Samples the live bytes (a walk) and raises their peak to them: where
+ *  the high-water mark can only have grown (a segment mapped, a snapshot). */
+void _ak_peak_sample(void);
+/** Raises the peak of allocated bytes to the last sampled small-block
+ *  bytes plus the large blocks live now (large alloc and realloc: cheap,
+ *  no walk). */
+void _ak_peak_note_large(void);
+/** The peak of live bytes as of the last sample or note. */
+size_t _ak_peak_allocated(void);
 
 /** Mask of `k` pages from page `at` (bit i: page i). */
 #define AK_ALL_PAGES UINT64_MAX
@@ -421,11 +438,6 @@ const char *_ak_options_report_path(void);
  *  AK_SHOW_STATS printer with atexit, which may allocate: called once the
  *  first heap is in place. */
 void _ak_stats_at_exit(void);
-void _ak_peak_sample(void);
-/** Raises the peak of allocated bytes to the last sampled small-block
- *  bytes plus the large blocks live now (large alloc and realloc: cheap,
- *  no walk). */
-void _ak_peak_note_large(void);
 
 /* ---- free-list links -----------------------------------------------------------
  * Every link in a free block (local and remote lists) is read and written

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* segment.c - the general heap's segments, its OS-facing bottom: the
- * segment map, the registry of segments, mapping a segment and releasing
+ * segment map, mapping a segment (and putting it on the registry), releasing
  * it into the spare segments (reclaim policy), decommitting free pages
- * (the purge policy: the reclaim policy's delays, common/reclaim.h),
- * committed-memory accounting. Calls only the OS layer and common/; every other file of
- * the malloc calls down into it. */
+ * (the purge policy: the reclaim policy's delays, common/reclaim.h).
+ * Calls registry.c (the registry of segments, committed memory, the peak
+ * of live bytes), the OS layer and common/. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stddef.h>
@@ -15,19 +15,6 @@
 #include "malloc/malloc_internal.h"
 #include "malloc/stats_internal.h"
 #include "os/os_mem.h"
-
-pthread_mutex_t _ak_seg_mu = PTHREAD_MUTEX_INITIALIZER;
-_ak_dlist _ak_seg_list;
-atomic_size_t _ak_large_count, _ak_large_bytes, _ak_committed, _ak_peak_committed;
-
-void _ak_committed_add(size_t n) {
-  size_t c = atomic_fetch_add_explicit(&_ak_committed, n, memory_order_relaxed) + n;
-  size_t peak = atomic_load_explicit(&_ak_peak_committed, memory_order_relaxed);
-  while (c > peak && !atomic_compare_exchange_weak(&_ak_peak_committed, &peak, c)) {
-  }
-}
-
-void _ak_committed_sub(size_t n) { atomic_fetch_sub_explicit(&_ak_committed, n, memory_order_relaxed); }
 
 /* The segment map (malloc_internal.h). */
 uint64_t _ak_segmap[AK_SEGMAP_WORDS];
@@ -45,18 +32,6 @@ bool _ak_segmap_set(const void *seg, bool on) {
   else
     __atomic_fetch_and(&_ak_segmap[n >> 6], ~bit, __ATOMIC_RELEASE);
   return true;
-}
-
-void _ak_registry_add(_ak_segment *seg) {
-  pthread_mutex_lock(&_ak_seg_mu);
-  _ak_dlist_push_front(&_ak_seg_list, &seg->gnode);
-  pthread_mutex_unlock(&_ak_seg_mu);
-}
-
-void _ak_registry_remove(_ak_segment *seg) {
-  pthread_mutex_lock(&_ak_seg_mu);
-  _ak_dlist_remove(&_ak_seg_list, &seg->gnode);
-  pthread_mutex_unlock(&_ak_seg_mu);
 }
 
 /* Empty segments are spares of the reclaim policy (common/reclaim.h), the

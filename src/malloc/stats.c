@@ -44,54 +44,6 @@ static pid_t heap_pid;
  * malloc: they serve the exit report). NULL when the system has none. */
 static void *report_map(size_t size) { return _ak_os_alloc(size, 1); }
 
-static atomic_size_t peak_allocated;
-static atomic_size_t small_sampled; /* small-block bytes at the last walk */
-
-/* Live bytes in small segments plus large blocks (walks the registry). */
-static size_t allocated_now(ak_malloc_stats *out) {
-  size_t total = 0;
-  pthread_mutex_lock(&_ak_seg_mu);
-  for (_ak_dnode *n = _ak_seg_list.head; n; n = n->next) {
-    _ak_segment *s = _ak_seg_gat(n);
-    if (s->kind != AK_SEG_SMALL) continue; /* large blocks are counted apart */
-    if (out) out->segments++;
-    for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
-      _ak_page *pg = &s->pages[i];
-      /* Owners change these without our lock: relaxed atomic reads. */
-      uint32_t bs = __atomic_load_n(&pg->block_size, __ATOMIC_RELAXED);
-      if (__atomic_load_n(&pg->head_off, __ATOMIC_RELAXED) || !bs) continue;
-      unsigned cls = __atomic_load_n(&pg->cls, __ATOMIC_RELAXED);
-      size_t live = _ak_used(pg);
-      total += live * bs;
-      if (out && cls < AK_NCLS) {
-        out->class_blocks[cls] += live;
-        out->class_pages[cls]++;
-      }
-    }
-    if (out) out->resident += _ak_os_resident(s, AK_SEG_SIZE);
-  }
-  pthread_mutex_unlock(&_ak_seg_mu);
-  return total + atomic_load(&_ak_large_bytes);
-}
-
-static void peak_raise(size_t now) {
-  size_t peak = atomic_load(&peak_allocated);
-  while (now > peak && !atomic_compare_exchange_weak(&peak_allocated, &peak, now)) {
-  }
-}
-
-void _ak_peak_sample(void) {
-  size_t large = atomic_load(&_ak_large_bytes);
-  size_t now = allocated_now(NULL);
-  atomic_store_explicit(&small_sampled, now > large ? now - large : 0, memory_order_relaxed);
-  peak_raise(now);
-}
-
-void _ak_peak_note_large(void) {
-  peak_raise(atomic_load_explicit(&small_sampled, memory_order_relaxed) +
-             atomic_load_explicit(&_ak_large_bytes, memory_order_relaxed));
-}
-
 void ak_malloc_stats_get(ak_malloc_stats *out) {
   if (!out) return;
   _ak_malloc_tables_init();
@@ -99,9 +51,9 @@ void ak_malloc_stats_get(ak_malloc_stats *out) {
   out->version = AK_MALLOC_STATS_VERSION;
   out->nclasses = AK_NCLS;
   for (unsigned c = 0; c < AK_NCLS; c++) out->class_size[c] = _ak_cls_size[c];
-  out->allocated = allocated_now(out);
+  out->allocated = _ak_allocated_walk(out);
   _ak_peak_sample();
-  out->peak_allocated = atomic_load(&peak_allocated);
+  out->peak_allocated = _ak_peak_allocated();
   if (out->peak_allocated < out->allocated) out->peak_allocated = out->allocated;
   out->committed = atomic_load(&_ak_committed);
   out->peak_committed = atomic_load(&_ak_peak_committed);

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/* registry.c - what the general heap keeps count of: the registry of every
+ * segment (small segments and large mappings, under _ak_seg_mu), committed
+ * memory and its peak, the large blocks, and the live bytes with their
+ * peak (a walk of the registry). Every file that maps, releases or counts
+ * memory calls down into it; it calls only the OS layer and common/. */
+#define _GNU_SOURCE
+#include <stddef.h>
+
+#include "malloc/malloc_internal.h"
+#include "os/os_mem.h"
+
+pthread_mutex_t _ak_seg_mu = PTHREAD_MUTEX_INITIALIZER;
+_ak_dlist _ak_seg_list;
+atomic_size_t _ak_large_count, _ak_large_bytes, _ak_committed, _ak_peak_committed;
+
+void _ak_committed_add(size_t n) {
+  size_t c = atomic_fetch_add_explicit(&_ak_committed, n, memory_order_relaxed) + n;
+  size_t peak = atomic_load_explicit(&_ak_peak_committed, memory_order_relaxed);
+  while (c > peak && !atomic_compare_exchange_weak(&_ak_peak_committed, &peak, c)) {
+  }
+}
+
+void _ak_committed_sub(size_t n) { atomic_fetch_sub_explicit(&_ak_committed, n, memory_order_relaxed); }
+
+void _ak_registry_add(_ak_segment *seg) {
+  pthread_mutex_lock(&_ak_seg_mu);
+  _ak_dlist_push_front(&_ak_seg_list, &seg->gnode);
+  pthread_mutex_unlock(&_ak_seg_mu);
+}
+
+void _ak_registry_remove(_ak_segment *seg) {
+  pthread_mutex_lock(&_ak_seg_mu);
+  _ak_dlist_remove(&_ak_seg_list, &seg->gnode);
+  pthread_mutex_unlock(&_ak_seg_mu);
+}
+
+static atomic_size_t peak_allocated;
+static atomic_size_t small_sampled; /* small-block bytes at the last walk */
+
+size_t _ak_allocated_walk(ak_malloc_stats *out) {
+  size_t total = 0;
+  pthread_mutex_lock(&_ak_seg_mu);
+  for (_ak_dnode *n = _ak_seg_list.head; n; n = n->next) {
+    _ak_segment *s = _ak_seg_gat(n);
+    if (s->kind != AK_SEG_SMALL) continue; /* large blocks are counted apart */
+    if (out) out->segments++;
+    for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
+      _ak_page *pg = &s->pages[i];
+      /* Owners change these without our lock: relaxed atomic reads. */
+      uint32_t bs = __atomic_load_n(&pg->block_size, __ATOMIC_RELAXED);
+      if (__atomic_load_n(&pg->head_off, __ATOMIC_RELAXED) || !bs) continue;
+      unsigned cls = __atomic_load_n(&pg->cls, __ATOMIC_RELAXED);
+      size_t live = _ak_used(pg);
+      total += live * bs;
+      if (out && cls < AK_NCLS) {
+        out->class_blocks[cls] += live;
+        out->class_pages[cls]++;
+      }
+    }
+    if (out) out->resident += _ak_os_resident(s, AK_SEG_SIZE);
+  }
+  pthread_mutex_unlock(&_ak_seg_mu);
+  return total + atomic_load(&_ak_large_bytes);
+}
+
+static void peak_raise(size_t now) {
+  size_t peak = atomic_load(&peak_allocated);
+  while (now > peak && !atomic_compare_exchange_weak(&peak_allocated, &peak, now)) {
+  }
+}
+
+void _ak_peak_sample(void) {
+  size_t large = atomic_load(&_ak_large_bytes);
+  size_t now = _ak_allocated_walk(NULL);
+  atomic_store_explicit(&small_sampled, now > large ? now - large : 0, memory_order_relaxed);
+  peak_raise(now);
+}
+
+void _ak_peak_note_large(void) {
+  peak_raise(atomic_load_explicit(&small_sampled, memory_order_relaxed) +
+             atomic_load_explicit(&_ak_large_bytes, memory_order_relaxed));
+}
+
+size_t _ak_peak_allocated(void) { return atomic_load(&peak_allocated); }
