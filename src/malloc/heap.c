@@ -79,7 +79,7 @@ static uint64_t malloc_tick(uint64_t now);
  *      its callbacks run with it dropped, or take no lock)
  *   4. huge_mu           huge-aligned registry (large.c; a leaf)
  *   5. lcache_mu         large-block cache (large.c; a leaf)
- *   6. _ak_seg_mu        segment registry (segment.c; innermost)
+ *   6. _ak_seg_mu        segment registry (registry.c; innermost)
  * The parent releases them in reverse order, and so does the child: its
  * only thread is the one that took them. The child may then malloc and
  * free, including blocks of any thread from before the fork (a block of a

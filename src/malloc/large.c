@@ -3,7 +3,8 @@
  * segment of kind AK_SEG_LARGE, then the block), the cache of freed
  * mappings, realloc by mremap, and huge-aligned blocks (alignment of
  * 4 MiB or more) with their registry. Calls only segment.c (the segment
- * map, the registry, committed memory) and the OS layer. */
+ * map, mapping), registry.c (the registry of segments, committed memory,
+ * the peak of live bytes) and the OS layer. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stddef.h>

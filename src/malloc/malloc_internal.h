@@ -210,7 +210,8 @@ static inline bool _ak_segmap_has(const void *seg) {
  *  committed. NULL + errno. */
 void *_ak_segment_map(size_t size, size_t align);
 /** A fresh (or spare) small segment owned by `h`, on h's segments, all
- *  pages free. NULL + errno. */
+ *  pages free. NULL + errno (ENOMEM: no memory for a fresh mapping; the
+ *  caller may free cached memory and ask again). */
 _ak_segment *_ak_segment_new(_ak_mheap *h);
 /** Releases a small segment (all pages free, on no heap's list): into the
  *  spare segments (reclaim policy), or to the OS. */

@@ -125,10 +125,6 @@ _ak_segment *_ak_segment_new(_ak_mheap *h) {
     seg->dirty_mask = AK_ALL_PAGES & ~decommitted;
   } else {
     seg = _ak_segment_map(AK_SEG_SIZE, AK_SEG_SIZE); /* fresh mmap memory is zero: only set what is not */
-    if (!seg && errno == ENOMEM) {
-      _ak_large_cache_trim(true, 0); /* cached large mappings may be what the system lacks */
-      seg = _ak_segment_map(AK_SEG_SIZE, AK_SEG_SIZE);
-    }
     if (!seg) return NULL;
   }
   seg->magic = AK_SEG_MAGIC;

@@ -4,7 +4,9 @@
  * back) and solo spans (one block of whole pages above AK_SOLO_MIN, grown
  * and shrunk in place). Below the pages (page.c) and above the segments
  * (segment.c): a span freed here goes back to its segment's free pages,
- * and a segment whose pages are all free is released from here. */
+ * and a segment whose pages are all free is released from here. A segment
+ * that cannot be mapped for want of memory is retried once the large-block
+ * cache (large.c) gave its mappings back. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stddef.h>
@@ -21,6 +23,19 @@
 static size_t span_guard(void) {
   size_t ps = _ak_os_page_size();
   return ak_harden_guards && ps <= AK_PAGE_SIZE / 4 ? ps : 0;
+}
+
+/* A segment for `h` (_ak_segment_new: a spare one, else a fresh mapping).
+ * When the system has no memory for a mapping, the large-block cache's
+ * mappings go back first (they may be what it lacks) and it is asked once
+ * more. NULL + errno. */
+static _ak_segment *segment_new(_ak_mheap *h) {
+  _ak_segment *seg = _ak_segment_new(h);
+  if (!seg && errno == ENOMEM) {
+    _ak_large_cache_trim(true, 0);
+    seg = _ak_segment_new(h);
+  }
+  return seg;
 }
 
 /* The lowest run of `k` free pages in `free_mask` starting at page `from`
@@ -147,7 +162,7 @@ static _ak_page *span_alloc(_ak_mheap *h, unsigned cls) {
     }
   }
   if (!seg) {
-    seg = _ak_segment_new(h);
+    seg = segment_new(h);
     if (!seg) return NULL;
     at = find_run(seg->free_mask, k, k == 1 ? 0 : 1);
   }
@@ -292,7 +307,7 @@ void *_ak_solo_take(_ak_mheap *h, _ak_segment *seg, int at, size_t n, bool zero)
   unsigned k = _ak_solo_pages(n);
   _ak_heap_seg_enter(h);
   if (!seg) {
-    seg = _ak_segment_new(h);
+    seg = segment_new(h);
     if (!seg) {
       _ak_heap_seg_leave(h);
       return NULL;
