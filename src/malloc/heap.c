@@ -38,13 +38,6 @@
 #include "os/os_mem.h"
 #include "prof/prof.h"
 
-/* Initial-exec TLS: no __tls_get_addr call (which may itself allocate). */
-__attribute__((tls_model("initial-exec"))) _Thread_local _ak_mtls _ak_tl = {NULL, -1, 0};
-
-pthread_mutex_t _ak_heaps_mu = PTHREAD_MUTEX_INITIALIZER;
-_ak_dlist _ak_heap_list;
-pthread_mutex_t _ak_abandoned_mu = PTHREAD_MUTEX_INITIALIZER;
-_ak_dlist _ak_abandoned;
 /* Segments on _ak_abandoned: written under the mutex, read without it so
  * the allocation slow path need not lock when there is nothing to adopt. */
 static atomic_size_t abandoned_count;
@@ -53,8 +46,6 @@ static atomic_size_t abandoned_count;
 static atomic_size_t live_heaps;
 
 static _ak_dlist heap_free_list; /* heaps of exited threads (gnode), under _ak_heaps_mu */
-/* The cumulative counts of the heaps of exited threads. */
-static _Atomic uint64_t exited_blocks, exited_bytes;
 
 /* The countdown before the first sync: the profiler's "off" (INT64_MAX),
  * more bytes than a thread allocates (_ak_mtls). */
@@ -72,8 +63,8 @@ static uint64_t malloc_tick(uint64_t now);
  * (a child hung in segment_new on the segment cache's lock). The prepare
  * handler takes every lock of the malloc, in this order, which is also the
  * only order in which any two of them are ever nested:
- *   1. _ak_heaps_mu      heap registry and reused heaps (heap.c; alone)
- *   2. _ak_abandoned_mu  abandoned segments (heap.c; held while releasing
+ *   1. _ak_heaps_mu      heap registry (registry.c) and reused heaps (heap.c; alone)
+ *   2. _ak_abandoned_mu  abandoned segments (registry.c, heap.c; held while releasing
  *                        a segment: takes 3 and 6 inside)
  *   3. the spare segments' set lock (segment.c, common/reclaim.c; a leaf:
  *      its callbacks run with it dropped, or take no lock)
@@ -451,25 +442,6 @@ void _ak_heap_count(_ak_mheap *h, void *p, size_t n) {
   if (count_sync(h)) _ak_malloc_prof_sampled(p, n);
 }
 
-void _ak_heap_totals(uint64_t *blocks, uint64_t *bytes) {
-  uint64_t b = atomic_load_explicit(&exited_blocks, memory_order_relaxed);
-  uint64_t y = atomic_load_explicit(&exited_bytes, memory_order_relaxed);
-  pthread_mutex_lock(&_ak_heaps_mu);
-  for (_ak_dnode *x = _ak_heap_list.head; x; x = x->next) {
-    _ak_mheap *h = _ak_heap_at(x);
-    b += atomic_load_explicit(&h->blocks_allocated, memory_order_relaxed);
-    y += atomic_load_explicit(&h->bytes_allocated, memory_order_relaxed);
-  }
-  pthread_mutex_unlock(&_ak_heaps_mu);
-  _ak_mheap *mine = _ak_tl.heap;
-  if (mine) { /* the caller's own, not folded yet */
-    b += _ak_tl.allocs;
-    y += (uint64_t)(mine->left_base - _ak_tl.left);
-  }
-  *blocks = b;
-  *bytes = y;
-}
-
 /* The slow paths end where no lock of the library is held: a background
  * thread that memory put aside on the way asked for starts there. */
 void *_ak_malloc_slow(size_t n) {
@@ -580,10 +552,7 @@ static void heap_exit(void *arg) {
   if (!h) return;
   _ak_pages_collect(h, true);
   if (_ak_tl.heap == h) (void)count_sync(h); /* the thread's last counts */
-  atomic_fetch_add_explicit(&exited_blocks, atomic_load_explicit(&h->blocks_allocated, memory_order_relaxed),
-                            memory_order_relaxed);
-  atomic_fetch_add_explicit(&exited_bytes, atomic_load_explicit(&h->bytes_allocated, memory_order_relaxed),
-                            memory_order_relaxed);
+  _ak_heap_exited(h);
   _ak_tl.heap = NULL; /* a later malloc in this thread makes a new heap */
   _ak_tl.left = -1;   /* ... through the slow path */
   _ak_tl.allocs = 0;

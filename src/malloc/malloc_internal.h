@@ -12,8 +12,9 @@
  *   large.c       blocks with a mapping of their own, huge-aligned blocks
  *   segment.c     segments: the segment map, mapping and releasing,
  *                 the spare segments, purging free pages
- *   registry.c    the registry of segments, committed memory, live bytes
- *                 and their peaks
+ *   registry.c    the registries of segments and of heaps, the abandoned
+ *                 segments' list, the fast paths' TLS block, committed
+ *                 memory, live bytes and their peaks, cumulative counts
  *   size_class.c  size classes
  *   fatal.c       the message about a bad block (through _ak_fatal)
  *   stats.c       statistics, the printer
@@ -263,6 +264,33 @@ void _ak_peak_note_large(void);
 /** The peak of live bytes as of the last sample or note. */
 size_t _ak_peak_allocated(void);
 
+/* The thread's block of the fast paths (initial-exec TLS: one %fs access,
+ * no call; one base address for all three fields).
+ * Invariant: left >= 0 only while heap != NULL. The malloc fast path
+ * subtracts each size from `left` and takes the slow path when it goes
+ * below 0, which is how a thread without a heap (left -1) reaches the slow
+ * path and how the byte countdown of the sampling profiler ends; with
+ * profiling off `left` is set far beyond what a thread can allocate. */
+typedef struct _ak_mtls {
+  _ak_mheap *heap; /* the thread's heap; NULL before its first block and after its exit */
+  int64_t left;    /* bytes until the slow path must look (see above) */
+  uint64_t allocs; /* blocks the malloc fast path handed out (folded into the heap's count) */
+} _ak_mtls;
+extern __attribute__((tls_model("initial-exec"))) _Thread_local _ak_mtls _ak_tl;
+/** The live heaps (heap.c registers and retires them) and the abandoned
+ *  segments (heap.c abandons and adopts them), each under its mutex; the
+ *  statistics read their lengths. */
+extern pthread_mutex_t _ak_heaps_mu;
+extern _ak_dlist _ak_heap_list; /* live heaps (_ak_mheap.gnode), under _ak_heaps_mu */
+extern _ak_dlist _ak_abandoned; /* abandoned segments (_ak_segment.node), under _ak_abandoned_mu */
+extern pthread_mutex_t _ak_abandoned_mu;
+/** Folds the cumulative counts of `h`, whose thread exits, into those of
+ *  the exited heaps (once per exit, after the thread's last counts). */
+void _ak_heap_exited(const _ak_mheap *h);
+/** Blocks handed out and bytes asked for, ever, by every thread (the
+ *  running threads' counts as of their last slow path, the caller's now). */
+void _ak_heap_totals(uint64_t *blocks, uint64_t *bytes);
+
 /** Mask of `k` pages from page `at` (bit i: page i). */
 #define AK_ALL_PAGES UINT64_MAX
 static inline uint64_t _ak_run_bits(unsigned at, unsigned k) {
@@ -378,19 +406,6 @@ _Noreturn void _ak_malloc_fatal(const char *call, const void *p, const char *why
 /* ---- heap.c ---------------------------------------------------------------------- */
 _ak_mheap *_ak_heap_get(void);     /* the thread's heap, created on demand */
 void _ak_malloc_tables_init(void); /* size classes and options, once */
-/* The thread's block of the fast paths (initial-exec TLS: one %fs access,
- * no call; one base address for all three fields).
- * Invariant: left >= 0 only while heap != NULL. The malloc fast path
- * subtracts each size from `left` and takes the slow path when it goes
- * below 0, which is how a thread without a heap (left -1) reaches the slow
- * path and how the byte countdown of the sampling profiler ends; with
- * profiling off `left` is set far beyond what a thread can allocate. */
-typedef struct _ak_mtls {
-  _ak_mheap *heap; /* the thread's heap; NULL before its first block and after its exit */
-  int64_t left;    /* bytes until the slow path must look (see above) */
-  uint64_t allocs; /* blocks the malloc fast path handed out (folded into the heap's count) */
-} _ak_mtls;
-extern __attribute__((tls_model("initial-exec"))) _Thread_local _ak_mtls _ak_tl;
 /** The slow paths of ak_malloc (any size) and ak_free (any pointer). The
  *  malloc fast path has taken `n` off the countdown already when n <= 1024. */
 void *_ak_malloc_slow(size_t n);
@@ -407,9 +422,6 @@ void _ak_malloc_prof_moved(void *from, void *to, size_t n);
 /** The allocation slow path sampled `p` (`n` bytes, just allocated by the
  *  calling thread, no lock held): record and mark it. */
 void _ak_malloc_prof_sampled(void *p, size_t n);
-/** Blocks handed out and bytes asked for, ever, by every thread (the
- *  running threads' counts as of their last slow path, the caller's now). */
-void _ak_heap_totals(uint64_t *blocks, uint64_t *bytes);
 void _ak_free_slow(void *p, _ak_segment *seg);
 /** A solo block of `n` bytes for `h`: h's segments, then abandoned ones,
  *  then a fresh segment. NULL + errno. */
@@ -418,10 +430,6 @@ void *_ak_heap_solo_alloc(_ak_mheap *h, size_t n, bool zero);
  *  _ak_page_retire. */
 void _ak_heap_retire(_ak_mheap *h, _ak_page *pg);
 void _ak_heap_collect(_ak_mheap *h, bool force); /* h may be NULL: abandoned segments only */
-extern pthread_mutex_t _ak_heaps_mu;
-extern _ak_dlist _ak_heap_list; /* live heaps (_ak_mheap.gnode), under _ak_heaps_mu */
-extern _ak_dlist _ak_abandoned; /* abandoned segments (_ak_segment.node), under _ak_abandoned_mu */
-extern pthread_mutex_t _ak_abandoned_mu;
 
 /* ---- options.c ---------------------------------------------------------------------- */
 /** Reads the options from the environment, once (later calls return at

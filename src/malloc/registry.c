@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* registry.c - what the general heap keeps count of: the registry of every
- * segment (small segments and large mappings, under _ak_seg_mu), committed
- * memory and its peak, the large blocks, and the live bytes with their
- * peak (a walk of the registry). Every file that maps, releases or counts
- * memory calls down into it; it calls only the OS layer and common/. */
+/* registry.c - what the general heap keeps track and count of: the
+ * registry of every segment (small segments and large mappings, under
+ * _ak_seg_mu), committed memory and its peak, the large blocks, the live
+ * bytes with their peak (a walk of the registry); the registry of thread
+ * heaps and the list of abandoned segments (changed by heap.c under their
+ * locks), each thread's block of the fast paths (_ak_tl), and the blocks
+ * and bytes allocated ever. Every file that maps, releases or counts
+ * memory calls down into it, and the statistics read it; it calls only
+ * the OS layer and common/. */
 #define _GNU_SOURCE
 #include <stddef.h>
 
@@ -83,3 +87,42 @@ void _ak_peak_note_large(void) {
 }
 
 size_t _ak_peak_allocated(void) { return atomic_load(&peak_allocated); }
+
+/* ---- thread heaps ---------------------------------------------------------------- */
+
+/* Initial-exec TLS: no __tls_get_addr call (which may itself allocate). */
+__attribute__((tls_model("initial-exec"))) _Thread_local _ak_mtls _ak_tl = {NULL, -1, 0};
+
+pthread_mutex_t _ak_heaps_mu = PTHREAD_MUTEX_INITIALIZER;
+_ak_dlist _ak_heap_list;
+pthread_mutex_t _ak_abandoned_mu = PTHREAD_MUTEX_INITIALIZER;
+_ak_dlist _ak_abandoned;
+
+/* The cumulative counts of the heaps of exited threads. */
+static _Atomic uint64_t exited_blocks, exited_bytes;
+
+void _ak_heap_exited(const _ak_mheap *h) {
+  atomic_fetch_add_explicit(&exited_blocks, atomic_load_explicit(&h->blocks_allocated, memory_order_relaxed),
+                            memory_order_relaxed);
+  atomic_fetch_add_explicit(&exited_bytes, atomic_load_explicit(&h->bytes_allocated, memory_order_relaxed),
+                            memory_order_relaxed);
+}
+
+void _ak_heap_totals(uint64_t *blocks, uint64_t *bytes) {
+  uint64_t b = atomic_load_explicit(&exited_blocks, memory_order_relaxed);
+  uint64_t y = atomic_load_explicit(&exited_bytes, memory_order_relaxed);
+  pthread_mutex_lock(&_ak_heaps_mu);
+  for (_ak_dnode *x = _ak_heap_list.head; x; x = x->next) {
+    _ak_mheap *h = _ak_heap_at(x);
+    b += atomic_load_explicit(&h->blocks_allocated, memory_order_relaxed);
+    y += atomic_load_explicit(&h->bytes_allocated, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&_ak_heaps_mu);
+  _ak_mheap *mine = _ak_tl.heap;
+  if (mine) { /* the caller's own, not folded yet */
+    b += _ak_tl.allocs;
+    y += (uint64_t)(mine->left_base - _ak_tl.left);
+  }
+  *blocks = b;
+  *bytes = y;
+}

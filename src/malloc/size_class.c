@@ -8,13 +8,18 @@
  * to AK_SOLO_MIN (64 KiB) serve blocks: above that a block is a span of its
  * own (span.c). */
 #include "malloc/size_class.h"
+
+#include <pthread.h>
+
 #include "common/assert.h"
 
 uint32_t _ak_cls_size[AK_NCLS];
 uint8_t _ak_cls_span[AK_NCLS];
 uint8_t _ak_cls_small[129];
 
-void _ak_size_classes_init(void) {
+static pthread_once_t classes_once = PTHREAD_ONCE_INIT;
+
+static void classes_fill(void) {
   _ak_cls_size[0] = 8;
   for (unsigned c = 1; c <= 8; c++) _ak_cls_size[c] = 16 * c;
   for (unsigned b = 7; b < 19; b++)
@@ -30,3 +35,5 @@ void _ak_size_classes_init(void) {
     AK_ASSERT(s % 8 == 0 && (c == 0 || s > _ak_cls_size[c - 1]) && _ak_size_class(s) == c);
   }
 }
+
+void _ak_size_classes_init(void) { pthread_once(&classes_once, classes_fill); }

@@ -40,6 +40,8 @@ static inline unsigned _ak_size_class(size_t n) {
   return 9u + (b - 7u) * 8u + (unsigned)((n - 1 - ((size_t)1 << b)) >> (b - 3u));
 }
 
+/** Fills the tables above, once (later calls return at once; thread-safe,
+ *  no malloc). */
 void _ak_size_classes_init(void);
 
 #ifdef __cplusplus

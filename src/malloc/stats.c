@@ -46,7 +46,7 @@ static void *report_map(size_t size) { return _ak_os_alloc(size, 1); }
 
 void ak_malloc_stats_get(ak_malloc_stats *out) {
   if (!out) return;
-  _ak_malloc_tables_init();
+  _ak_size_classes_init(); /* the class sizes below */
   memset(out, 0, sizeof *out);
   out->version = AK_MALLOC_STATS_VERSION;
   out->nclasses = AK_NCLS;
