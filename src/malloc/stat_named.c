@@ -1,75 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /* stat_named.c - ak_malloc_stat, the general heap's statistics read one
- * by name, and the kernel's resident-set figures they share with the exit
- * report.
+ * by name.
  *
- * Each call takes a fresh snapshot: ak_malloc_stats_get (the registry
- * walk, mincore), one more walk for what the public struct does not hold
- * (live blocks of every kind, the pages of spans in use), the cumulative
- * counts (_ak_heap_totals), the large-block cache and /proc/self/status.
+ * Each call takes a fresh snapshot (stats.c): ak_malloc_stats_get (the
+ * registry walk, mincore) and _ak_stats_extra_get (one more walk for what
+ * the public struct does not hold, the cumulative counts, the caches,
+ * /proc/self/status).
  * The name is looked up first, so an unknown one costs no walk. Nothing
  * here allocates: the drop-in's mallinfo2 and malloc_info call it from
  * inside malloc's replacement. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include "malloc/malloc_internal.h"
 #include "malloc/stats_internal.h"
-#include "os/os_mem.h"
-
-/* "Name:   123 kB" in the text of /proc/self/status: the bytes, or 0. */
-static size_t status_kib(const char *text, const char *name) {
-  const char *at = strstr(text, name);
-  if (!at) return 0;
-  return (size_t)strtoull(at + strlen(name), NULL, 10) * 1024;
-}
-
-void _ak_process_rss(size_t *rss, size_t *peak_rss) {
-  *rss = 0;
-  *peak_rss = 0;
-  char text[4096];
-  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n > 0) {
-      text[n] = '\0';
-      *rss = status_kib(text, "\nVmRSS:");
-      *peak_rss = status_kib(text, "\nVmHWM:");
-    }
-  }
-  struct rusage ru;
-  if (!*peak_rss && getrusage(RUSAGE_SELF, &ru) == 0) *peak_rss = (size_t)ru.ru_maxrss * 1024; /* KiB */
-  if (*peak_rss < *rss) *peak_rss = *rss; /* the two reads are not one instant */
-}
-
-/* What the public struct does not hold: live blocks of every kind (solo
- * spans included) and the bytes of the spans in use, small segments only. */
-static void walk_spans(uint64_t *live, uint64_t *span_bytes) {
-  uint64_t n = 0, bytes = 0;
-  pthread_mutex_lock(&_ak_seg_mu);
-  for (_ak_dnode *d = _ak_seg_list.head; d; d = d->next) {
-    _ak_segment *s = _ak_seg_gat(d);
-    if (s->kind != AK_SEG_SMALL) continue;
-    for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
-      _ak_page *pg = &s->pages[i];
-      /* Owners change these without our lock: relaxed atomic reads. */
-      if (__atomic_load_n(&pg->head_off, __ATOMIC_RELAXED) ||
-          !__atomic_load_n(&pg->block_size, __ATOMIC_RELAXED))
-        continue;
-      n += _ak_used(pg);
-      bytes += (uint64_t)__atomic_load_n(&pg->span, __ATOMIC_RELAXED) * AK_PAGE_SIZE;
-    }
-  }
-  pthread_mutex_unlock(&_ak_seg_mu);
-  *live = n;
-  *span_bytes = bytes;
-}
 
 enum {
   ST_ALLOCATED,
@@ -121,20 +66,6 @@ static const char *const stat_names[ST_COUNT_] = {
     [ST_RSS] = "process.rss",
     [ST_PEAK_RSS] = "process.peak_rss",
 };
-
-void _ak_stats_extra_get(const ak_malloc_stats *s, _ak_stats_extra *x) {
-  uint64_t live_small, span_bytes;
-  walk_spans(&live_small, &span_bytes);
-  _ak_heap_totals(&x->allocations, &x->bytes_allocated);
-  _ak_large_cache_bytes(&x->cached, &x->cached_committed);
-  _ak_segment_spare_bytes(&x->spare, &x->spare_committed);
-  _ak_process_rss(&x->rss, &x->peak_rss);
-  x->live_blocks = live_small + s->large_blocks;
-  /* other threads' counts lag (as of their last slow path): never below 0 */
-  x->frees = x->allocations > x->live_blocks ? x->allocations - x->live_blocks : 0;
-  x->active = span_bytes + s->large_bytes;
-  x->mapped = (uint64_t)s->segments * AK_SEG_SIZE + x->spare + s->large_bytes + x->cached;
-}
 
 /* Every figure of the table above, in `v`. */
 static void snapshot(uint64_t v[ST_COUNT_]) {

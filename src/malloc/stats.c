@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* stats.c - the general heap's statistics (the options are options.c's).
  *
- * Statistics: ak_malloc_stats_get fills the public struct; one formatter
+ * Statistics: ak_malloc_stats_get fills the public struct (registry.c's
+ * walk and counts); _ak_stats_extra_get adds what it does not hold (live
+ * blocks of every kind, the spans' pages, the cumulative counts, the
+ * caches, the kernel's resident-set figures), for the report and
+ * ak_malloc_stat (stat_named.c) alike. One formatter
  * writes it in human units (or as JSON) into a buffer, which
  * ak_malloc_stats_print hands to a stdio stream and the AK_SHOW_STATS exit
  * report writes with write(2) (stdio may be closed or torn down at exit).
@@ -67,6 +71,73 @@ void ak_malloc_stats_get(ak_malloc_stats *out) {
   pthread_mutex_unlock(&_ak_abandoned_mu);
 }
 
+/* "Name:   123 kB" in the text of /proc/self/status: the bytes, or 0. */
+static size_t status_kib(const char *text, const char *name) {
+  const char *at = strstr(text, name);
+  if (!at) return 0;
+  return (size_t)strtoull(at + strlen(name), NULL, 10) * 1024;
+}
+
+/* The kernel's view of this process: resident set now (VmRSS) and its
+ * high-water mark (VmHWM) from /proc/self/status, with getrusage's
+ * ru_maxrss when that file cannot be read; the peak is never below the
+ * current figure. 0 for what the system does not give. Allocates nothing. */
+static void process_rss(size_t *rss, size_t *peak_rss) {
+  *rss = 0;
+  *peak_rss = 0;
+  char text[4096];
+  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n > 0) {
+      text[n] = '\0';
+      *rss = status_kib(text, "\nVmRSS:");
+      *peak_rss = status_kib(text, "\nVmHWM:");
+    }
+  }
+  struct rusage ru;
+  if (!*peak_rss && getrusage(RUSAGE_SELF, &ru) == 0) *peak_rss = (size_t)ru.ru_maxrss * 1024; /* KiB */
+  if (*peak_rss < *rss) *peak_rss = *rss; /* the two reads are not one instant */
+}
+
+/* What the public struct does not hold: live blocks of every kind (solo
+ * spans included) and the bytes of the spans in use, small segments only. */
+static void walk_spans(uint64_t *live, uint64_t *span_bytes) {
+  uint64_t n = 0, bytes = 0;
+  pthread_mutex_lock(&_ak_seg_mu);
+  for (_ak_dnode *d = _ak_seg_list.head; d; d = d->next) {
+    _ak_segment *s = _ak_seg_gat(d);
+    if (s->kind != AK_SEG_SMALL) continue;
+    for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
+      _ak_page *pg = &s->pages[i];
+      /* Owners change these without our lock: relaxed atomic reads. */
+      if (__atomic_load_n(&pg->head_off, __ATOMIC_RELAXED) ||
+          !__atomic_load_n(&pg->block_size, __ATOMIC_RELAXED))
+        continue;
+      n += _ak_used(pg);
+      bytes += (uint64_t)__atomic_load_n(&pg->span, __ATOMIC_RELAXED) * AK_PAGE_SIZE;
+    }
+  }
+  pthread_mutex_unlock(&_ak_seg_mu);
+  *live = n;
+  *span_bytes = bytes;
+}
+
+void _ak_stats_extra_get(const ak_malloc_stats *s, _ak_stats_extra *x) {
+  uint64_t live_small, span_bytes;
+  walk_spans(&live_small, &span_bytes);
+  _ak_heap_totals(&x->allocations, &x->bytes_allocated);
+  _ak_large_cache_bytes(&x->cached, &x->cached_committed);
+  _ak_segment_spare_bytes(&x->spare, &x->spare_committed);
+  process_rss(&x->rss, &x->peak_rss);
+  x->live_blocks = live_small + s->large_blocks;
+  /* other threads' counts lag (as of their last slow path): never below 0 */
+  x->frees = x->allocations > x->live_blocks ? x->allocations - x->live_blocks : 0;
+  x->active = span_bytes + s->large_bytes;
+  x->mapped = (uint64_t)s->segments * AK_SEG_SIZE + x->spare + s->large_bytes + x->cached;
+}
+
 /* ---- the report ----------------------------------------------------------------- */
 
 /* Appends to a fixed buffer; text past its end is cut (len stays <= cap-1). */
@@ -85,7 +156,7 @@ AK_PRINTF(2, 3) static void put(report *r, const char *fmt, ...) {
 }
 
 /* The kernel's view of this process: resident set now and at its peak
- * (VmRSS, VmHWM: _ak_process_rss), minor and major faults (getrusage). */
+ * (VmRSS, VmHWM: process_rss), minor and major faults (getrusage). */
 typedef struct process_mem {
   size_t rss, peak_rss;
   long minor_faults, major_faults;

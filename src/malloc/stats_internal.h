@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* stats_internal.h - what the general heap's statistics read beside the
- * public struct: the large-block cache's bytes and the kernel's figures
- * for this process (internal). */
+ * public struct: the caches' bytes (large.c, segment.c), and the figures
+ * beyond the struct that stats.c gathers for the report and
+ * ak_malloc_stat (internal). */
 #ifndef AK_MALLOC_STATS_INTERNAL_H
 #define AK_MALLOC_STATS_INTERNAL_H
 
@@ -19,12 +20,6 @@ void _ak_large_cache_bytes(size_t *mapped, size_t *dirty);
  *  spares: *mapped) and the part of them still committed. Thread-safe. */
 void _ak_segment_spare_bytes(size_t *mapped, size_t *committed);
 
-/** The kernel's view of this process: resident set now (VmRSS) and its
- *  high-water mark (VmHWM) from /proc/self/status, with getrusage's
- *  ru_maxrss when that file cannot be read; the peak is never below the
- *  current figure. 0 for what the system does not give. Allocates nothing. */
-void _ak_process_rss(size_t *rss, size_t *peak_rss);
-
 /** What the statistics add to the public struct (ak_malloc_stat's names). */
 typedef struct _ak_stats_extra {
   uint64_t allocations;            /* blocks handed out, ever */
@@ -35,7 +30,7 @@ typedef struct _ak_stats_extra {
   uint64_t mapped;                 /* segments, spare segments, large blocks, cached mappings */
   size_t spare, spare_committed;   /* empty segments kept for reuse */
   size_t cached, cached_committed; /* freed large mappings kept for reuse */
-  size_t rss, peak_rss;            /* _ak_process_rss */
+  size_t rss, peak_rss;            /* the kernel's VmRSS, VmHWM (stats.c) */
 } _ak_stats_extra;
 
 /** Fills `x` for the snapshot `s` (ak_malloc_stats_get's): one more walk of
