@@ -18,7 +18,7 @@
  *                another mode only through the mode table.
  *   pool.c       the API: options, create, destroy, dispatch to p->mode
  * No include or call cycle between files, slab/ includes no mode, no file
- * of modes/ includes another (tests/check_pool_layout.sh). */
+ * of modes/ includes another (tests/check_layout.sh). */
 #ifndef AK_POOL_POOL_H
 #define AK_POOL_POOL_H
 
