@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /* malloc_internal.h - the general heap's types and shared functions
  * (internal), grouped by the file that defines them. Files by role, each
- * calling only the ones listed after it (size_class.c, fatal.c, stats.c and options.c aside):
+ * calling only the ones listed after it, so that no two call each other
+ * (tests/check_layout.sh, run by tests/layers, checks it on the objects):
+ *   free_sized.c  sized frees (checks, then ak_free)
  *   alloc.c       the public entry points and their fast paths
  *   heap.c        thread heaps: creation, the slow paths' decisions
  *                 (refill, ownership of a free), thread exit (abandoning
  *                 segments), adoption, collection, the purge tick, fork
+ *   stat_named.c  ak_malloc_stat: a statistic by name
+ *   stats.c       the statistics' snapshot, the printer, the exit report
+ *   prof.c        the heap profiler's marks on blocks
  *   page.c        a heap's pages and their blocks: block checks, local and
  *                 remote frees, class queues, carving, retiring a page
  *   span.c        spans of pages in a segment: class spans, solo spans
@@ -15,10 +20,9 @@
  *   registry.c    the registries of segments and of heaps, the abandoned
  *                 segments' list, the fast paths' TLS block, committed
  *                 memory, live bytes and their peaks, cumulative counts
- *   size_class.c  size classes
- *   fatal.c       the message about a bad block (through _ak_fatal)
- *   stats.c       statistics, the printer
  *   options.c     the run-time options (AK_* environment, ak_option_*)
+ *   fatal.c       the message about a bad block (through _ak_fatal)
+ *   size_class.c  size classes
  * A free that leaves the fast path goes down that list once: the block
  * (page.c checks it), its page (page.c), the page's span (span.c), the
  * span's segment (segment.c); heap.c decides ownership (a remote push, or
