@@ -57,8 +57,8 @@ using akb::fmt;
 
 // Column order of the tables (those that ran).
 inline const std::vector<std::string> &column_order() {
-  static const std::vector<std::string> c = {"arenakit", "arenakit+prof", "glibc",   "simple",
-                                             "jemalloc", "tcmalloc",      "mimalloc"};
+  static const std::vector<std::string> c = {"arenakit", "arenakit+prof", "arenakit-base", "glibc",
+                                             "simple",   "jemalloc",      "tcmalloc",      "mimalloc"};
   return c;
 }
 
@@ -111,6 +111,9 @@ inline std::string self_label() {
 // libarenakit-malloc.so, so a hardened ak_bench measures the hardened one).
 // `with_prof`: also "arenakit+prof", the drop-in with the heap profiler
 // started at default sampling (start_profiler_if_asked, in the child).
+// AK_BENCH_BASELINE=PATH (a libarenakit-malloc.so built from another
+// revision, scripts/bench_baseline.sh): also "arenakit-base", that library
+// preloaded, for a same-run comparison of two builds of the drop-in.
 inline std::vector<Column> child_columns(bool arenakit_only = false, bool with_prof = false) {
   std::vector<Column> cols = {{self_label(), ""}};
   const char *pre = std::getenv("LD_PRELOAD");
@@ -128,6 +131,14 @@ inline std::vector<Column> child_columns(bool arenakit_only = false, bool with_p
       if (with_prof) cols.insert(cols.begin() + 1, Column{"arenakit+prof", AKB_ARENAKIT_MALLOC});
     } else
       std::fprintf(stderr, "ak_bench: no arenakit column: %s not built\n", AKB_ARENAKIT_MALLOC);
+    const char *base = std::getenv("AK_BENCH_BASELINE");
+    if (base && *base) {
+      if (access(base, R_OK) == 0)
+        cols.push_back(Column{"arenakit-base", base});
+      else
+        std::fprintf(stderr, "ak_bench: no arenakit-base column: AK_BENCH_BASELINE=%s: %s\n", base,
+                     std::strerror(errno));
+    }
     if (*AKB_SIMPLE_MALLOC && access(AKB_SIMPLE_MALLOC, R_OK) == 0)
       cols.push_back(Column{"simple", AKB_SIMPLE_MALLOC});
     else

@@ -53,6 +53,7 @@ ALLOC_COLORS = {
     "tcmalloc": COLORS[4],
     "mimalloc": COLORS[5],
     "arenakit+prof": "#8fb3e0",  # the drop-in with the heap profiler on
+    "arenakit-base": "#2b4a73",  # the drop-in of a baseline build (AK_BENCH_BASELINE)
     "ak_arena": "#3a2d8c",
     "ak_arena + buffer": "#a99be0",
     "ak_pool": "#1f2f6b",

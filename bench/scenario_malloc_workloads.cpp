@@ -178,11 +178,12 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
   auto time_of = [&](const std::string &c, const std::string &wl) {
     return akmw::median(d, c, wl + ".time");
   };
-  auto geomean = [&](const std::string &c) {
+  auto geomean_of = [&](const std::string &c, const std::string &metric) {
     double s = 0;
-    for (const char *wl : workload_names()) s += std::log(time_of(c, wl));
+    for (const char *wl : workload_names()) s += std::log(akmw::median(d, c, std::string(wl) + "." + metric));
     return std::exp(s / static_cast<double>(workload_names().size()));
   };
+  auto geomean = [&](const std::string &c) { return geomean_of(c, "time"); };
   for (const auto &c : cols)
     for (const char *wl : workload_names()) {
       std::string w = wl;
@@ -298,6 +299,23 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
                                             " s; at most 1.10x",
                                         on / off, 1.10));
     }
+  }
+  if (std::find(cols.begin(), cols.end(), "arenakit-base") != cols.end()) {
+    // Two builds of the drop-in, same run (AK_BENCH_BASELINE): the time's
+    // geometric mean within 2 % either way, and the peak RSS's not higher.
+    double gb = geomean("arenakit-base");
+    rep.checks.push_back(akb::at_most("this build against the baseline build, geometric mean time: arenakit " +
+                                          akmw::fmt("%.3f", ga) + " s / arenakit-base " + akmw::fmt("%.3f", gb) +
+                                          " s; at most 1.02x",
+                                      ga / gb, 1.02));
+    rep.checks.push_back(akb::at_most("the baseline build against this build, geometric mean time: "
+                                      "arenakit-base / arenakit; at most 1.02x (the two within 2 %)",
+                                      gb / ga, 1.02));
+    double ra = geomean_of("arenakit", "peak_rss"), rb = geomean_of("arenakit-base", "peak_rss");
+    rep.checks.push_back(akb::at_most("this build against the baseline build, geometric mean peak RSS: " +
+                                          akmw::fmt("%.1f", ra / 1048576.0) + " MiB / " +
+                                          akmw::fmt("%.1f", rb / 1048576.0) + " MiB; at most 1.0x",
+                                      ra / rb, 1.0));
   }
   rep.checks.push_back(akb::all_ok(
       "workloads with intact blocks and no crash (" + std::to_string(problems.size()) + " problems): all",
