@@ -10,9 +10,8 @@
  * on `pending` (O(1), no walk; the inline paths free into it from then
  * on), and the pending slabs are placed by fullness in one batch when
  * `avail` runs dry; an empty slab goes to the spare set unless it is the
- * last one with free slots. Invariant (no slab
- * checked out): live == the sum of `used` over `avail`, `pending` and
- * `full`. */
+ * last one with free slots. Invariant (no slab checked out): live == the
+ * sum of `used` over `avail`, `pending` and `full`. */
 #ifndef AK_POOL_SERIAL_H
 #define AK_POOL_SERIAL_H
 
