@@ -249,43 +249,84 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
     rep.details_md = "## Failures\n\n" + det;
   }
 
-  double ga = geomean("arenakit"), gm = geomean("mimalloc");
-  rep.checks.push_back(akb::speedup("geometric mean time over the " +
-                                        std::to_string(workload_names().size()) + " workloads: mimalloc " +
-                                        akmw::fmt("%.3f", gm) + " s / arenakit " + akmw::fmt("%.3f", ga) +
-                                        " s (arenakit at most 1.0x mimalloc)",
-                                    ga, gm, kMinSpeedVsMimalloc));
-  for (const char *wl : workload_names()) {
-    double a = akmw::median(d, "arenakit", std::string(wl) + ".peak_rss") / 1048576.0;
-    double m = akmw::median(d, "mimalloc", std::string(wl) + ".peak_rss") / 1048576.0;
-    rep.checks.push_back(akb::at_most(std::string("peak RSS, ") + wl + ": arenakit " + akmw::fmt("%.1f", a) +
-                                          " MiB = " + akmw::fmt("%.2f", a / m) + "x mimalloc's " +
-                                          akmw::fmt("%.1f", m) + " MiB; 1.2 x mimalloc / arenakit",
-                                      a / m, kMaxRssVsMimalloc));
+  // A check is made only where its columns were measured (a run with
+  // --allocators glibc, say, has no mimalloc column to judge against).
+  auto measured = [&](const std::string &c) { return std::find(cols.begin(), cols.end(), c) != cols.end(); };
+  double ga = geomean("arenakit");
+  if (measured("mimalloc")) {
+    double gm = geomean("mimalloc");
+    rep.checks.push_back(akb::speedup("geometric mean time over the " +
+                                          std::to_string(workload_names().size()) + " workloads: mimalloc " +
+                                          akmw::fmt("%.3f", gm) + " s / arenakit " + akmw::fmt("%.3f", ga) +
+                                          " s (arenakit at most 1.0x mimalloc)",
+                                      ga, gm, kMinSpeedVsMimalloc));
+    for (const char *wl : workload_names()) {
+      double a = akmw::median(d, "arenakit", std::string(wl) + ".peak_rss") / 1048576.0;
+      double m = akmw::median(d, "mimalloc", std::string(wl) + ".peak_rss") / 1048576.0;
+      rep.checks.push_back(akb::at_most(std::string("peak RSS, ") + wl + ": arenakit " +
+                                            akmw::fmt("%.1f", a) + " MiB = " + akmw::fmt("%.2f", a / m) +
+                                            "x mimalloc's " + akmw::fmt("%.1f", m) +
+                                            " MiB; 1.2 x mimalloc / arenakit",
+                                        a / m, kMaxRssVsMimalloc));
+    }
+    for (const char *wl : workload_names()) {
+      double a = akmw::median(d, "arenakit", std::string(wl) + ".minflt");
+      double m = akmw::median(d, "mimalloc", std::string(wl) + ".minflt");
+      rep.checks.push_back(akb::speedup(std::string("minor faults, ") + wl + ": arenakit " +
+                                            akmw::fmt("%.0f", a) + ", mimalloc " + akmw::fmt("%.0f", m) +
+                                            "; mimalloc / arenakit (at most mimalloc's)",
+                                        std::max(a, 1.0), m, 1.0));
+    }
+    {
+      double a = time_of("arenakit", "small"), m = time_of("mimalloc", "small");
+      rep.checks.push_back(akb::speedup("single-thread small-object churn (small): mimalloc " +
+                                            akmw::fmt("%.3f", m) + " s / arenakit " + akmw::fmt("%.3f", a) +
+                                            " s (arenakit at most mimalloc's time)",
+                                        a, m, 1.0));
+    }
+    // mimalloc's stress test: 2 threads a round at most mimalloc's time;
+    // 4 and 8 (oversubscribed on 2 cores) at most 1.2x.
+    for (const auto &[wl, bound] :
+         {std::pair<const char *, double>{"mstress", 1.0}, {"mstress4", 1.2}, {"mstress8", 1.2}}) {
+      double a = time_of("arenakit", wl), m = time_of("mimalloc", wl);
+      rep.checks.push_back(akb::at_most(std::string("stress-test shape ") + wl + ": arenakit " +
+                                            akmw::fmt("%.3f", a) + " s / mimalloc " + akmw::fmt("%.3f", m) +
+                                            " s; at most " + akmw::fmt("%.1f", bound) + "x",
+                                        a / m, bound));
+    }
   }
-  for (const char *wl : workload_names()) {
-    double a = akmw::median(d, "arenakit", std::string(wl) + ".minflt");
-    double m = akmw::median(d, "mimalloc", std::string(wl) + ".minflt");
-    rep.checks.push_back(akb::speedup(std::string("minor faults, ") + wl + ": arenakit " +
-                                          akmw::fmt("%.0f", a) + ", mimalloc " + akmw::fmt("%.0f", m) +
-                                          "; mimalloc / arenakit (at most mimalloc's)",
-                                      std::max(a, 1.0), m, 1.0));
+  if (measured("glibc")) {
+    for (const char *wl : {"churn", "churn8"}) {
+      double a = time_of("arenakit", wl), gl = time_of("glibc", wl);
+      rep.checks.push_back(akb::speedup(std::string("thread churn ") + wl + ": glibc " +
+                                            akmw::fmt("%.3f", gl) + " s / arenakit " + akmw::fmt("%.3f", a) +
+                                            " s (arenakit at most glibc's time)",
+                                        a, gl, 1.0));
+    }
+    // The larson shape: page faults and peak RSS at most 1.5x glibc's.
+    for (const char *metric : {"minflt", "peak_rss"}) {
+      double a = akmw::median(d, "arenakit", std::string("larson.") + metric);
+      double gl = akmw::median(d, "glibc", std::string("larson.") + metric);
+      rep.checks.push_back(akb::at_most(std::string("larson, ") +
+                                            (std::string(metric) == "minflt" ? "minor faults" : "peak RSS") +
+                                            ": arenakit / glibc; at most 1.5x",
+                                        a / gl, 1.5));
+    }
   }
-  for (const char *wl : {"churn", "churn8"}) {
-    double a = time_of("arenakit", wl), gl = time_of("glibc", wl);
-    rep.checks.push_back(akb::speedup(std::string("thread churn ") + wl + ": glibc " + akmw::fmt("%.3f", gl) +
-                                          " s / arenakit " + akmw::fmt("%.3f", a) +
-                                          " s (arenakit at most glibc's time)",
-                                      a, gl, 1.0));
+  if (measured("tcmalloc")) {
+    // The large-block loop: time at most tcmalloc's, faults at most 1.2x.
+    double a = time_of("arenakit", "bigloop"), t = time_of("tcmalloc", "bigloop");
+    rep.checks.push_back(akb::at_most("large-block loop (bigloop): arenakit " + akmw::fmt("%.3f", a) +
+                                          " s / tcmalloc " + akmw::fmt("%.3f", t) + " s; at most 1.0x",
+                                      a / t, 1.0));
+    double fa = akmw::median(d, "arenakit", "bigloop.minflt"),
+           ft = akmw::median(d, "tcmalloc", "bigloop.minflt");
+    rep.checks.push_back(akb::at_most("large-block loop (bigloop), minor faults: arenakit " +
+                                          akmw::fmt("%.0f", fa) + " / tcmalloc " + akmw::fmt("%.0f", ft) +
+                                          "; at most 1.2x",
+                                      fa / ft, 1.2));
   }
-  {
-    double a = time_of("arenakit", "small"), m = time_of("mimalloc", "small");
-    rep.checks.push_back(akb::speedup("single-thread small-object churn (small): mimalloc " +
-                                          akmw::fmt("%.3f", m) + " s / arenakit " + akmw::fmt("%.3f", a) +
-                                          " s (arenakit at most mimalloc's time)",
-                                      a, m, 1.0));
-  }
-  if (std::find(cols.begin(), cols.end(), "arenakit+prof") != cols.end()) {
+  if (measured("arenakit+prof")) {
     // The heap profiler's cost at default sampling: same run, same workloads.
     double gp = geomean("arenakit+prof");
     rep.checks.push_back(akb::at_most("heap profiler on, geometric mean: arenakit+prof " +
@@ -300,18 +341,17 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
                                         on / off, 1.10));
     }
   }
-  if (std::find(cols.begin(), cols.end(), "arenakit-base") != cols.end()) {
-    // Two builds of the drop-in, same run (AK_BENCH_BASELINE): the time's
-    // geometric mean within 2 % either way, and the peak RSS's not higher.
+  if (measured("arenakit-base")) {
+    // Two builds of the drop-in, same run (AK_BENCH_BASELINE): this build's
+    // geometric mean time not above the baseline's by more than 2 % (the
+    // label gives the ratio, for a change that must cost nothing: within
+    // 2 % either way), and its peak RSS geometric mean not higher.
     double gb = geomean("arenakit-base");
-    rep.checks.push_back(akb::at_most(
-        "this build against the baseline build, geometric mean time: arenakit " + akmw::fmt("%.3f", ga) +
-            " s / arenakit-base " + akmw::fmt("%.3f", gb) + " s; at most 1.02x",
-        ga / gb, 1.02));
     rep.checks.push_back(
-        akb::at_most("the baseline build against this build, geometric mean time: "
-                     "arenakit-base / arenakit; at most 1.02x (the two within 2 %)",
-                     gb / ga, 1.02));
+        akb::at_most("this build against the baseline build, geometric mean time: arenakit " +
+                         akmw::fmt("%.3f", ga) + " s / arenakit-base " + akmw::fmt("%.3f", gb) +
+                         " s = " + akmw::fmt("%.3f", ga / gb) + "x; at most 1.02x",
+                     ga / gb, 1.02));
     double ra = geomean_of("arenakit", "peak_rss"), rb = geomean_of("arenakit-base", "peak_rss");
     rep.checks.push_back(akb::at_most("this build against the baseline build, geometric mean peak RSS: " +
                                           akmw::fmt("%.1f", ra / 1048576.0) + " MiB / " +
