@@ -315,7 +315,7 @@ def summary_plot(plt, src, dst):
     for ax, rel, title in panels:
         ys = list(range(len(allocs)))[::-1]
         vals = [rel[a] for a in allocs]
-        colors = ["#c44e52" if a == "arenakit" else "#8c8c8c" if a == "glibc" else "#4c72b0" for a in allocs]
+        colors = column_colors(allocs)  # each allocator's colour, as in every other plot
         bars = ax.barh(ys, vals, color=colors, height=0.6)
         for b, v in zip(bars, vals):
             ax.annotate("%.2fx" % v, (v, b.get_y() + b.get_height() / 2), xytext=(3, 0),

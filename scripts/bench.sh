@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # The benchmark command (docs/benchmarks.md).
 #
-#   scripts/bench.sh                 every scenario, full run (about 35 minutes
+#   scripts/bench.sh                 every scenario, full run (about 65 minutes
 #                                    on 2 quiet cores): rewrites results/ (tables,
 #                                    CSVs, plots; commit them) and the generated
 #                                    tables of docs/benchmarks.md
@@ -110,7 +110,7 @@ else
   echo "bench.sh: full run of ${names[*]}: writes tables, CSVs and plots to $out_dir/"
   [ "$out_dir" = "$root/results" ] &&
     echo "bench.sh: and refreshes the generated tables of docs/benchmarks.md (between the bench-table markers)."
-  [ "${names[*]}" = all ] && echo "bench.sh: every scenario: about 35 minutes on 2 quiet cores."
+  [ "${names[*]}" = all ] && echo "bench.sh: every scenario: about 65 minutes on 2 quiet cores."
   echo "bench.sh: commit what it rewrote afterwards."
 fi
 "$root/scripts/deps.sh" bench || echo "bench.sh: scripts/deps.sh bench failed; running with what is installed" >&2
