@@ -383,3 +383,56 @@ TEST_F(MallocPurgeDelays, ExitedThreadsFreePagesWaitTheDoubledDelayAfterARefault
 }
 
 }  // namespace
+
+namespace {
+
+// Resident 4 KiB pages of [p, p + n) (mapped); -1 if mincore fails.
+long resident_bytes_pages(const void *p, size_t n) {
+  uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095};
+  size_t len = reinterpret_cast<uintptr_t>(p) + n - a;
+  std::vector<unsigned char> vec((len + 4095) / 4096);
+  if (mincore(reinterpret_cast<void *>(a), len, vec.data()) != 0) return -1;
+  long r = 0;
+  for (unsigned char v : vec) r += v & 1;
+  return r;
+}
+
+}  // namespace
+
+// A freed large block's mapping that the budget no longer covers (the
+// large bytes in use grew to the recent peak: here a realloc that grows
+// another block in place) keeps its pages for the page delay in force, as
+// every free page of the malloc does, and gives them back after it; taken
+// again soon after, it doubles that delay. Threads that free and take
+// large blocks at once moved the budget under mappings freed a moment
+// before, and faulted them in again.
+TEST_F(MallocPurgeDelays, ALargeMappingPastTheBudgetWaitsThePageDelay) {
+  ak_collect(true);   // an empty cache
+  g_fake_ms += 2000;  // past the window (1 s) of any earlier refault, and earlier peaks
+  const size_t n = size_t{6} << 20;
+  auto *a = static_cast<char *>(ak_malloc(n));
+  auto *b = static_cast<char *>(ak_malloc(n));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  std::memset(a, 1, n);
+  std::memset(b, 2, n);
+  const long all = resident_bytes_pages(b, n);
+  ak_free(b);                                            // cached: the peak (both blocks) covers it
+  auto *a2 = static_cast<char *>(ak_realloc(a, 2 * n));  // b's mapping does not hold it: mremap
+  ASSERT_NE(a2, nullptr);
+  g_fake_ms += 5;  // within the page delay (20 ms)
+  ak_collect(false);
+  long kept = resident_bytes_pages(b, n);
+  g_fake_ms += 30;  // past it
+  ak_collect(false);
+  long gone = resident_bytes_pages(b, n);
+  auto *c = static_cast<char *>(ak_malloc(n));  // taken again 15 ms after its decommit
+  long delay = _ak_reclaim_page_delay(g_fake_ms);
+  EXPECT_EQ(c, b) << "the cached mapping is reused";
+  EXPECT_GT(all, 1400);
+  EXPECT_EQ(kept, all) << "decommitted within the page delay";
+  EXPECT_LT(gone, 16) << "kept past the page delay";
+  EXPECT_EQ(delay, 40) << "a decommitted mapping taken again soon after doubles the page delay";
+  ak_free(c);
+  ak_free(a2);
+}

@@ -38,7 +38,13 @@
  *             into one (mremap onto it: no copy, the cached pages past them
  *             stay);
  *   decommit  the oldest committed mappings past the budget give their
- *             pages back (madvise), keeping their range and header page;
+ *             pages back (madvise), keeping their range and header page,
+ *             once they were freed longer ago than the page delay in force
+ *             (_ak_reclaim_page_delay), as every other free page of the
+ *             malloc: threads that free and take large blocks at once
+ *             move the budget under a mapping freed a moment ago, and one
+ *             taken again after it was decommitted doubles that delay
+ *             (_ak_reclaim_page_refault, up to 80 ms);
  *   unmap     a mapping cached past the policy's release delay
  *             (_ak_reclaim_due: reuse has stopped), the oldest first when
  *             the cache would pass AK_LCACHE_SLOTS mappings or
@@ -59,9 +65,10 @@
 #define AK_LCACHE_LOOSE 8    /* a mapping this many times a request keeps only the request's pages */
 typedef struct lcache_entry {
   _ak_segment *seg;
-  size_t size;       /* bytes mapped */
-  uint64_t freed_ms; /* when it was freed */
-  bool decommitted;  /* pages past the header given back */
+  size_t size;        /* bytes mapped */
+  uint64_t freed_ms;  /* when it was freed */
+  uint64_t purged_ms; /* when it was decommitted (0: it was not) */
+  bool decommitted;   /* pages past the header given back */
 } lcache_entry;
 static pthread_mutex_t lcache_mu = PTHREAD_MUTEX_INITIALIZER;
 static lcache_entry lcache[AK_LCACHE_SLOTS];
@@ -106,13 +113,14 @@ static void lcache_unmap(const lcache_entry *e) {
   _ak_os_free(e->seg, e->size);
 }
 
-/* Gives entry i's pages back, keeping its range (under lcache_mu). */
-static void lcache_decommit(int i) {
+/* Gives entry i's pages back at `now`, keeping its range (under lcache_mu). */
+static void lcache_decommit(int i, uint64_t now) {
   lcache_entry *e = &lcache[i];
   AK_ASSERT(!e->decommitted && lcache_dirty >= e->size);
   (void)_ak_os_decommit((char *)e->seg + AK_LARGE_HDR, e->size - AK_LARGE_HDR);
   _ak_committed_sub(e->size - AK_LARGE_HDR);
   e->decommitted = true;
+  e->purged_ms = now;
   lcache_dirty -= e->size;
 }
 
@@ -151,7 +159,12 @@ static int lcache_trim_locked(bool force, uint64_t now, lcache_entry *out) {
     i++;
   }
   size_t budget = lcache_budget(atomic_load_explicit(&_ak_large_bytes, memory_order_relaxed));
-  for (int old; lcache_dirty > budget && (old = lcache_oldest_dirty()) >= 0;) lcache_decommit(old);
+  long grace = _ak_reclaim_page_delay(now);
+  for (int old; lcache_dirty > budget && (old = lcache_oldest_dirty()) >= 0;) {
+    /* The oldest is the first to go: none is due once it is not. */
+    if (_ak_reclaim_since(now, lcache[old].freed_ms) < (uint64_t)grace) break;
+    lcache_decommit(old, now);
+  }
   lcache_check();
   return nout;
 }
@@ -196,12 +209,15 @@ static _ak_segment *lcache_take(size_t need, bool grow, size_t *size, bool *dirt
       best = i;
   }
   if (best < 0 && grow) best = largest;
-  lcache_entry e = {NULL, 0, 0, false};
+  lcache_entry e = {NULL, 0, 0, 0, false};
   if (best >= 0) e = lcache_remove(best);
   lcache_check();
   pthread_mutex_unlock(&lcache_mu);
   if (!e.seg) return NULL;
-  if (e.decommitted) _ak_committed_add(e.size - AK_LARGE_HDR); /* faulted in again as it is used */
+  if (e.decommitted) {
+    _ak_committed_add(e.size - AK_LARGE_HDR);                 /* faulted in again as it is used */
+    _ak_reclaim_page_refault(e.purged_ms, _ak_reclaim_now()); /* decommitted too soon? */
+  }
   if (!e.decommitted && e.size / AK_LCACHE_LOOSE > need) {
     /* Far larger than asked: the pages past the request go back, so a
      * small block does not hold a large one's memory for its lifetime. */
@@ -222,7 +238,7 @@ static void lcache_put(_ak_segment *seg, size_t size, size_t inuse_before) {
   lcache_entry out[AK_LCACHE_SLOTS + 1];
   int nout = 0;
   if (delay == 0 || size > AK_LCACHE_BYTES) {
-    out[nout++] = (lcache_entry){seg, size, now, false};
+    out[nout++] = (lcache_entry){seg, size, now, 0, false};
   } else {
     pthread_mutex_lock(&lcache_mu);
     peak_note(inuse_before, now);
@@ -232,7 +248,7 @@ static void lcache_put(_ak_segment *seg, size_t size, size_t inuse_before) {
         if (lcache[i].freed_ms < lcache[old].freed_ms) old = i;
       out[nout++] = lcache_remove(old);
     }
-    lcache[lcache_n++] = (lcache_entry){seg, size, now, false};
+    lcache[lcache_n++] = (lcache_entry){seg, size, now, 0, false};
     lcache_bytes += size;
     lcache_dirty += size;
     nout += lcache_trim_locked(false, now, out + nout);
