@@ -121,8 +121,8 @@ TEST_F(MallocSpares, ADecommittedSpareIsStillReused) {
 
 TEST_F(MallocSpares, UnmappedPastTheCap) {
   // Threads alive at once each fill a segment of their own, then exit:
-  // more spares than the cap (4), so the oldest go at once, unmapped.
-  constexpr int kThreads = 6;
+  // more spares than the cap (8), so the oldest go at once, unmapped.
+  constexpr int kThreads = 10, kCap = 8;
   std::vector<uintptr_t> segs(kThreads);
   std::atomic<int> holding{0};
   std::vector<std::thread> threads;
@@ -138,8 +138,8 @@ TEST_F(MallocSpares, UnmappedPastTheCap) {
   for (auto &th : threads) th.join();
   int unmapped = 0, kept = 0;
   for (uintptr_t s : segs) (resident_pages(s) == -1 ? unmapped : kept)++;
-  EXPECT_EQ(kept, 4);
-  EXPECT_EQ(unmapped, kThreads - 4);
+  EXPECT_EQ(kept, kCap);
+  EXPECT_EQ(unmapped, kThreads - kCap);
 }
 
 TEST_F(MallocSpares, TheBackgroundThreadPurgesAnIdleMalloc) {

@@ -45,7 +45,12 @@ bool _ak_segmap_set(const void *seg, bool on) {
  * (_ak_segment_spares_register), since registering may start the thread,
  * which allocates; the set itself is made on first use, from inside
  * malloc, where nothing may allocate. */
-#define AK_SEG_CACHE 4
+/* Eight: a round of threads that exit together (a pool of workers, or
+ * mimalloc's stress test, whose rounds are eight threads wide in the
+ * 8-thread variant) leaves one empty segment each, and the next round
+ * takes them back resident instead of mapping and faulting fresh ones;
+ * past the cap the oldest is unmapped at once. */
+#define AK_SEG_CACHE 8
 static _ak_spare_set seg_spares;
 static pthread_once_t seg_spares_once = PTHREAD_ONCE_INIT;
 
