@@ -38,9 +38,9 @@ from collections import OrderedDict
 COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c",
           "#ccb974", "#64b5cd"]
 
-# One colour per allocator, the same in every panel and every plot, for
-# tables whose columns are all allocators (a table that lacks a column keeps
-# the others' colours); other tables take COLORS in column order. A column
+# One colour per allocator, the same in every panel and every plot (a table
+# that lacks a column keeps the others' colours; columns that are not
+# allocators take OTHER_COLORS). A column
 # is found by its label, else by its label without "malloc "/"new/delete "
 # in front ("malloc glibc" is glibc) or " malloc" behind ("arenakit
 # malloc" is arenakit, the drop-in malloc). arenakit's arena and pool are
@@ -78,12 +78,26 @@ def alloc_key(label):
     return None
 
 
+# Colours for columns that are not allocators (arenakit's configurations,
+# sync modes, a std::mutex list): none of them is an allocator's colour.
+OTHER_COLORS = ["#8c8c8c", "#17becf", "#bcbd22", "#e377c2", "#393b79", "#ad494a", "#8ca252", "#bd9e39"]
+
+
 def column_colors(allocs):
-    """The colour of each column of a table, in order."""
+    """The colour of each column of a table, in order: an allocator's own
+    colour (ALLOC_COLORS) wherever it appears, and for the other columns the
+    OTHER_COLORS that no column of the table already has, in column order."""
     keys = [alloc_key(a) for a in allocs]
-    if allocs and all(keys):
-        return [ALLOC_COLORS[k] for k in keys]
-    return [COLORS[i % len(COLORS)] for i in range(len(allocs))]
+    used = {ALLOC_COLORS[k] for k in keys if k}
+    spare = [c for c in OTHER_COLORS if c not in used and c not in ALLOC_COLORS.values()]
+    out, i = [], 0
+    for k in keys:
+        if k:
+            out.append(ALLOC_COLORS[k])
+        else:
+            out.append(spare[i % len(spare)])
+            i += 1
+    return out
 
 # Axis labels in words for the units ak_bench writes.
 UNIT_WORDS = {
