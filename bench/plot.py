@@ -85,11 +85,10 @@ OTHER_COLORS = ["#8c8c8c", "#17becf", "#bcbd22", "#e377c2", "#393b79", "#ad494a"
 
 def column_colors(allocs):
     """The colour of each column of a table, in order: an allocator's own
-    colour (ALLOC_COLORS) wherever it appears, and for the other columns the
-    OTHER_COLORS that no column of the table already has, in column order."""
+    colour (ALLOC_COLORS) wherever it appears, and OTHER_COLORS in column
+    order for the other columns."""
     keys = [alloc_key(a) for a in allocs]
-    used = {ALLOC_COLORS[k] for k in keys if k}
-    spare = [c for c in OTHER_COLORS if c not in used and c not in ALLOC_COLORS.values()]
+    spare = [c for c in OTHER_COLORS if c not in ALLOC_COLORS.values()]  # never an allocator's
     out, i = [], 0
     for k in keys:
         if k:
