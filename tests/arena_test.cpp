@@ -277,6 +277,30 @@ TEST(ArenaClear, CyclesOfLargeAllocationsStayBounded) {
   EXPECT_LT(t.stats().reserved, 1 * kMiB) << "dedicated chunks are released by clear";
 }
 
+// Cycles of a few MiB with random sizes (the soak's arena mix): a request
+// that does not fit the kept chunks maps a new one. Its size follows the
+// last cycle's use, so what the arena holds stays a small multiple of one
+// cycle however many cycles run; a growth step kept across clears doubled
+// with every overflow and the arena ended up holding chunks of tens of MiB.
+TEST(ArenaClear, RandomCyclesDoNotGrowTheChunks) {
+  Arena t;  // default options: chunks from 4 KiB up to 256 MiB
+  std::mt19937_64 rng(7);
+  size_t biggest_cycle = 0;
+  for (int cycle = 0; cycle < 200; cycle++) {
+    size_t asked = 0;
+    while (asked < 3 * kMiB) {
+      unsigned k = static_cast<unsigned>(rng() % 10000);
+      size_t n = k < 8000 ? rng() % 256 : k < 9960 ? 257 + rng() % 16000 : 16385 + rng() % (2 * kMiB);
+      ASSERT_NE(ak_arena_alloc(&t.a, n, 8), nullptr);
+      asked += n;
+    }
+    biggest_cycle = std::max(biggest_cycle, t.stats().used);
+    ak_arena_clear(&t.a);
+  }
+  EXPECT_LE(t.stats().peak_reserved, 3 * biggest_cycle)
+      << "the chunks an arena holds must follow one cycle's use, not the number of cycles";
+}
+
 TEST(ArenaClear, RetainPolicies) {
   ak_arena_options o{};
   o.max_chunk = 256 * 1024;

@@ -50,7 +50,9 @@ typedef struct ak_arena_options {
    *  rounded up to the page size. 0 = AK_ARENA_DEFAULT_FIRST_CHUNK. */
   size_t first_chunk;
   /** Growth cap: chunks double in size up to this many bytes; requests
-   *  above a quarter of it get a dedicated chunk.
+   *  above a quarter of it get a dedicated chunk. The doubling restarts at
+   *  each ak_arena_clear() from what the cycle used, so the arena's chunks
+   *  follow the size of one cycle, not the number of cycles.
    *  0 = AK_ARENA_DEFAULT_MAX_CHUNK. Must be >= first_chunk. */
   size_t max_chunk;
   /** Optional caller-owned memory used before any chunk is taken from the

@@ -169,6 +169,7 @@ void ak_arena_clear(ak_arena *a) {
     AK_VG_TRIM((void *)a->vg_pool, NULL, 0);
     a->npieces = 0;
   }
+  _ak_arena_growth_restart(a); /* from the chunks this cycle went through, before they are reset */
   release_large_until(a, NULL);
   AK_ASSERT(a->large == NULL && a->cleanups == NULL);
   size_t kept = 0;

@@ -200,6 +200,32 @@ static ak_arena_chunk *next_regular(ak_arena *a, size_t size, size_t align) {
   return c;
 }
 
+/* The growth step (next_chunk) doubles with each chunk a cycle maps, so a
+ * cycle that grows needs log2(size / first_chunk) mappings, not one per
+ * first_chunk bytes. It is not kept across cycles: a clear restarts it from
+ * the regular-chunk bytes the cycle that ends went through (the chunks
+ * before cur whole, cur up to ptr; dedicated chunks are not growth), so
+ * the chunk a later cycle maps when its requests do not fit the kept ones
+ * is sized by the last cycle's use, not by every growth step the arena
+ * ever took. Without the restart, an arena that clears a few MiB each
+ * cycle maps ever larger chunks (each overflow doubles the step, up to
+ * max_chunk) and keeps them: its reserved and resident memory grow with
+ * the number of cycles, not with their size. */
+void _ak_arena_growth_restart(ak_arena *a) {
+  size_t went = 0;
+  for (ak_arena_chunk *c = a->cur ? a->chunks : NULL; c; c = c->next) {
+    if (c == a->cur) {
+      went += (size_t)(a->ptr - data_start(c));
+      break;
+    }
+    went += (size_t)(c->end - data_start(c));
+  }
+  size_t cap = a->opts.max_chunk;
+  size_t want = went < cap - AK_CHUNK_HDR ? _ak_os_round_page(AK_CHUNK_HDR + went) : cap;
+  if (want > cap) want = cap;
+  a->next_chunk = want > a->opts.first_chunk ? want : a->opts.first_chunk;
+}
+
 void *_ak_arena_refill(ak_arena *a, size_t size, size_t align) {
   if (size > SIZE_MAX / 2 || align > SIZE_MAX / 2 - size) {
     _ak_error(ENOMEM, "ak_arena_alloc: %zu bytes at alignment %zu cannot be satisfied", size, align);

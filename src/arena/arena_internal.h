@@ -153,6 +153,11 @@ void _ak_arena_release_chunk(ak_arena *a, ak_arena_chunk *c);
 /** Makes `c` the current chunk; the bytes used in the old one are banked. */
 void _ak_arena_enter(ak_arena *a, ak_arena_chunk *c);
 
+/** Restarts the chunk growth at a clear from the regular-chunk bytes the
+ *  cycle that ends went through (see _ak_arena_growth_restart in
+ *  arena_chunk.c). Call before the chunks are released or reset. */
+void _ak_arena_growth_restart(ak_arena *a);
+
 /* ---- arena_cache.c: the process-wide cache of released chunks ---- */
 
 /** Keeps a chunk an arena released (`size` bytes mapped at `chunk`, no
