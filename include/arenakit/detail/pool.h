@@ -106,8 +106,6 @@ typedef struct _ak_pool_slab_head {
 
 /** _ak_pool_slab_head.state of a slab on a list of slabs with free slots. */
 #define _AK_POOL_SLAB_AVAIL 1u
-/** ... and of a slab on a full list (AK_SYNC_THREADS: its heap's). */
-#define _AK_POOL_SLAB_FULL 2u
 
 /** A current slab: a slab checked out to one owner (an AK_SYNC_NONE pool,
  *  or one thread's heap of an AK_SYNC_THREADS pool), whose list and count
@@ -351,14 +349,12 @@ AK_FAST_PATH void *_ak_pool_slab_pop(_ak_pool_slab_head *s, uintptr_t mask) {
 }
 
 /** Frees `obj` onto slab `sb`, not a current slab, if that changes no list
- *  of the library: the slab keeps an object afterwards and belongs to the
- *  caller: with `heap` (AK_SYNC_THREADS: only its owner changes its lists)
- *  a slab of that heap on its list of slabs with free slots or on its full
- *  list (refill finds the slots a full slab gained: modes/threads/), with
- *  `heap` NULL (AK_SYNC_NONE) a slab of `p`, which the hardened build
- *  checks, on its list of slabs with free slots. Hardened: only a slab the
- *  slab map knows is read. False (nothing changed) for sb == 0: NULL, or
- *  the inline paths off. */
+ *  of the library: the slab is on a list of slabs with free slots, keeps an
+ *  object afterwards, and belongs to the caller: `heap` (AK_SYNC_THREADS:
+ *  only its owner changes its list), or with `heap` NULL (AK_SYNC_NONE) to
+ *  `p`, which the hardened build checks. Hardened: only a slab the slab
+ *  map knows is read. False (nothing changed) for sb == 0: NULL, or the
+ *  inline paths off. */
 AK_FAST_PATH bool _ak_pool_slab_push(const struct ak_pool *p, uintptr_t sb, void *obj, uintptr_t mask,
                                      const _ak_pool_theap *heap) {
   _ak_pool_slab_head *s = (_ak_pool_slab_head *)sb;
@@ -366,10 +362,8 @@ AK_FAST_PATH bool _ak_pool_slab_push(const struct ak_pool *p, uintptr_t sb, void
   if (heap ? _AK_POOL_LOAD(s->owner) != (uintptr_t)heap
            : (AK_POOL_INLINE_ENCODE && s->pool != (const void *)p))
     return false;
-  /* THREADS: AVAIL or FULL (1 or 2: one unsigned compare). */
-  if ((heap ? s->state - _AK_POOL_SLAB_AVAIL > _AK_POOL_SLAB_FULL - _AK_POOL_SLAB_AVAIL
-            : s->state != _AK_POOL_SLAB_AVAIL) ||
-      s->used <= 1 || !_ak_pool_list_push(p, &s->free, obj, s->key, mask, sb))
+  if (s->state != _AK_POOL_SLAB_AVAIL || s->used <= 1 ||
+      !_ak_pool_list_push(p, &s->free, obj, s->key, mask, sb))
     return false;
   s->used--;
   return true;

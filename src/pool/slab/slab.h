@@ -86,7 +86,6 @@ struct _ak_slab {
 _Static_assert(offsetof(_ak_slab, head) == 0, "_ak_slab must begin with _ak_pool_slab_head");
 /* The headers' names for the state and the mitigation bits they read. */
 _Static_assert(_AK_POOL_SLAB_AVAIL == AK_SLAB_AVAIL, "the inline paths' list state");
-_Static_assert(_AK_POOL_SLAB_FULL == AK_SLAB_FULL, "the inline paths' full state");
 _Static_assert(AK_CONFIG_HARDEN_LINKS == AK_HARDEN_LINKS &&
                    AK_CONFIG_HARDEN_DOUBLE_FREE == AK_HARDEN_DOUBLE_FREE,
                "the headers' hardening bits");

@@ -19,8 +19,7 @@
  * this file allocates and frees through a heap (heap.h).
  *
  *   threads_alloc: heap_get -> pop current slab -> refill: collect remote
- *     lists, then full slabs with remote frees, then a look at the first
- *     full slabs for the owner's inline frees, then adopt an abandoned
+ *     lists, then full slabs with remote frees, then adopt an abandoned
  *     slab (mutex), a spare of the heap (no lock) or of the pool, or a new one
  *   threads_free: _ak_pool_slab_find -> owner? push local : remote_free
  * Locks: modes/tls.c's g_mu, then a pool's `mu` (slab get/put, the
@@ -60,8 +59,6 @@ static void give_slab(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
 }
 
 /* Puts `s`, found without a free slot, on the heap's full list (owner).
- * The owner's inline frees may give it free slots there
- * (_ak_pool_slab_push); refill's full_look finds them.
  * Refill walks the full list for remote frees only when the pool's
  * full_epoch changed, so the slab's remote list is tagged
  * AK_SLAB_REMOTE_FULL: the first remote free onto the tagged empty list
@@ -263,24 +260,6 @@ static void heap_trim(_ak_pool_impl *p, _ak_pool_heap *h) {
   atomic_store_explicit(&h->trim_req, 0, memory_order_relaxed);
 }
 
-/* Full slabs a refill looks at for slots their owner freed inline. */
-#define AK_THREADS_FULL_LOOK 8
-
-/* Looks at the first AK_THREADS_FULL_LOOK slabs of the heap's full list
- * (owner): one with a local free slot goes to `avail` by fullness, one
- * without goes to the back of `full`. */
-static void full_look(_ak_pool_impl *p, _ak_pool_heap *h) {
-  for (int i = 0; i < AK_THREADS_FULL_LOOK && _ak_slab_first(&h->full); i++) {
-    _ak_slab *s = _ak_slab_first(&h->full);
-    full_remove(h, s);
-    if (s->head.free.first) {
-      _ak_pool_list_place(p, &h->avail, s);
-    } else {
-      _ak_slab_list_push_back(&h->full, s, AK_SLAB_FULL);
-    }
-  }
-}
-
 /* Finds a slab of `h` with a free slot and pops it (slow path). */
 static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
   if (atomic_load_explicit(&h->trim_req, memory_order_relaxed)) heap_trim(p, h);
@@ -311,13 +290,8 @@ static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
       }
     }
   }
-  /* 3. Full slabs the owner freed into inline (_ak_pool_slab_push): a
-   * bounded look at the front of `full`, which rotates, so that every full
-   * slab is looked at within full.n / AK_THREADS_FULL_LOOK refills and a
-   * heap that only grows pays a few list moves per new slab, not a walk. */
-  if (!_ak_slab_first(&h->avail)) full_look(p, h);
   if (_ak_slab_first(&h->avail)) return _ak_slab_pop(_ak_slab_first(&h->avail));
-  /* 4. An abandoned, spare or new slab (an adopted one may be full: keep
+  /* 3. An abandoned, spare or new slab (an adopted one may be full: keep
    * it and take the next). */
   for (;;) {
     _ak_slab *s = take_slab(p, h);
