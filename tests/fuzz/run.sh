@@ -5,7 +5,8 @@
 #
 #   tests/fuzz/run.sh [SECONDS_PER_TARGET]      (default 60)
 #   env: BUILD_DIR (default build-fuzz), FUZZ_TARGETS ("arena pool malloc"),
-#        FUZZ_VARIANTS ("asan fast"), FUZZ_JOBS (parallel libFuzzer jobs per
+#        FUZZ_VARIANTS ("asan fast"), FUZZ_PARALLEL (targets fuzzed side by
+#        side, default AK_JOBS or 2), FUZZ_JOBS (parallel libFuzzer jobs per
 #        target, default 1), FUZZ_RSS_MB (default 2048), FUZZ_TIMEOUT
 #        (seconds per input, default 10)
 #
@@ -66,31 +67,32 @@ done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/akfuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-status=0
-summary=()
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-for t in $targets; do
+# Fuzzes target $1, its variants one after the other (the second starts
+# from the corpus the first grew); its output goes to $work/$1.out, its
+# summary lines to $work/$1.summary; returns 1 if a variant failed.
+fuzz_target() {
+  local t=$1 v status=0
+  local corpus="$work/corpus-$t" # shared by the variants: the second starts from what the first found
+  local reg="tests/fuzz/regressions/$t"
+  mkdir -p "$corpus"
+  cp tests/fuzz/corpus/"$t"/* "$corpus"/ 2>/dev/null || true
   for v in $variants; do
-    bin="$(dir_of "$v")/tests/fuzz/fuzz_$t"
-    corpus="$work/corpus-$t" # shared by the variants: the second starts from what the first found
-    art="$work/artifacts-$t-$v/"
-    reg="tests/fuzz/regressions/$t"
-    if [ ! -d "$corpus" ]; then
-      mkdir -p "$corpus"
-      cp tests/fuzz/corpus/"$t"/* "$corpus"/ 2>/dev/null || true
-    fi
+    local bin="$(dir_of "$v")/tests/fuzz/fuzz_$t"
+    local art="$work/artifacts-$t-$v/"
     mkdir -p "$art"
-    dirs=("$corpus")
+    local dirs=("$corpus")
     [ -d "$reg" ] && dirs+=("$reg")
-    log="$work/$t-$v.log"
+    local log="$work/$t-$v.log"
     echo "==== fuzz: $t ($v) for ${vsecs}s (corpus $(ls "$corpus" | wc -l) files)"
-    extra=()
+    local extra=()
     [ "$jobs" -gt 1 ] && extra=(-jobs="$jobs" -workers="$jobs")
     "$bin" -max_total_time="$vsecs" -timeout="$tmo" -rss_limit_mb="$rss" -artifact_prefix="$art" \
       -print_final_stats=1 "${extra[@]}" "${dirs[@]}" >"$log" 2>&1
-    rc=$?
+    local rc=$?
     [ "$jobs" -gt 1 ] && cat fuzz-*.log >>"$log" 2>/dev/null && rm -f fuzz-*.log
+    local execs cov ft found
     execs=$(grep -E '^stat::number_of_executed_units:' "$log" | awk '{s += $2} END {print s + 0}')
     cov=$(grep -E '#[0-9]+.*cov: ' "$log" | tail -1 | sed -E 's/.*cov: ([0-9]+).*/\1/')
     ft=$(grep -E '#[0-9]+.*ft: ' "$log" | tail -1 | sed -E 's/.*ft: ([0-9]+).*/\1/')
@@ -103,11 +105,40 @@ for t in $targets; do
       echo "fuzz: $t ($v) FAILED (exit $rc); input(s) kept in $reg/: $(for f in $found; do basename "$f"; done | tr '\n' ' ')"
       echo "fuzz: log tail:"
       tail -40 "$log"
-      summary+=("fuzz $t ($v): ${execs} execs, cov ${cov:-?}, ft ${ft:-?}, FAILED (inputs in $reg/)")
+      echo "fuzz $t ($v): ${execs} execs, cov ${cov:-?}, ft ${ft:-?}, FAILED (inputs in $reg/)" >>"$work/$t.summary"
     else
-      summary+=("fuzz $t ($v): ${execs} execs in ${vsecs}s, cov ${cov:-?}, ft ${ft:-?}, ok")
+      echo "fuzz $t ($v): ${execs} execs in ${vsecs}s, cov ${cov:-?}, ft ${ft:-?}, ok" >>"$work/$t.summary"
     fi
   done
+  return $status
+}
+
+# The targets run side by side, FUZZ_PARALLEL at a time (default AK_JOBS,
+# else 2: a libFuzzer process uses one core); their outputs are printed in
+# order once each is done. With FUZZ_JOBS > 1 (libFuzzer's workers write
+# fuzz-N.log in the current directory) one target at a time.
+par=${FUZZ_PARALLEL:-${AK_JOBS:-2}}
+case "$par" in '' | *[!0-9]* | 0) par=1 ;; esac
+[ "$jobs" -gt 1 ] && par=1
+status=0
+declare -A pid_of=()
+running=()
+for t in $targets; do
+  while [ ${#running[@]} -ge "$par" ]; do
+    wait -n 2>/dev/null || true
+    still=()
+    for r in "${running[@]}"; do kill -0 "${pid_of[$r]}" 2>/dev/null && still+=("$r"); done
+    running=("${still[@]}")
+  done
+  fuzz_target "$t" >"$work/$t.out" 2>&1 &
+  pid_of[$t]=$!
+  running+=("$t")
+done
+summary=()
+for t in $targets; do
+  wait "${pid_of[$t]}" || status=1
+  cat "$work/$t.out"
+  while IFS= read -r line; do summary+=("$line"); done <"$work/$t.summary"
 done
 printf '%s\n' "${summary[@]}"
 if [ "$status" -ne 0 ]; then
