@@ -28,6 +28,9 @@
 extern "C" void *pm_site_sixty(size_t n);
 extern "C" void *pm_site_thirty(size_t n);
 extern "C" void *pm_site_ten(size_t n);
+extern "C" void *pm_page_of(void *p);
+extern "C" bool pm_page_marked(void *p);
+extern "C" void pm_sample(void *p, size_t n);
 
 namespace {
 
@@ -110,6 +113,41 @@ TEST_F(ProfMalloc, EverySampleOfAPageIsForgottenEvenPastItsSlots) {
   EXPECT_EQ(st.live_samples, 0u);
   EXPECT_EQ(st.inuse_bytes, 0u);
   EXPECT_EQ(st.unknown_frees, 0u);
+}
+
+// A page that holds a sampled block sends every free of the page off the
+// fast path; the owner's frees of its other blocks (done beside the fast
+// path) keep the sample, the page's blocks are handed out again, and the
+// sampled block's own free forgets it and clears the page's flag.
+TEST_F(ProfMalloc, FreesOfASampledPagesOtherBlocksKeepItsSample) {
+  ASSERT_EQ(ak_prof_option_set(AK_PROF_OPTION_SAMPLE, 1 << 30), 0);  // the countdown samples nothing here
+  ASSERT_EQ(ak_prof_start(), 0);
+  std::thread([] {
+    std::vector<void *> blocks;
+    for (int i = 0; i < 200; i++) blocks.push_back(ak_malloc(48));
+    void *kept = blocks[100];
+    void *pg = pm_page_of(kept);
+    pm_sample(kept, 48);
+    ASSERT_EQ(stats().live_samples, 1u);
+    ASSERT_TRUE(pm_page_marked(kept));
+    for (int round = 0; round < 3; round++) {
+      for (void *&p : blocks)
+        if (p != kept && pm_page_of(p) == pg) {
+          ak_free(p);
+          p = nullptr;
+        }
+      EXPECT_EQ(stats().live_samples, 1u) << "a neighbour's free took the sample out";
+      for (void *&p : blocks)
+        if (!p) p = ak_malloc(48);  // from the page's free list again
+    }
+    EXPECT_EQ(stats().unknown_frees, 0u);
+    ak_free(kept);
+    EXPECT_EQ(stats().live_samples, 0u) << "the sampled block's free did not forget it";
+    EXPECT_FALSE(pm_page_marked(kept)) << "the page stayed marked";
+    for (void *p : blocks)
+      if (p != kept) ak_free(p);
+  }).join();
+  EXPECT_EQ(stats().unknown_frees, 0u);
 }
 
 TEST_F(ProfMalloc, AMovedLargeBlockStaysInTheProfileAtItsNewSize) {

@@ -52,6 +52,42 @@ void *ak_malloc(size_t n) { return alloc_fast(n); }
  * path too. Cost over the unchecked path: two loads that stay in L1 (a
  * top-table entry and a leaf word cover 256 MiB of segments) and four ALU
  * operations. */
+/* Pushes `p`, a block of `pg` (a page of this thread's heap `h`) found
+ * live and valid, with `used` the page's live blocks before the free. */
+static inline void free_push(_ak_mheap *h, _ak_page *pg, void *p, uint32_t used) {
+  _ak_blk_set_next(pg, p, pg->free);
+  pg->free = p;
+  _ak_used_set(pg, used - 1);
+  /* The page's last block: it may go back to its segment. Everything was
+   * checked before, so this skips the slow path's checks (one block
+   * allocated and freed over and over lands here on every free). */
+  if (AK_UNLIKELY(used == 1)) _ak_heap_retire(h, pg);
+}
+
+/* A free the fast path's page test sent away (`pg` of this thread's heap
+ * `h`, `used` its live blocks). A page holding a block the heap profiler
+ * keeps (AK_PG_SAMPLED, src/malloc/prof.c) sends every free here while
+ * the kept block lives; any other block of it is freed as the fast path
+ * would: only the owner marks a page's slots, so, with neither slot
+ * holding `p` and no spilled sample, `p` is not kept (a slot cleared by a
+ * remote free meanwhile changes nothing for `p`). Everything else, and a
+ * page whose samples are all gone (its owner clears the flag there),
+ * takes the slow path. */
+static void free_page_slow(_ak_mheap *h, _ak_page *pg, void *p, uint32_t used) {
+  uint8_t flags = __atomic_load_n(&pg->flags, __ATOMIC_RELAXED);
+  if ((flags & ~AK_PG_FULL) == AK_PG_SAMPLED && used != 0 && _ak_blk_is_start(pg, p) &&
+      !(ak_harden_double_free && _ak_blk_looks_free(pg, p)) &&
+      !atomic_load_explicit(&pg->spilled, memory_order_relaxed)) {
+    void *s0 = atomic_load_explicit(&pg->sampled[0], memory_order_relaxed);
+    void *s1 = atomic_load_explicit(&pg->sampled[1], memory_order_relaxed);
+    if (p != s0 && p != s1 && (s0 || s1)) {
+      free_push(h, pg, p, used);
+      return;
+    }
+  }
+  _ak_free_slow(p, _ak_seg_of(p));
+}
+
 void ak_free(void *p) {
   _ak_segment *seg = _ak_seg_of(p);
   if (AK_UNLIKELY(_ak_malloc_checked || !_ak_segmap_has(seg) ||
@@ -68,16 +104,10 @@ void ak_free(void *p) {
    * the lists. */
   if (AK_UNLIKELY(pg->flags > AK_PG_FULL || used == 0 || !_ak_blk_is_start(pg, p) ||
                   (ak_harden_double_free && _ak_blk_looks_free(pg, p)))) {
-    _ak_free_slow(p, seg);
+    free_page_slow(_ak_tl.heap, pg, p, used);
     return;
   }
-  _ak_blk_set_next(pg, p, pg->free);
-  pg->free = p;
-  _ak_used_set(pg, used - 1);
-  /* The page's last block: it may go back to its segment. Everything was
-   * checked above, so this skips the slow path's checks (one block
-   * allocated and freed over and over lands here on every free). */
-  if (AK_UNLIKELY(used == 1)) _ak_heap_retire(_ak_tl.heap, pg);
+  free_push(_ak_tl.heap, pg, p, used);
 }
 
 void *ak_calloc(size_t count, size_t size) {

@@ -9,10 +9,13 @@
  * block is always its own heap's), before the caller sees it:
  *   - a block of a page: one of the page's two `sampled` slots, or, when
  *     both are taken, one more in the page's `spilled` count; and
- *     AK_PG_SAMPLED on the page, which sends every free of the page to the
- *     slow path (the fast path's existing test of the flags: no instruction
- *     on it). A free matches its block against the slots (two loads); only
- *     on a page with spilled samples does it ask the profiler's live set;
+ *     AK_PG_SAMPLED on the page, which sends every free of the page off
+ *     the fast path (its existing test of the flags: no instruction on it).
+ *     The owner's free of another block of the page is done at once beside
+ *     the fast path (alloc.c, free_page_slow: the slots read, then the fast
+ *     path's push); the slow path matches a block against the slots (two
+ *     loads), and only on a page with spilled samples asks the profiler's
+ *     live set;
  *   - a large block: its segment's `large_sampled`;
  *   - a block aligned to a segment (AK_SEG_MASK) or more (no header by
  *     masking) and a page past UINT8_MAX spilled samples: kept for the
