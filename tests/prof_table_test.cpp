@@ -9,10 +9,13 @@
 #include <arenakit/prof.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "prof/prof_internal.h"
@@ -237,6 +240,96 @@ TEST_F(ProfTable, ACaptureStartsAtItsCaller) {
       EXPECT_GE(n, 3u);  // the test body, gtest, main...
     }
   }
+}
+
+// The two halves of the unwinder at the same place: the fast walk into
+// pcs[0], libgcc's into pcs[1]; their counts into n[].
+struct TwoCaptures {
+  uintptr_t pcs[2][AK_PROF_MAX_DEPTH];
+  unsigned n[2];
+};
+
+// Frames of three shapes, chosen by depth: a frame addressed from rsp, a
+// frame whose size is known only at run time (alloca: addressed from rbp)
+// and a large frame; each level calls the next, the last captures twice.
+__attribute__((noinline)) void nest(int depth, TwoCaptures *c);
+
+__attribute__((noinline)) void nest_alloca(int depth, TwoCaptures *c) {
+  volatile char *v = static_cast<volatile char *>(__builtin_alloca(16 + depth % 7));
+  v[0] = 1;
+  nest(depth - 1, c);
+  c->n[0] += v[0] - 1U;
+}
+
+__attribute__((noinline)) void nest_big(int depth, TwoCaptures *c) {
+  volatile char big[5000];
+  big[depth] = 1;
+  nest(depth - 1, c);
+  c->n[0] += big[depth] - 1U;  // read after the call: the frame is live across it
+}
+
+__attribute__((noinline)) void nest(int depth, TwoCaptures *c) {
+  if (depth <= 0) {
+    c->n[0] = _ak_prof_capture(c->pcs[0], AK_PROF_MAX_DEPTH, AK_PROF_STACK_CFI, 0);
+    c->n[1] = _ak_prof_capture(c->pcs[1], AK_PROF_MAX_DEPTH, AK_PROF_STACK_LIBGCC, 0);
+  } else if (depth % 3 == 0) {
+    nest_alloca(depth, c);
+  } else if (depth % 3 == 1) {
+    nest_big(depth, c);
+  } else {
+    nest(depth - 1, c);
+  }
+  __asm__ volatile("" ::: "memory");  // no tail calls: every frame stays
+}
+
+// The unwinder's fast walk (the CFI of .eh_frame, rules cached per return
+// address) finds the same frames as libgcc's _Unwind_Backtrace, for
+// frames addressed from rsp and from rbp, and twice in a row (the second
+// time from its cache), in this thread and in another. Frame 0 is each
+// capture's own call site in nest().
+TEST_F(ProfTable, TheFastWalkFindsTheFramesLibgccFinds) {
+  ASSERT_EQ(_ak_prof_stack_setup(AK_PROF_STACK_UNWIND), AK_PROF_STACK_UNWIND) << "libgcc_s.so.1 not loaded";
+  auto compare = [](int depth) {
+    for (int round = 0; round < 2; round++) {
+      TwoCaptures c{};
+      nest(depth, &c);
+      ASSERT_GT(c.n[0], 0u) << "the fast walk gave up at depth " << depth;
+      ASSERT_EQ(c.n[0], c.n[1]) << "depth " << depth << " round " << round;
+      EXPECT_GE(c.n[0], std::min(static_cast<unsigned>(depth) + 3, unsigned{AK_PROF_MAX_DEPTH}))
+          << "depth " << depth;  // the nest()s, the test, gtest
+      for (unsigned i = 1; i < c.n[0]; i++)
+        EXPECT_EQ(c.pcs[0][i], c.pcs[1][i]) << "frame " << i << " of depth " << depth;
+    }
+  };
+  for (int depth : {0, 1, 2, 3, 5, 8, 20, 40, 70}) compare(depth);
+  std::thread([&] {
+    for (int depth : {0, 4, 30}) compare(depth);
+  }).join();
+}
+
+// In a signal handler the stack goes through the kernel's signal frame,
+// whose CFA the fast walk does not model (a DWARF expression): it gives
+// up there, and the unwinder then takes libgcc's walk, which does.
+TwoCaptures g_in_handler[2];
+void capture_in_handler(int) {
+  g_in_handler[0].n[0] = _ak_prof_capture(g_in_handler[0].pcs[0], AK_PROF_MAX_DEPTH, AK_PROF_STACK_CFI, 0);
+  g_in_handler[1].n[0] = _ak_prof_capture(g_in_handler[1].pcs[0], AK_PROF_MAX_DEPTH, AK_PROF_STACK_UNWIND, 0);
+  g_in_handler[1].n[1] = _ak_prof_capture(g_in_handler[1].pcs[1], AK_PROF_MAX_DEPTH, AK_PROF_STACK_LIBGCC, 0);
+}
+
+TEST_F(ProfTable, InASignalHandlerTheUnwinderFallsBackToLibgcc) {
+  ASSERT_EQ(_ak_prof_stack_setup(AK_PROF_STACK_UNWIND), AK_PROF_STACK_UNWIND) << "libgcc_s.so.1 not loaded";
+  struct sigaction sa {
+  }, old{};
+  sa.sa_handler = capture_in_handler;
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  raise(SIGUSR1);
+  sigaction(SIGUSR1, &old, nullptr);
+  EXPECT_EQ(g_in_handler[0].n[0], 0u) << "the fast walk went through the signal frame";
+  const TwoCaptures &c = g_in_handler[1];
+  EXPECT_GE(c.n[1], 4u);  // the handler, the signal frame, raise, the test...
+  ASSERT_EQ(c.n[0], c.n[1]);
+  for (unsigned i = 1; i < c.n[0]; i++) EXPECT_EQ(c.pcs[0][i], c.pcs[1][i]) << "frame " << i;
 }
 
 TEST_F(ProfTable, TheValidatorSeesABrokenChain) {

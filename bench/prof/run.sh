@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The heap profiler's stack-capture measurements (docs/profiling.md, "Stacks"):
-#   1. stack_cost: ns per capture by the unwinder and by frame pointers at
-#      stack depths 5..60 (a program built with frame pointers);
-#   2. stack_probe: both methods inside programs we did not build - Debian's
+#   1. stack_cost: ns per capture by the unwinder (its fast walk of the
+#      CFI), by libgcc's unwinder alone and by frame pointers at stack
+#      depths 5..60 (a program built with frame pointers);
+#   2. stack_probe: the methods inside programs we did not build - Debian's
 #      python3 (no frame pointers) on a small workload, and any program
 #      given after "--" - compared frame by frame.
 # Usage: bench/prof/run.sh [BUILD_DIR] [-- PROGRAM ARGS...]
@@ -32,7 +33,7 @@ for _ in range(3):
     json.loads(s)
 words = re.findall(r"\w+", s)
 print(len(collections.Counter(words)))'
-echo "== python3 ($(readlink -f /usr/bin/python3)), unwinder vs frame pointers"
+echo "== python3 ($(readlink -f /usr/bin/python3)): the unwinder, frame pointers, the fast walk, libgcc"
 LD_PRELOAD=$(readlink -f "$out/stack_probe.so") /usr/bin/python3 -c "$workload" >/dev/null
 if [ $# -gt 0 ] && [ "$1" = "--" ]; then
   shift

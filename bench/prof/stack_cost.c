@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* stack_cost.c - the cost of one stack capture by each method of the heap
- * profiler (src/prof/stack.c), at several stack depths: a chain of calls
- * DEPTH deep (built with frame pointers, so both methods see every frame)
+ * profiler (src/prof/stack.c), at several stack depths: the unwinder (its
+ * fast walk of the CFI, src/prof/cfi.c), libgcc's _Unwind_Backtrace alone
+ * (what the unwinder falls back to) and frame pointers. A chain of calls
+ * DEPTH deep (built with frame pointers, so every method sees every frame)
  * captures its stack N times per method, in 10 batches; prints ns per
  * capture of the fastest batch (the machine is shared: a slower batch was
  * interrupted) and the frames each method returned. Built and run by
@@ -40,14 +42,15 @@ static result measure(int method, int iters) {
 }
 
 /* Recurses `depth` frames, then measures at the bottom. */
-__attribute__((noinline)) static void descend(int depth, int iters, result out[2]) {
+__attribute__((noinline)) static void descend(int depth, int iters, result out[3]) {
   if (depth > 0) {
     descend(depth - 1, iters, out);
     __asm__ volatile("" ::: "memory"); /* no tail call: keeps the frame */
     return;
   }
   out[0] = measure(AK_PROF_STACK_UNWIND, iters);
-  out[1] = measure(AK_PROF_STACK_FP, iters);
+  out[1] = measure(AK_PROF_STACK_LIBGCC, iters);
+  out[2] = measure(AK_PROF_STACK_FP, iters);
 }
 
 int main(int argc, char **argv) {
@@ -56,13 +59,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "stack_cost: the unwinder (libgcc_s.so.1) could not be loaded\n");
     return 1;
   }
-  printf("%-7s %18s %18s %8s\n", "depth", "unwinder ns (fr)", "frame ptr ns (fr)", "ratio");
+  printf("%-7s %18s %18s %18s\n", "depth", "unwinder ns (fr)", "libgcc ns (fr)", "frame ptr ns (fr)");
   static const int depths[] = {5, 10, 20, 40, 60};
   for (unsigned d = 0; d < sizeof depths / sizeof depths[0]; d++) {
-    result r[2];
+    result r[3];
     descend(depths[d], iters, r);
-    printf("%-7d %12.0f (%2u) %12.0f (%2u) %8.1f\n", depths[d], r[0].ns, r[0].frames, r[1].ns, r[1].frames,
-           r[0].ns / r[1].ns);
+    printf("%-7d %12.0f (%2u) %12.0f (%2u) %12.0f (%2u)\n", depths[d], r[0].ns, r[0].frames, r[1].ns,
+           r[1].frames, r[2].ns, r[2].frames);
   }
   return 0;
 }

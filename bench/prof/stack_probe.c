@@ -1,17 +1,21 @@
 /* SPDX-License-Identifier: MIT */
-/* stack_probe.c - do the heap profiler's two stack methods give usable
- * stacks in a program we did not build? An LD_PRELOAD library: every
- * malloc call after PROBE_BYTES (default 64 KiB) more bytes captures the
- * caller's stack with the unwinder and with frame pointers (the
- * profiler's own code, src/prof/stack.c), times both, compares them, and
- * feeds the unwinder's stacks to a call tree like the profiler's. At exit
- * it prints: samples, mean depth of each method, how often the
- * frame-pointer stack equals the unwinder's, the mean number of leading
- * frames they share, ns per capture, distinct stacks and call-tree nodes.
- * The unwinder is the reference: it reads the unwind tables the compiler
- * writes for every function. Built and run by bench/prof/run.sh. */
+/* stack_probe.c - do the heap profiler's stack methods give usable stacks
+ * in a program we did not build? An LD_PRELOAD library: every malloc call
+ * after PROBE_BYTES (default 64 KiB) more bytes captures the caller's
+ * stack with the unwinder, with frame pointers, and with the unwinder's
+ * two halves alone - its fast walk (src/prof/cfi.c) and libgcc's
+ * _Unwind_Backtrace (the profiler's own code, src/prof/stack.c) - times
+ * them, compares them, and feeds the unwinder's stacks to a call tree
+ * like the profiler's. At exit it prints: samples, mean depth of each
+ * method, how often the frame-pointer stack equals the unwinder's, the
+ * mean number of leading frames they share, how often the fast walk gave
+ * up and how often its stack equals libgcc's, ns per capture, distinct
+ * stacks and call-tree nodes. libgcc's walk is the reference: it reads
+ * the unwind tables the compiler writes for every function. Built and run
+ * by bench/prof/run.sh. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +29,8 @@ extern void *__libc_malloc(size_t);
 static __thread int inside;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static size_t period = 65536, countdown, samples, full_match, depth_sum[2], shared_sum, short_fp,
-              distinct_depth;
-static double ns_sum[2];
+              distinct_depth, fast_gave_up, fast_match;
+static double ns_sum[4]; /* unwinder, frame pointers, fast walk, libgcc */
 static _ak_prof_tables tables;
 static int ready;
 
@@ -54,12 +58,22 @@ static void probe(uintptr_t from) {
   double t1 = now_ns();
   unsigned nb = _ak_prof_capture(b, AK_PROF_MAX_DEPTH, AK_PROF_STACK_FP, from);
   double t2 = now_ns();
+  uintptr_t c[AK_PROF_MAX_DEPTH], d[AK_PROF_MAX_DEPTH];
+  unsigned nc = _ak_prof_capture(c, AK_PROF_MAX_DEPTH, AK_PROF_STACK_CFI, from);
+  double t3 = now_ns();
+  unsigned nd = _ak_prof_capture(d, AK_PROF_MAX_DEPTH, AK_PROF_STACK_LIBGCC, from);
+  double t4 = now_ns();
+  bool same = nc == nd && memcmp(c, d, nc * sizeof c[0]) == 0;
   unsigned shared = 0;
   while (shared < na && shared < nb && a[shared] == b[shared]) shared++;
   pthread_mutex_lock(&mu);
   samples++;
   ns_sum[0] += t1 - t0;
   ns_sum[1] += t2 - t1;
+  ns_sum[2] += t3 - t2;
+  ns_sum[3] += t4 - t3;
+  fast_gave_up += nc == 0;
+  fast_match += nc != 0 && same;
   depth_sum[0] += na;
   depth_sum[1] += nb;
   shared_sum += shared;
@@ -86,17 +100,19 @@ void *malloc(size_t n) {
 
 __attribute__((destructor)) static void probe_report(void) {
   if (!samples) return;
-  char line[512];
+  char line[768];
   double s = (double)samples;
   int n = snprintf(
       line, sizeof line,
       "stack_probe: %zu samples; mean depth: unwinder %.1f, frame pointers %.1f; fp stack == unwinder "
-      "stack: %.1f%%; leading frames shared: %.1f; fp depth <= 2: %.1f%%; ns/capture: unwinder %.0f, "
-      "fp %.0f; %zu distinct stacks of mean depth %.1f: %u call-tree nodes (%.1f per stack), %u distinct "
+      "stack: %.1f%%; leading frames shared: %.1f; fp depth <= 2: %.1f%%; fast walk gave up: %.1f%%, "
+      "its stack == libgcc's: %.1f%%; ns/capture: unwinder %.0f, fp %.0f, fast walk %.0f, libgcc %.0f; "
+      "%zu distinct stacks of mean depth %.1f: %u call-tree nodes (%.1f per stack), %u distinct "
       "frames; %.0f bytes of frames and nodes per stack\n",
       samples, (double)depth_sum[0] / s, (double)depth_sum[1] / s, 100.0 * (double)full_match / s,
-      (double)shared_sum / s, 100.0 * (double)short_fp / s, ns_sum[0] / s, ns_sum[1] / s, tables.stacks,
-      (double)distinct_depth / (double)(tables.stacks ? tables.stacks : 1), tables.nodes.n - 1,
+      (double)shared_sum / s, 100.0 * (double)short_fp / s, 100.0 * (double)fast_gave_up / s,
+      100.0 * (double)fast_match / s, ns_sum[0] / s, ns_sum[1] / s, ns_sum[2] / s, ns_sum[3] / s,
+      tables.stacks, (double)distinct_depth / (double)(tables.stacks ? tables.stacks : 1), tables.nodes.n - 1,
       (double)(tables.nodes.n - 1) / (double)(tables.stacks ? tables.stacks : 1), tables.frames.n - 1,
       (double)((tables.nodes.n - 1) * sizeof(_ak_prof_node) +
                (tables.frames.n - 1) * sizeof(_ak_prof_frame)) /

@@ -239,6 +239,24 @@ double _ak_prof_exp(double x);
  *  out leading frames in the library's own shared object; at most `max`.
  *  No lock, no allocation. Returns the frames stored. */
 unsigned _ak_prof_capture(uintptr_t *pcs, unsigned max, int method, uintptr_t from);
+/** On a function that reads other frames' stack slots (the walks): the
+ *  sanitizers would report those reads, which are what a walk is for. */
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 8)
+#define AK_PROF_READS_STACK __attribute__((no_sanitize("address", "thread", "undefined")))
+#else
+#define AK_PROF_READS_STACK
+#endif
+/** Capture methods beside the public ones, for tests and measurements:
+ *  the unwinder's two halves alone - libgcc's _Unwind_Backtrace, and the
+ *  fast walk (no frames where it gives up). */
+enum { AK_PROF_STACK_LIBGCC = 2, AK_PROF_STACK_CFI = 3 };
+/** The unwinder's fast walk (cfi.c): from the frame whose return address
+ *  is `ra` (its rule is that of ra - 1) with stack pointer `sp` and rbp
+ *  `bp`, stores up to `max` return addresses, reading only [lo, hi).
+ *  Returns the count, or -1 where the walk does not model a frame (the
+ *  caller then unwinds with libgcc). No lock, no allocation. */
+int _ak_prof_cfi_walk(uintptr_t ra, uintptr_t sp, uintptr_t bp, uintptr_t lo, uintptr_t hi, uintptr_t *buf,
+                      unsigned max);
 /** Loads the unwinder when `method` needs it and finds the library's own
  *  text; may allocate (dlopen): call outside malloc. Returns the method
  *  that will be used (AK_PROF_STACK_FP when the unwinder is missing). */

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* stack.c - taking a sample's call stack without allocating and without
- * a lock a malloc could hold: the libgcc unwinder or the frame-pointer
- * chain (docs/profiling.md has the measurements behind the default).
+ * a lock a malloc could hold: the unwinder or the frame-pointer chain
+ * (docs/profiling.md has the measurements behind the default).
  *
- * The unwinder (_Unwind_Backtrace) walks the unwind tables (.eh_frame)
- * that nearly all code carries, frame pointers or not. It is found
+ * The unwinder walks the unwind tables (.eh_frame) that nearly all code
+ * carries, frame pointers or not: first with its fast walk (cfi.c, rules
+ * cached per return address), and where that gives up with libgcc's
+ * _Unwind_Backtrace for the whole stack. libgcc's unwinder is found
  * without a link dependency: dlopen("libgcc_s.so.1") + dlsym at the first
  * start (outside any malloc call: dlopen allocates), through weak
  * references to dlopen and dlsym, so a static program, which has no
@@ -26,6 +28,8 @@
  * line of the call. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/assert.h"
@@ -71,22 +75,73 @@ static unsigned walk_unwind(unwind_trace_fn trace, uintptr_t *buf, unsigned max)
   return w.n;
 }
 
-/* Reads the stack through frame pointers: the sanitizers would see reads
- * of other frames' slots, which are what this walk is for. */
-#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 8)
-__attribute__((no_sanitize("address", "thread", "undefined")))
+/* The end of the stack mapping that holds `sp` (the calling thread's,
+ * kept in TLS); 0 when /proc/self/maps does not show one. */
+/* Stack mappings found before, by any thread: a thread that starts on a
+ * stack block glibc kept from an exited thread (its stack cache) finds the
+ * bounds here instead of reading /proc/self/maps (tens of microseconds, at
+ * the first sample of every thread). An entry stands for a mapping only
+ * for a thread whose stack pointer and thread pointer both lie in it:
+ * glibc keeps a thread's TCB at the top of its stack block, so both lying
+ * in the range seen before means the thread runs on that block. The main
+ * thread's TCB is elsewhere: it reads the maps, once. One word an entry
+ * (first page, page count), written and read atomically. x86-64 only. */
+enum { KNOWN_STACKS = 32 };
+static _Atomic uint64_t known_stacks[KNOWN_STACKS];
+static _Atomic unsigned known_next;
+
+static uintptr_t thread_pointer(void) {
+#if defined(__x86_64__)
+  uintptr_t tp;
+  __asm__("mov %%fs:0, %0" : "=r"(tp)); /* the TCB's pointer to itself */
+  return tp;
+#else
+  return 0;
 #endif
-static unsigned
-walk_fp(uintptr_t *buf, unsigned max) {
-  uintptr_t *fp = (uintptr_t *)__builtin_frame_address(0);
-  uintptr_t lo = (uintptr_t)fp;
-  if (lo < thread_stack.lo || lo >= thread_stack.hi) {
+}
+
+static bool known_stack_find(uintptr_t sp, uintptr_t *lo, uintptr_t *hi) {
+  uintptr_t tp = thread_pointer();
+  if (!tp) return false;
+  for (unsigned i = 0; i < KNOWN_STACKS; i++) {
+    uint64_t w = atomic_load_explicit(&known_stacks[i], memory_order_relaxed);
+    uintptr_t a = (uintptr_t)(w >> 29) << 12, b = a + ((uintptr_t)(w & ((1u << 29) - 1)) << 12);
+    if (w && sp >= a && sp < b && tp >= a && tp < b) {
+      *lo = a;
+      *hi = b;
+      return true;
+    }
+  }
+  return false;
+}
+
+static void known_stack_add(uintptr_t lo, uintptr_t hi) {
+  uintptr_t tp = thread_pointer();
+  if (!tp || tp < lo || tp >= hi || (lo & 4095) || (hi & 4095) || lo >> 47 || (hi - lo) >> 41) return;
+  uint64_t w = ((uint64_t)(lo >> 12) << 29) | (uint64_t)((hi - lo) >> 12);
+  unsigned i = atomic_fetch_add_explicit(&known_next, 1, memory_order_relaxed) % KNOWN_STACKS;
+  atomic_store_explicit(&known_stacks[i], w, memory_order_relaxed);
+}
+
+static uintptr_t stack_end(uintptr_t sp) {
+  if (sp < thread_stack.lo || sp >= thread_stack.hi) {
     uintptr_t start, end;
-    if (!_ak_prof_maps_find(lo, &start, &end, NULL)) return 0;
+    if (!known_stack_find(sp, &start, &end)) {
+      if (!_ak_prof_maps_find(sp, &start, &end, NULL)) return 0;
+      known_stack_add(start, end);
+    }
     thread_stack.lo = start;
     thread_stack.hi = end;
   }
-  uintptr_t hi = thread_stack.hi;
+  return thread_stack.hi;
+}
+
+/* Reads the stack through frame pointers. */
+AK_PROF_READS_STACK static unsigned walk_fp(uintptr_t *buf, unsigned max) {
+  uintptr_t *fp = (uintptr_t *)__builtin_frame_address(0);
+  uintptr_t lo = (uintptr_t)fp;
+  uintptr_t hi = stack_end(lo);
+  if (!hi) return 0;
   unsigned n = 0;
   while (n < max) {
     uintptr_t at = (uintptr_t)fp;
@@ -100,6 +155,24 @@ walk_fp(uintptr_t *buf, unsigned max) {
   return n;
 }
 
+/* The unwinder's fast walk (cfi.c) from this frame: its pc, rsp and rbp
+ * read at one instruction, whose rule the walk finds like any other.
+ * -1 where the walk gives up (the caller then uses libgcc's). */
+__attribute__((noinline)) static int walk_cfi(uintptr_t *buf, unsigned max) {
+#if defined(__x86_64__)
+  uintptr_t pc, sp, bp;
+  __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=&r"(pc), "=&r"(sp), "=&r"(bp));
+  uintptr_t hi = stack_end(sp);
+  if (!hi) return -1;
+  int n = _ak_prof_cfi_walk(pc + 1, sp, bp, sp, hi, buf, max); /* pc + 1: the walk looks at "ra - 1" */
+  __asm__ volatile("" ::: "memory");                           /* no tail call: this frame stays */
+  return n;
+#else
+  (void)buf, (void)max;
+  return -1;
+#endif
+}
+
 /* ---- capture --------------------------------------------------------------------- */
 
 __attribute__((noinline)) unsigned _ak_prof_capture(uintptr_t *pcs, unsigned max, int method,
@@ -109,8 +182,17 @@ __attribute__((noinline)) unsigned _ak_prof_capture(uintptr_t *pcs, unsigned max
   if (from == 0) from = (uintptr_t)__builtin_return_address(0);
   if (max > AK_PROF_MAX_DEPTH) max = AK_PROF_MAX_DEPTH;
   unwind_trace_fn trace = __atomic_load_n(&unwind_backtrace, __ATOMIC_ACQUIRE);
-  unsigned n = (method == AK_PROF_STACK_UNWIND && trace) ? walk_unwind(trace, buf, max + SLACK)
-                                                         : walk_fp(buf, max + SLACK);
+  int fast =
+      (method == AK_PROF_STACK_UNWIND || method == AK_PROF_STACK_CFI) ? walk_cfi(buf, max + SLACK) : -1;
+  unsigned n;
+  if (fast >= 0)
+    n = (unsigned)fast;
+  else if (method == AK_PROF_STACK_CFI)
+    n = 0;
+  else if ((method == AK_PROF_STACK_UNWIND || method == AK_PROF_STACK_LIBGCC) && trace)
+    n = walk_unwind(trace, buf, max + SLACK); /* where the fast walk gives up */
+  else
+    n = walk_fp(buf, max + SLACK);
   unsigned i = 0;
   while (i < n && buf[i] != from) i++;
   if (i == n) i = 0; /* `from` not seen (a frame without unwind info): keep all */
