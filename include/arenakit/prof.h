@@ -151,7 +151,9 @@ typedef struct ak_prof_stats {
   size_t unknown_frees;  /**< forgets of a block not in the live set */
   size_t dumps;          /**< profiles written */
   size_t dump_errors;    /**< exit and interval dumps that failed */
-  size_t memory;         /**< bytes the profiler has mapped for its tables */
+  size_t memory;         /**< bytes the profiler holds: the tables it has
+                              mapped, and its stack walk's cache of unwind
+                              rules (library data) once the walk used it */
   size_t inuse_bytes;    /**< estimated bytes held by sampled live blocks,
                               unsampled (what inuse_space sums to) */
   size_t alloc_bytes;    /**< estimated bytes allocated, unsampled */

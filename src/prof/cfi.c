@@ -77,6 +77,7 @@ typedef struct cache_slot {
 } cache_slot;
 
 static cache_slot cache[CACHE_SLOTS];
+static atomic_bool cache_used; /* a rule was put: its pages count in ak_prof_stats.memory */
 
 static unsigned slot_of(uintptr_t pc) {
   return (unsigned)((pc * 0x9E3779B97F4A7C15ull) >> 52) & (CACHE_SLOTS - 1);
@@ -103,6 +104,8 @@ static void cache_put(uintptr_t pc, const cfi_rule *r) {
                                                 memory_order_relaxed)) {
       cache[i].rule = *r;
       atomic_store_explicit(&cache[i].pc, pc, memory_order_release);
+      if (!atomic_load_explicit(&cache_used, memory_order_relaxed))
+        atomic_store_explicit(&cache_used, true, memory_order_relaxed);
       return;
     }
     if (want == pc) return; /* another thread put it */
@@ -473,7 +476,13 @@ int _ak_prof_cfi_walk(uintptr_t ra, uintptr_t sp, uintptr_t bp, uintptr_t lo, ui
   return (int)n;
 }
 
+size_t _ak_prof_cfi_memory(void) {
+  return atomic_load_explicit(&cache_used, memory_order_relaxed) ? sizeof cache : 0;
+}
+
 #else
+
+size_t _ak_prof_cfi_memory(void) { return 0; }
 
 int _ak_prof_cfi_walk(uintptr_t ra, uintptr_t sp, uintptr_t bp, uintptr_t lo, uintptr_t hi, uintptr_t *buf,
                       unsigned max) {

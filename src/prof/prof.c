@@ -257,7 +257,7 @@ void ak_prof_stats_get(ak_prof_stats *out) {
   out->unknown_frees = t->unknown_frees;
   out->inuse_bytes = t->inuse_bytes;
   out->alloc_bytes = t->alloc_bytes;
-  out->memory = _ak_prof_mapped();
+  out->memory = _ak_prof_mapped() + _ak_prof_cfi_memory();
   pthread_mutex_unlock(&_ak_prof_g.mu);
 }
 

@@ -257,6 +257,9 @@ enum { AK_PROF_STACK_LIBGCC = 2, AK_PROF_STACK_CFI = 3 };
  *  caller then unwinds with libgcc). No lock, no allocation. */
 int _ak_prof_cfi_walk(uintptr_t ra, uintptr_t sp, uintptr_t bp, uintptr_t lo, uintptr_t hi, uintptr_t *buf,
                       unsigned max);
+/** Bytes of the fast walk's rule cache (static data) once it holds a rule;
+ *  0 before. */
+size_t _ak_prof_cfi_memory(void);
 /** Loads the unwinder when `method` needs it and finds the library's own
  *  text; may allocate (dlopen): call outside malloc. Returns the method
  *  that will be used (AK_PROF_STACK_FP when the unwinder is missing). */
