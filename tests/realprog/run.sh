@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Runs real programs twice, without and with LD_PRELOAD of a malloc
-# replacement, and fails unless every preloaded run gives exactly the output
-# of the plain run:
+# replacement (the two runs side by side), and fails unless every preloaded
+# run gives exactly the output of the plain run:
 #   preload      malloc, free, calloc, realloc, ... bind to the library
 #                (LD_DEBUG=bindings), not to libc
 #   python-*     Debian's /usr/bin/python3 -m test -v MODULE for a set of
@@ -167,19 +167,22 @@ compare() {
   pass "$name" "$(cat "$pre/time")"
 }
 
-# program NAME LIMIT LOCALE CMD...: plain run, which must succeed, then
-# preloaded run; stdout, stderr and exit status compared.
+# program NAME LIMIT LOCALE CMD...: plain run, which must succeed, and
+# preloaded run, side by side (each in its own directory, one core each);
+# stdout, stderr and exit status compared.
 program() {
-  local name=$1 limit=$2 locale=$3 why
+  local name=$1 limit=$2 locale=$3 why base_pid
   shift 3
   selected "$name" || return 0
-  run_mode base "$work/base/$name" "$limit" "$locale" "$@"
+  run_mode base "$work/base/$name" "$limit" "$locale" "$@" &
+  base_pid=$!
+  run_mode pre "$work/pre/$name" "$limit" "$locale" "$@"
+  wait "$base_pid"
   why=$(why_failed "$work/base/$name" "$limit")
   if [ -n "$why" ] || [ "$(cat "$work/base/$name/rc")" != 0 ]; then
     fail "$name" "run without preload failed (${why:-exit $(cat "$work/base/$name/rc")}; see $work/base/$name)"
     return
   fi
-  run_mode pre "$work/pre/$name" "$limit" "$locale" "$@"
   compare "$name" "$work/base/$name" "$work/pre/$name" "$limit" out err rc
 }
 
@@ -196,13 +199,15 @@ python_module() {
   local mod=$1 name=python-$1 base pre
   selected "$name" || return 0
   base=$work/base/$name pre=$work/pre/$name
-  run_mode base "$base" "$limit_python" C.UTF-8 "$py" -m test -v "$mod"
+  run_mode base "$base" "$limit_python" C.UTF-8 "$py" -m test -v "$mod" &
+  local base_pid=$!
+  run_mode pre "$pre" "$limit_python" C.UTF-8 "$py" -m test -v "$mod"
+  wait "$base_pid"
   python_summary "$base"
   if [ -n "$(why_failed "$base" "$limit_python")" ] || ! grep -q '^Ran ' "$base/summary"; then
     fail "$name" "run without preload gave no test summary (see $base)"
     return
   fi
-  run_mode pre "$pre" "$limit_python" C.UTF-8 "$py" -m test -v "$mod"
   python_summary "$pre"
   compare "$name" "$base" "$pre" "$limit_python" summary
 }
