@@ -66,8 +66,8 @@ fi
 # fresh-clone CI run measured them (its commit message has the run). A run
 # keeps what it measured in .cache/test-times (ignored by git) and the
 # next run quotes those instead.
-declare -A usual=([release]=240 [asan]=307 [tsan]=309 [valgrind]=16 [hardened]=176 [fuzz]=118
-  [soak]=78 [realprog]=103 [aarch64]=192 [musl]=28 [format]=2)
+declare -A usual=([release]=284 [asan]=325 [tsan]=371 [valgrind]=18 [hardened]=179 [fuzz]=104
+  [soak]=88 [realprog]=81 [aarch64]=213 [musl]=28 [format]=2)
 declare -A what=([release]="release build, every ctest suite and the consumer tests"
   [asan]="ASan+UBSan+checked build, unit tests" [tsan]="ThreadSanitizer build (clang), unit tests"
   [valgrind]="memcheck over the single-threaded suites" [hardened]="hardened build, unit tests"
