@@ -93,8 +93,8 @@ const std::vector<const char *> &workload_names() {
 }
 constexpr double kSimpleLimit = 20, kQuickSimpleLimit = 5, kLimit = 120;
 // The heap profiler's cost per workload is a ratio of two runs of the same
-// build, each varying by up to a fifth on this machine for the shortest
-// workloads: each repetition adds this many back-to-back pairs of
+// build, and the shortest workloads vary from run to run by more than the
+// check's margin: each repetition adds this many back-to-back pairs of
 // arenakit and arenakit+prof runs (in alternating order), and the check
 // takes the median of all the pairs' ratios.
 constexpr int kProfPairs = 2;

@@ -42,16 +42,6 @@ static inline void *alloc_fast(size_t n) {
 
 void *ak_malloc(size_t n) { return alloc_fast(n); }
 
-/* Invariant: a segment's owner is a heap address or AK_OWNER_NONE (large
- * blocks, abandoned segments), never 0 = "no heap"; so owner == h alone
- * proves a small segment of this thread. The segment map is asked before
- * the header is read: NULL, huge-aligned blocks (no header in their 4 MiB)
- * and every pointer the malloc did not hand out take the slow path, which
- * diagnoses them. The block-start test (a multiply, a rotate, a compare)
- * sends a pointer inside a block, or into the segment header, to the slow
- * path too. Cost over the unchecked path: two loads that stay in L1 (a
- * top-table entry and a leaf word cover 256 MiB of segments) and four ALU
- * operations. */
 /* Pushes `p`, a block of `pg` (a page of this thread's heap `h`) found
  * live and valid, with `used` the page's live blocks before the free. */
 static inline void free_push(_ak_mheap *h, _ak_page *pg, void *p, uint32_t used) {
@@ -88,6 +78,16 @@ static void free_page_slow(_ak_mheap *h, _ak_page *pg, void *p, uint32_t used) {
   _ak_free_slow(p, _ak_seg_of(p));
 }
 
+/* Invariant: a segment's owner is a heap address or AK_OWNER_NONE (large
+ * blocks, abandoned segments), never 0 = "no heap"; so owner == h alone
+ * proves a small segment of this thread. The segment map is asked before
+ * the header is read: NULL, huge-aligned blocks (no header in their 4 MiB)
+ * and every pointer the malloc did not hand out take the slow path, which
+ * diagnoses them. The block-start test (a multiply, a rotate, a compare)
+ * sends a pointer inside a block, or into the segment header, to the slow
+ * path too. Cost over the unchecked path: two loads that stay in L1 (a
+ * top-table entry and a leaf word cover 256 MiB of segments) and four ALU
+ * operations. */
 void ak_free(void *p) {
   _ak_segment *seg = _ak_seg_of(p);
   if (AK_UNLIKELY(_ak_malloc_checked || !_ak_segmap_has(seg) ||

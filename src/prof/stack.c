@@ -79,8 +79,7 @@ static unsigned walk_unwind(unwind_trace_fn trace, uintptr_t *buf, unsigned max)
  * kept in TLS); 0 when /proc/self/maps does not show one. */
 /* Stack mappings found before, by any thread: a thread that starts on a
  * stack block glibc kept from an exited thread (its stack cache) finds the
- * bounds here instead of reading /proc/self/maps (tens of microseconds, at
- * the first sample of every thread). An entry stands for a mapping only
+ * bounds here instead of reading /proc/self/maps at its first sample. An entry stands for a mapping only
  * for a thread whose stack pointer and thread pointer both lie in it:
  * glibc keeps a thread's TCB at the top of its stack block, so both lying
  * in the range seen before means the thread runs on that block. The main
