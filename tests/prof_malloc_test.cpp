@@ -7,7 +7,8 @@
 // percentage points; after the 60 % site's blocks are freed (by another
 // thread: remote frees) the next profile shows it under 1 %. Also: a
 // sampled large block that realloc moves stays in the profile, at its new
-// size; a page with more samples than its two slots loses none; while the
+// size; a page with more samples than its two slots loses none; at the
+// default period a sampled small block has a page of its own; while the
 // profiler is off nothing is recorded. Skipped, with the reason, where
 // `go` is not installed (scripts/deps.sh test installs golang-go).
 #include <arenakit/malloc.h>
@@ -148,6 +149,55 @@ TEST_F(ProfMalloc, FreesOfASampledPagesOtherBlocksKeepItsSample) {
       if (p != kept) ak_free(p);
   }).join();
   EXPECT_EQ(stats().unknown_frees, 0u);
+}
+
+// Allocates blocks of 48 bytes on a thread of its own until the first
+// sample, then hands `check` the sampled block (the one whose page is
+// marked) and the others; frees them all after it.
+template <class Check>
+void until_first_sample(Check check) {
+  std::thread([&] {
+    std::vector<void *> blocks;
+    while (stats().live_samples == 0 && blocks.size() < (1u << 22))
+      for (int i = 0; i < 16; i++) blocks.push_back(ak_malloc(48));
+    ASSERT_EQ(stats().live_samples, 1u);
+    void *kept = nullptr;
+    int marked = 0;
+    for (void *p : blocks)
+      if (pm_page_marked(p)) {
+        kept = p;
+        marked++;
+      }
+    ASSERT_NE(kept, nullptr) << "the sampled block's page is not marked";
+    int neighbours = 0;
+    for (void *p : blocks)
+      if (p != kept && pm_page_of(p) == pm_page_of(kept)) neighbours++;
+    check(kept, marked, neighbours);
+    for (void *p : blocks) ak_free(p);
+    EXPECT_EQ(stats().live_samples, 0u);
+    EXPECT_EQ(stats().unknown_frees, 0u);
+  }).join();
+}
+
+// At the default period a sampled block of a size the fast path serves
+// gets a page of its own, so that no other block's free leaves the fast
+// path while it lives (the page's mark sends every free of the page off
+// it). At a short period it stays in its class's page: a span each would
+// cost more addresses than the bytes a sample stands for.
+TEST_F(ProfMalloc, AtTheDefaultPeriodASampledSmallBlockHasAPageOfItsOwn) {
+  ASSERT_EQ(ak_prof_option_set(AK_PROF_OPTION_SAMPLE, 512 * 1024), 0);
+  ASSERT_EQ(ak_prof_start(), 0);
+  until_first_sample([](void *kept, int marked, int neighbours) {
+    EXPECT_EQ(marked, 1) << "only the sampled block's page is marked";
+    EXPECT_EQ(neighbours, 0) << "the sampled block shares its page";
+    EXPECT_GE(ak_usable_size(kept), 48u);
+  });
+}
+
+TEST_F(ProfMalloc, AtAShortPeriodASampledBlockStaysInItsClassPage) {
+  ASSERT_EQ(ak_prof_option_set(AK_PROF_OPTION_SAMPLE, 16 * 1024), 0);
+  ASSERT_EQ(ak_prof_start(), 0);
+  until_first_sample([](void *, int, int neighbours) { EXPECT_GT(neighbours, 0); });
 }
 
 TEST_F(ProfMalloc, AMovedLargeBlockStaysInTheProfileAtItsNewSize) {

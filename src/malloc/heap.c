@@ -442,12 +442,40 @@ void _ak_heap_count(_ak_mheap *h, void *p, size_t n) {
   if (count_sync(h)) _ak_malloc_prof_sampled(p, n);
 }
 
+/* Whether count_sync will end the profiler's countdown at the allocation
+ * being served (its bytes already taken off the thread's word):
+ * count_sync's own test (_ak_prof_sample_due of the bytes since the last
+ * sync), read without changing anything. */
+static bool sample_ahead(_ak_mheap *h) {
+  uint64_t gen = __atomic_load_n(&_ak_prof_gen, __ATOMIC_RELAXED);
+  if (!(gen & 1) || h->prof_gen != gen) return false;
+  return _ak_prof_self.left < h->left_base - _ak_tl.left;
+}
+
+/* A block the profiler is about to sample, of a size the fast path serves
+ * (a page holds 64 or more of them), is placed on a span of its own (a
+ * solo page, 4 KiB of it touched) rather than in its class's page: the
+ * mark that sends a page's frees off the fast path (prof.c) then sits on
+ * a page no other block shares, so the frees around a sample keep the fast
+ * path (on a shared page every free of the page took the side lane while
+ * the sample lived). Larger sizes share a page with few blocks and keep
+ * their class page. Done only while the period is at least
+ * AK_PROF_ALONE_PERIOD, so that the spans' addresses stay a small share of
+ * the bytes each sample stands for; a shorter period, or no span to be
+ * had, marks the class page. */
+#define AK_PROF_ALONE_MAX 1024
+#define AK_PROF_ALONE_PERIOD (4 * AK_PAGE_SIZE)
+
 /* The slow paths end where no lock of the library is held: a background
  * thread that memory put aside on the way asked for starts there. */
 void *_ak_malloc_slow(size_t n) {
-  bool fresh = _ak_tl.heap == NULL; /* the fast path's subtraction went to the word before it was armed */
-  void *p = malloc_slow(n);
   _ak_mheap *h = _ak_tl.heap;
+  bool fresh = h == NULL; /* the fast path's subtraction went to the word before it was armed */
+  void *p = NULL;
+  if (h && n <= AK_PROF_ALONE_MAX && sample_ahead(h) && _ak_prof_period() >= AK_PROF_ALONE_PERIOD)
+    p = _ak_heap_solo_alloc(h, n, false);
+  if (!p) p = malloc_slow(n);
+  h = _ak_tl.heap;
   if (p && h) {
     if (n > 1024 || fresh) _ak_tl.left -= (int64_t)n; /* the fast path took only sizes it serves */
     _ak_tl.allocs++;

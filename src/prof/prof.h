@@ -95,6 +95,9 @@ void _ak_prof_forget(void *block);
  *  a countdown may be dropped and drawn again at any time without bias.
  *  No lock, no allocation; async-signal-safe. */
 int64_t _ak_prof_countdown(void);
+/** The mean bytes between samples now in force (AK_PROF_SAMPLE or
+ *  ak_prof_option_set): a relaxed load, async-signal-safe. */
+uint64_t _ak_prof_period(void);
 /** _ak_prof_forget for a block that may or may not be in the live set (a
  *  component that marks a group of blocks, not each one): true when it
  *  was and is now forgotten; a block that was not is not counted. */

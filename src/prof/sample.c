@@ -130,16 +130,16 @@ int64_t _ak_prof_draw(uint64_t period) {
 
 /* ---- the countdown's slow paths ------------------------------------------------ */
 
-static uint64_t current_period(void) { return __atomic_load_n(&_ak_prof_g.period, __ATOMIC_RELAXED); }
+uint64_t _ak_prof_period(void) { return __atomic_load_n(&_ak_prof_g.period, __ATOMIC_RELAXED); }
 
 void _ak_prof_rearm(uint64_t gen) {
   _ak_prof_self.gen = gen;
-  _ak_prof_self.left = (gen & 1) ? _ak_prof_draw(current_period()) : INT64_MAX;
+  _ak_prof_self.left = (gen & 1) ? _ak_prof_draw(_ak_prof_period()) : INT64_MAX;
 }
 
 int64_t _ak_prof_countdown(void) {
   uint64_t gen = __atomic_load_n(&_ak_prof_gen, __ATOMIC_RELAXED);
-  return (gen & 1) ? _ak_prof_draw(current_period()) : INT64_MAX;
+  return (gen & 1) ? _ak_prof_draw(_ak_prof_period()) : INT64_MAX;
 }
 
 bool _ak_prof_sample_slow(size_t n) {
@@ -154,6 +154,6 @@ bool _ak_prof_sample_slow(size_t n) {
     t->left = INT64_MAX;
     return false;
   }
-  t->left = _ak_prof_draw(current_period());
+  t->left = _ak_prof_draw(_ak_prof_period());
   return t->busy == 0;
 }
