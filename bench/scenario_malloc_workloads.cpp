@@ -94,10 +94,14 @@ const std::vector<const char *> &workload_names() {
 constexpr double kSimpleLimit = 20, kQuickSimpleLimit = 5, kLimit = 120;
 // The heap profiler's cost per workload is a ratio of two runs of the same
 // build, and the shortest workloads vary from run to run by more than the
-// check's margin: each repetition adds this many back-to-back pairs of
-// arenakit and arenakit+prof runs (in alternating order), and the check
-// takes the median of all the pairs' ratios.
-constexpr int kProfPairs = 2;
+// check's margin: each repetition adds back-to-back pairs of arenakit and
+// arenakit+prof runs (in alternating order), and the check takes the
+// median of all the pairs' ratios. A repetition makes as many pairs as
+// take about kProfPairS seconds at the workload's arenakit time (the short
+// two-thread ones, larson and producer/consumer, spread the widest), at
+// least kProfPairs and at most kProfPairsMax; a --quick run kProfPairs.
+constexpr int kProfPairs = 2, kProfPairsMax = 20;
+constexpr double kProfPairS = 5.0;
 constexpr double kMaxRssVsMimalloc = 1.2;    // peak at most 1.2x mimalloc's, each workload
 constexpr double kMinSpeedVsMimalloc = 1.0;  // geometric mean time at most mimalloc's
 
@@ -106,6 +110,7 @@ akb::Params prepare(const akb::Options &opts) {
   p["scale"] = opts.quick ? "0.15" : "1";
   p["simple_limit_s"] = akmw::fmt("%.0f", opts.quick ? kQuickSimpleLimit : kSimpleLimit);
   p["limit_s"] = akmw::fmt("%.0f", kLimit);
+  p["prof_pair_s"] = akmw::fmt("%.1f", opts.quick ? 0.0 : kProfPairS);
   return p;
 }
 
@@ -136,6 +141,7 @@ int child(const akb::Params &p) {
   std::vector<akmw::Column> cols = akmw::child_columns(akb::arenakit_only(p), true);
   akmw::OverMemo memo(kName);
   for (const char *wl : workload_names()) {
+    double off_time = NAN;  // the arenakit column's run
     for (const akmw::Column &col : cols) {
       std::string k = col.label + "." + wl;
       if (memo.over(k)) {
@@ -153,9 +159,10 @@ int child(const akb::Params &p) {
       } else {
         for (const char *key : {"time", "peak_rss", "minflt", "bad", "rss_residue", "rss_end"})
           if (r.kv.count(key)) akb::emit(k + "." + key, r.num(key));
+        if (col.label == "arenakit") off_time = r.num("time");
       }
     }
-    // The profiler's extra pairs (kProfPairs): "arenakit+prof.<wl>.pairN.on"
+    // The profiler's extra pairs (kProfPairs to kProfPairsMax): "arenakit+prof.<wl>.pairN.on"
     // and ".off", each pair's two runs back to back.
     const akmw::Column *off = nullptr, *on = nullptr;
     for (const akmw::Column &col : cols) {
@@ -165,7 +172,10 @@ int child(const akb::Params &p) {
     if (!off || !on || memo.over("arenakit." + std::string(wl)) ||
         memo.over("arenakit+prof." + std::string(wl)))
       continue;
-    for (int i = 0; i < kProfPairs; i++) {
+    const double want = std::atof(p.at("prof_pair_s").c_str()) / (2 * off_time);  // NaN: kProfPairs
+    const int pairs =
+        want > kProfPairs ? static_cast<int>(std::min(std::ceil(want), double(kProfPairsMax))) : kProfPairs;
+    for (int i = 0; i < pairs; i++) {
       const akmw::Column *order[2] = {i % 2 ? on : off, i % 2 ? off : on};
       double t[2] = {NAN, NAN};
       for (int j = 0; j < 2; j++) {
@@ -366,7 +376,7 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
                                       gp / ga, 1.05));
     for (const char *wl : workload_names()) {
       // Every pair of one child: the main runs of each repetition and its
-      // kProfPairs extra pairs; the median of their ratios.
+      // extra pairs (as many as it ran); the median of their ratios.
       std::vector<double> ratios;
       std::string w = wl;
       auto pair_ratios = [&](const std::string &on_key, const std::string &off_key) {
@@ -379,7 +389,7 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
           if (b->second[i] > 0) ratios.push_back(a->second[i] / b->second[i]);
       };
       pair_ratios(w + ".time", "arenakit." + w + ".time");
-      for (int i = 0; i < kProfPairs; i++) {
+      for (int i = 0; i < kProfPairsMax; i++) {
         std::string k = w + ".pair" + std::to_string(i);
         pair_ratios(k + ".on", "arenakit+prof." + k + ".off");
       }
