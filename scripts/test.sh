@@ -31,7 +31,7 @@
 #             each (default 24, split over the ASan and the fast build),
 #             from the committed corpora
 #             (tests/fuzz/run.sh; a crash input is kept as a regression test)
-#   soak      the soak program for AK_SOAK_SECONDS (default 60) under the
+#   soak      the soak program for AK_SOAK_SECONDS (default 45) under the
 #             release and the hardened build (tests/soak/run.sh)
 #   realprog  python test modules, git, sqlite3, gcc and sort with
 #             LD_PRELOAD=libarenakit-malloc.so, output compared with a run
@@ -67,11 +67,11 @@ fi
 # keeps what it measured in .cache/test-times (ignored by git) and the
 # next run quotes those instead.
 declare -A usual=([release]=284 [asan]=325 [tsan]=371 [valgrind]=18 [hardened]=179 [fuzz]=104
-  [soak]=88 [realprog]=81 [aarch64]=213 [musl]=28 [format]=2)
+  [soak]=73 [realprog]=81 [aarch64]=213 [musl]=28 [format]=2)
 declare -A what=([release]="release build, every ctest suite and the consumer tests"
   [asan]="ASan+UBSan+checked build, unit tests" [tsan]="ThreadSanitizer build (clang), unit tests"
   [valgrind]="memcheck over the single-threaded suites" [hardened]="hardened build, unit tests"
-  [fuzz]="libFuzzer targets, ${AK_FUZZ_SECONDS:-24} s each" [soak]="soak, ${AK_SOAK_SECONDS:-60} s, release and hardened"
+  [fuzz]="libFuzzer targets, ${AK_FUZZ_SECONDS:-24} s each" [soak]="soak, ${AK_SOAK_SECONDS:-45} s, release and hardened"
   [realprog]="real programs under LD_PRELOAD" [aarch64]="aarch64 cross build, unit suites under qemu-user"
   [musl]="musl static programs: C API, drop-in malloc, soak" [format]="clang-format check")
 for stage in "${stages[@]}"; do
@@ -256,7 +256,7 @@ for stage in "${stages[@]}"; do
       step "fuzz" bash tests/fuzz/run.sh "${AK_FUZZ_SECONDS:-24}"
       ;;
     soak)
-      step "soak" bash tests/soak/run.sh "${AK_SOAK_SECONDS:-60}"
+      step "soak" bash tests/soak/run.sh "${AK_SOAK_SECONDS:-45}"
       ;;
     realprog)
       if scripts/deps.sh realprog; then
