@@ -5,7 +5,8 @@
  * prof_pprof_sites.c (pprof's line-table lookup); noinline and no tail
  * call: each site is a frame of its own. Also what the test needs of the
  * malloc's internals, whose header is C only: a block's page, whether
- * the page is marked as holding a sample, and marking a block sampled. */
+ * the page is marked as holding a sample, marking a block sampled, and
+ * whether spans have guard pages. */
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -15,6 +16,10 @@
 void *pm_page_of(void *p);
 bool pm_page_marked(void *p);
 void pm_sample(void *p, size_t n);
+bool pm_guards(void);
+
+/* Whether the build puts guard pages after spans (hardened). */
+bool pm_guards(void) { return ak_harden_guards; }
 
 void *pm_page_of(void *p) { return _ak_page_of(_ak_seg_of(p), p); }
 

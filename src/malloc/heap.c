@@ -461,8 +461,9 @@ static bool sample_ahead(_ak_mheap *h) {
  * the sample lived). Larger sizes share a page with few blocks and keep
  * their class page. Done only while the period is at least
  * AK_PROF_ALONE_PERIOD, so that the spans' addresses stay a small share of
- * the bytes each sample stands for; a shorter period, or no span to be
- * had, marks the class page. */
+ * the bytes each sample stands for, and not with the hardened build's
+ * guard pages (a guard per span would split the mapping at every live
+ * sample); otherwise, or with no span to be had, the class page is marked. */
 #define AK_PROF_ALONE_MAX 1024
 #define AK_PROF_ALONE_PERIOD (4 * AK_PAGE_SIZE)
 
@@ -472,7 +473,8 @@ void *_ak_malloc_slow(size_t n) {
   _ak_mheap *h = _ak_tl.heap;
   bool fresh = h == NULL; /* the fast path's subtraction went to the word before it was armed */
   void *p = NULL;
-  if (h && n <= AK_PROF_ALONE_MAX && sample_ahead(h) && _ak_prof_period() >= AK_PROF_ALONE_PERIOD)
+  if (!ak_harden_guards && h && n <= AK_PROF_ALONE_MAX && sample_ahead(h) &&
+      _ak_prof_period() >= AK_PROF_ALONE_PERIOD)
     p = _ak_heap_solo_alloc(h, n, false);
   if (!p) p = malloc_slow(n);
   h = _ak_tl.heap;
