@@ -6,12 +6,15 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -22,9 +25,11 @@
 #include <vector>
 
 extern "C" {
+#include "common/harden.h"
 #include "common/track.h"
 }
 #include "os/os_mem.h"
+#include "sanitizers.h"
 
 // The magazine batch of src/pool/pool_internal.h (AK_MAG_BATCH).
 #define AK_MAG_BATCH_FOR_TESTS 64u
@@ -867,6 +872,119 @@ class PoolMagazine : public ::testing::TestWithParam<ak_sync> {
 INSTANTIATE_TEST_SUITE_P(All, PoolMagazine, ::testing::Values(AK_SYNC_SPINLOCK, AK_SYNC_LOCKFREE),
                          [](const auto &pi) { return mode_name(pi.param); });
 
+// Objects a thread freed go back to that thread first: its spilled batches
+// wait in its stash, so another thread that allocates meanwhile gets new
+// memory rather than them (while the pool can grow), and the first thread
+// gets its own objects back.
+TEST_P(PoolMagazine, ObjectsFreedByAThreadGoBackToIt) {
+  if (ak_harden_double_free) GTEST_SKIP() << "no stash in the hardened double-free build";
+  Pool t(48, GetParam());
+  // Live objects of this thread, counted in the pool's total (a magazine
+  // adds its count once per batch), so that no free of the other threads
+  // looks like the pool's last.
+  std::vector<void *> sentinels;
+  for (size_t i = 0; i < 2 * AK_MAG_BATCH_FOR_TESTS + 1; i++) sentinels.push_back(ak_pool_alloc(t.p));
+  const size_t n = 20000;
+  std::vector<void *> a1, a2, b;
+  std::mutex mu;
+  std::condition_variable cv;
+  int step = 0;
+  auto wait_for = [&](int s) {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return step >= s; });
+  };
+  auto go = [&](int s) {
+    std::lock_guard<std::mutex> l(mu);
+    step = s;
+    cv.notify_all();
+  };
+  std::thread ta([&] {
+    for (size_t i = 0; i < n; i++) a1.push_back(ak_pool_alloc(t.p));
+    for (void *o : a1) ak_pool_free(t.p, o);
+    go(1);
+    wait_for(2);
+    for (size_t i = 0; i < n; i++) a2.push_back(ak_pool_alloc(t.p));
+  });
+  std::thread tb([&] {
+    wait_for(1);
+    for (size_t i = 0; i < n; i++) b.push_back(ak_pool_alloc(t.p));
+    go(2);
+  });
+  ta.join();
+  tb.join();
+  std::set<void *> first(a1.begin(), a1.end());
+  size_t b_got = 0, a_got = 0;
+  for (void *o : b) b_got += first.count(o);
+  for (void *o : a2) a_got += first.count(o);
+  EXPECT_LE(b_got, 2 * AK_MAG_BATCH_FOR_TESTS) << "the other thread took the objects the first one freed";
+  EXPECT_GE(a_got, n - 2 * AK_MAG_BATCH_FOR_TESTS) << "the first thread did not get its own objects back";
+  for (void *o : a2) ak_pool_free(t.p, o);
+  for (void *o : b) ak_pool_free(t.p, o);
+  for (void *o : sentinels) ak_pool_free(t.p, o);
+  EXPECT_EQ(t.stats().live, 0u);
+}
+
+// When the pool cannot grow, a thread that ran out takes batches from
+// another thread's stash: free objects one thread keeps are never lost to
+// the others. The address space is capped in a forked child (no new
+// mapping can be had there), where the other thread's magazine is still
+// listed with its stash.
+TEST_P(PoolMagazine, AThreadTakesAnotherThreadsStashWhenThePoolCannotGrow) {
+  if (ak_harden_double_free) GTEST_SKIP() << "no stash in the hardened double-free build";
+  if (AK_TEST_SANITIZED) GTEST_SKIP() << "a sanitizer's shadow memory needs address space of its own";
+  Pool t(48, GetParam());
+  std::vector<void *> sentinels;  // no free of the other thread looks like the pool's last
+  for (size_t i = 0; i < 2 * AK_MAG_BATCH_FOR_TESTS + 1; i++) sentinels.push_back(ak_pool_alloc(t.p));
+  const size_t n = 20000;
+  std::mutex mu;
+  std::condition_variable cv;
+  int step = 0;
+  std::thread ta([&] {
+    std::vector<void *> v;
+    for (size_t i = 0; i < n; i++) v.push_back(ak_pool_alloc(t.p));
+    for (void *o : v) ak_pool_free(t.p, o);
+    std::unique_lock<std::mutex> l(mu);
+    step = 1;
+    cv.notify_all();
+    cv.wait(l, [&] { return step == 2; });  // alive, its stash kept, until the child ran
+  });
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return step == 1; });
+  }
+  std::vector<void *> got;
+  got.reserve(n);
+  pid_t pid = fork();
+  if (pid == 0) {
+    // Every mapping of the child is counted: the cap is what it has now.
+    long pages = 0;
+    FILE *f = std::fopen("/proc/self/statm", "r");
+    if (!f || std::fscanf(f, "%ld", &pages) != 1) _exit(3);
+    std::fclose(f);
+    struct rlimit r = {(rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE), RLIM_INFINITY};
+    if (setrlimit(RLIMIT_AS, &r) != 0) _exit(4);
+    for (size_t i = 0; i < n / 2; i++) {
+      void *o = ak_pool_alloc(t.p);
+      if (!o) _exit(1);
+      got.push_back(o);
+    }
+    _exit(0);
+  }
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the child could not allocate what another thread's stash held (status " << status << ")";
+  {
+    std::lock_guard<std::mutex> l(mu);
+    step = 2;
+    cv.notify_all();
+  }
+  ta.join();
+  for (void *o : sentinels) ak_pool_free(t.p, o);
+  EXPECT_EQ(t.stats().live, 0u);
+}
+
 // A thread that exits hands its magazine back: trim (which only reaches the
 // magazines of live threads) then finds every slot.
 TEST_P(PoolMagazine, ThreadExitHandsMagazineBack) {
@@ -1022,7 +1140,7 @@ TEST_P(PoolMagazine, TrimEmptiesOtherThreadsMagazines) {
 
 // A trim takes the magazines while their owners allocate and free (the
 // owner and the thief each claim a chain with one exchange,
-// src/pool/pool_magazine.c): no object is ever held by two at once. Each
+// src/pool/modes/magazine/magazine.c): no object is ever held by two at once. Each
 // owner stamps all of its objects' words and finds them intact before it
 // frees them.
 TEST_P(PoolMagazine, TrimWhileOwnersRunHandsNoObjectOutTwice) {

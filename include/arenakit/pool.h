@@ -38,14 +38,14 @@ typedef enum ak_sync {
    *  atomic push. A thread's slabs are handed back when it exits. */
   AK_SYNC_THREADS = 0,
   AK_SYNC_NONE = 1, /**< no synchronisation: one thread at a time; inline fast paths */
-  /** A spinlock (backoff, sched_yield()) behind per-thread magazines of up
-   *  to 128 free objects (inline fast paths), filled and spilled 64 at a
-   *  time under the lock; back at thread exit, ak_pool_trim(), last free. */
+  /** A spinlock (backoff, sched_yield()) behind per-thread magazines of
+   *  up to 128 objects (inline fast paths) and a stash of the batches the
+   *  thread freed, used first (another's only when the pool cannot grow);
+   *  back at thread exit, ak_pool_trim(), or the pool emptying (<= 1/s). */
   AK_SYNC_SPINLOCK = 2,
-  /** A lock-free stack of batches of up to 64 free objects whose head
-   *  carries a 16-bit ABA tag, behind per-thread magazines as in
-   *  AK_SYNC_SPINLOCK. Slots are at least 16 bytes. Slabs are decommitted,
-   *  not unmapped, when trimmed, so a stale read never faults. */
+  /** A lock-free stack of batches of up to 64 free objects (16-bit ABA
+   *  tag on its head) behind magazines and stashes as in AK_SYNC_SPINLOCK.
+   *  Slots >= 16 bytes; trimmed slabs are decommitted, never unmapped. */
   AK_SYNC_LOCKFREE = 3
 } ak_sync;
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* modes.h - what the sync modes share (internal): the mode instances, the
  * registry of per-thread state of the concurrent modes (modes/tls.c) and
- * the magazine front of SPINLOCK and LOCKFREE (modes/magazine.c), which
+ * the magazine front of SPINLOCK and LOCKFREE (modes/magazine/), which
  * reaches the shared structure behind it through the mode table (`take`,
  * `give`, `on_lists`). The files of modes/ include this header, never
  * each other's. */
@@ -66,7 +66,7 @@ void *_ak_tls_state_alloc(size_t size);
 /** The hooks of AK_SYNC_THREADS heaps (modes/threads/). */
 extern const _ak_tls_mode _ak_threads_tls;
 
-/* ---- modes/magazine.c: the per-thread front of SPINLOCK and LOCKFREE ----------- */
+/* ---- modes/magazine/: the per-thread front of SPINLOCK and LOCKFREE ----------- */
 
 /** Objects a batch holds at most: a magazine refills and spills this many
  *  at a time, and caches at most twice as many. */
@@ -87,6 +87,9 @@ void _ak_mag_free(_ak_pool_impl *p, void *o);
  *  structure now: marks them all taken, one barrier (membarrier(2)), waits
  *  out each owner at work on its magazine, then takes it. */
 void _ak_mag_flush_all(_ak_pool_impl *p);
+/** A drain of the stashes that was deferred, done once due (the mode's
+ *  `tick`): when it wants to run again (UINT64_MAX: nothing deferred). */
+uint64_t _ak_mag_tick(_ak_pool_impl *p);
 /** fork() child: no magazine of `p` is at work or being taken. */
 void _ak_mag_fork_child(_ak_pool_impl *p);
 /** Objects allocated and not yet freed (exact when no call is running)

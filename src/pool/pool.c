@@ -366,6 +366,7 @@ void ak_pool_stats_get(const ak_pool *pub, ak_pool_stats *out) {
   _ak_pool_impl *p = _ak_impl(pub);
   out->object_size = p->object_size;
   out->slot_size = p->slot;
+  if (p->mode->tick) (void)p->mode->tick(p);
   p->mode->counts(p, &out->live, &out->peak_live);
   _ak_spare_tick(&p->spares); /* the counts show the policy's due steps done */
   _ak_table_stats(&p->table, p->slab_size, out);

@@ -14,7 +14,7 @@
  *                (_ak_pool_mode): none.c, spinlock.c, lockfree.c, threads/;
  *                and what the concurrent modes share (pool/modes.h): the
  *                per-thread state registry (tls.c) and the magazine front
- *                of SPINLOCK and LOCKFREE (magazine.c). A mode reaches
+ *                of SPINLOCK and LOCKFREE (magazine/). A mode reaches
  *                another mode only through the mode table.
  *   pool.c       the API: options, create, destroy, dispatch to p->mode
  * No include or call cycle between files, slab/ includes no mode, no file
@@ -88,12 +88,19 @@ typedef struct _ak_pool_mode {
   /** fork() child, no lock held (registry.c's handlers). */
   void (*fork_child)(_ak_pool_impl *p);
   /* The shared structure behind the magazines (SPINLOCK, LOCKFREE):
-   * take: one batch as a chain, its length (0: out of memory, errno set);
+   * take: at least one and at most `want` (a multiple of AK_MAG_BATCH)
+   *   objects as one chain, in the order to hand them out (SPINLOCK: up
+   *   to `want`, LOCKFREE: one batch); its length (0: out of memory,
+   *   errno set);
    * give: a chain back (`n`: its length if a full batch is known, else 0);
    * on_lists: hardened, whether free slot `o` of `s` is in the structure. */
-  uint32_t (*take)(_ak_pool_impl *p, void **chain);
+  uint32_t (*take)(_ak_pool_impl *p, void **chain, uint32_t want);
   void (*give)(_ak_pool_impl *p, void *chain, uint32_t n);
   bool (*on_lists)(_ak_pool_impl *p, _ak_slab *s, void *o);
+  /** The mode's own due reclaim steps (ak_pool_stats_get, the reclaim
+   *  thread's pass through registry.c; NULL: none): the reclaim clock (ms)
+   *  at which it wants to run again, UINT64_MAX if never. */
+  uint64_t (*tick)(_ak_pool_impl *p);
   /** A thread left the pool, its magazine given back (NULL: nothing to do). */
   void (*thread_left)(_ak_pool_impl *p);
 } _ak_pool_mode;

@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/lifecycle.h"
+#include "common/reclaim.h"
 #include "common/wordlock.h"
 #include "pool/modes.h"
 
@@ -85,7 +86,23 @@ uint64_t _ak_pools_new_id(void) {
   return id;
 }
 
+/* The reclaim thread's pass (and ak_reclaim_collect) over the pools: each
+ * live pool's own due steps (its mode's `tick`); the earliest time one
+ * wants to run again. */
+static uint64_t pools_tick(uint64_t now) {
+  (void)now;
+  uint64_t next = UINT64_MAX;
+  pthread_mutex_lock(&g_pools_mu);
+  for (_ak_pool_impl *q = g_pools; q; q = q->next_pool) {
+    uint64_t at = q->mode->tick ? q->mode->tick(q) : UINT64_MAX;
+    if (at < next) next = at;
+  }
+  pthread_mutex_unlock(&g_pools_mu);
+  return next;
+}
+
 void _ak_pools_add(_ak_pool_impl *p) {
+  if (p->mode->tick) _ak_reclaim_register_tick(pools_tick);
   pthread_mutex_lock(&g_pools_mu);
   AK_ASSERT(p->next_pool == NULL && p != g_pools && !p->destroyed); /* added once, alive */
   p->next_pool = g_pools;

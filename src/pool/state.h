@@ -30,7 +30,7 @@ typedef struct _ak_lockfree_state {
 } _ak_lockfree_state;
 
 /** The magazine front of AK_SYNC_SPINLOCK and AK_SYNC_LOCKFREE
- *  (modes/magazine.c) and the shared words behind it. */
+ *  (modes/magazine/) and the shared words behind it. */
 typedef struct _ak_mag_state {
   /* The shared words, all on one cache line (the pool is allocated
    * 64-aligned). A magazine touches them together once per batch (flush
@@ -52,6 +52,8 @@ typedef struct _ak_mag_state {
   atomic_size_t live, peak;
   /* Bookkeeping, off the contended line. */
   _Alignas(64) _ak_dlist list; /* magazines of live threads (under the pool's mu) */
+  _Atomic uint64_t drained;    /* the reclaim clock (ms) when a drain last gave the stashes back */
+  _Atomic uint64_t drain_at;   /* when a deferred drain is due (0: none; modes/magazine/stash.c) */
   atomic_uintptr_t lo, hi;     /* hardened: address range of the slabs in chains */
 } _ak_mag_state;
 

@@ -139,7 +139,7 @@ typedef struct _ak_pool_theap {
 
 /** A thread's magazine of an AK_SYNC_SPINLOCK or AK_SYNC_LOCKFREE pool:
  *  the part the inline paths use (the library's _ak_pool_mag begins with
- *  it; src/pool/modes/magazine.c has the protocol). Only the owner reads or
+ *  it; src/pool/modes/magazine/magazine.c has the protocol). Only the owner reads or
  *  writes `list` and `n` while `busy` is 1, and sets `busy` only when
  *  `taken` is 0; ak_pool_trim (another thread) sets `taken`, makes the
  *  owner's marks visible (membarrier(2)), waits until `busy` is 0, then

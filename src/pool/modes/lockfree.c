@@ -1,24 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* lockfree.c - AK_SYNC_LOCKFREE: a lock-free free list made ABA-safe, a
  * lock-free stack (a Treiber stack) of batches behind the per-thread
- * magazines of modes/magazine.c. Links cross slabs here: each is encoded
+ * magazines of modes/magazine/. Links cross slabs here: each is encoded
  * with the key of the slab of the slot that stores it (_ak_slab_of).
  *
- * The stack holds batches: chains of at most AK_MAG_BATCH free slots
- * linked through their first word. The first slot of a batch also holds,
- * in its second word, the batch's length (top 16 bits) and the first slot
- * of the next batch (low 48 bits). So a magazine takes or gives a whole
- * batch with one CAS, and the shared head is touched once per batch, not
- * once per object (slots are at least two words in this mode).
- *
- * The head is one 64-bit word: a 16-bit tag above a 48-bit slot pointer
- * (x86-64 and AArch64 user addresses fit in 48 bits; slabs above that are
- * refused). Every successful CAS increments the tag, so a thread that read
- * head A, was preempted while A was popped, pushed back and reused, fails
- * its CAS instead of installing a stale `next`. A popper may read the
- * second word of a slot another thread has just taken; that memory stays
- * mapped for the pool's lifetime (trim only decommits it), so the read
- * never faults and the tag makes its value irrelevant.
+ * The stack holds batches (pool/batch.h: chains of at most AK_MAG_BATCH
+ * free slots, the length and the next batch in the first slot's second
+ * word, a tagged head), so a magazine takes or gives a whole batch with
+ * one CAS and the shared head is touched once per batch, not once per
+ * object (slots are at least two words in this mode).
  *
  * When the stack is empty, one thread (under the pool mutex) carves a new
  * slab into batches and pushes them all with one CAS. */
@@ -30,119 +20,22 @@
 
 #include "common/error.h"
 #include "common/track.h"
+#include "pool/batch.h"
 #include "pool/modes.h"
 #include "pool/slab/backing.h"
 #include "pool/slab/spares.h"
 
-#define PTR_BITS 48
-#define PTR_MASK ((UINT64_C(1) << PTR_BITS) - 1)
-#define TAG_ONE (UINT64_C(1) << PTR_BITS)
-
+/* The benign race of a Treiber stack: the link of the head slot may be
+ * written by the thread that just popped it. Read it atomically; TSan is
+ * told to ignore this one function. */
 #if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 8)
 #define AK_NO_TSAN __attribute__((no_sanitize("thread")))
 #else
 #define AK_NO_TSAN
 #endif
-
-static inline uint64_t pack(uint64_t old, void *p) {
-  AK_ASSERT(((uintptr_t)p & ~(uintptr_t)PTR_MASK) == 0); /* slot addresses fit 48 bits (push_slab) */
-  return ((old & ~PTR_MASK) + TAG_ONE) | (uintptr_t)p;
-}
-
-/* A link word `w` read from slot `o` (atomically, or the batch word's
- * part), decoded with the codec of arenakit/detail/link.h. */
-static inline void *decode(const _ak_pool_impl *p, const void *o, uintptr_t w) {
-  _ak_link l;
-  memcpy(&l, &w, sizeof l);
-  return _ak_link_get(&l, _ak_slab_key(_ak_slab_of(o, p->slab_size)));
-}
-
-/* The word slot `o` stores for link `next`. */
-static inline uintptr_t encode(const _ak_pool_impl *p, const void *o, const void *next) {
-  _ak_link l;
-  _ak_link_set(&l, next, _ak_slab_key(_ak_slab_of(o, p->slab_size)));
-  uintptr_t w;
-  memcpy(&w, &l, sizeof w);
-  return w;
-}
-
-static _Noreturn AK_COLD void corrupt(_ak_pool_impl *p, void *o, void *next) {
-  _ak_slab_corrupt(_ak_slab_of(o, p->slab_size), o, next, "ak_pool_alloc");
-}
-
-/* The benign race of a Treiber stack: the link of the head slot may be
- * written by the thread that just popped it. Read it atomically; TSan is
- * told to ignore this one function. */
 static AK_NO_TSAN uintptr_t read_link(void *slot) {
-  return (uintptr_t)((const volatile _ak_link *)slot)->next; /* the stored word, decoded by decode() */
-}
-
-/* The second word of the first slot of a batch: length << 48 | the next
- * batch (encoded like a link, with the key of the slot's slab). */
-#define BATCH_SHIFT 48
-
-static inline uintptr_t *batch_word(void *o) { return (uintptr_t *)o + 1; }
-
-static inline uintptr_t batch_pack(const _ak_pool_impl *p, void *o, void *next, uint32_t n) {
-  AK_ASSERT(n > 0 && n <= AK_MAG_BATCH); /* a batch: its length fits above the pointer */
-  return ((uintptr_t)n << BATCH_SHIFT) | (encode(p, o, next) & PTR_MASK);
-}
-
-static inline void *batch_next(const _ak_pool_impl *p, const void *o, uintptr_t w) {
-  return (void *)((uintptr_t)decode(p, o, w & PTR_MASK) & PTR_MASK);
-}
-
-/* The racy read of a Treiber stack: the second word of the head slot may
- * be written by the thread that just popped it (or, tracked, poisoned
- * after it was freed again): read atomically, the tools told to ignore
- * this one function; a CAS on the tagged head decides whether it counts. */
-#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 8)
-#define AK_NO_SANITIZE_RACE __attribute__((no_sanitize("thread", "address")))
-#else
-#define AK_NO_SANITIZE_RACE
-#endif
-static AK_NO_SANITIZE_RACE uintptr_t read_batch_word(void *slot) {
-  return *(uintptr_t volatile *)batch_word(slot);
-}
-
-/* Cuts the chain `first` (held by the caller) into batches linked to each
- * other and pushes them all with one CAS. Returns the number of slots. */
-static size_t push_chain(_ak_pool_impl *p, void *first) {
-  size_t total = 0;
-  void *head = NULL, *prev_batch = NULL; /* first batch; batch whose link is pending */
-  uint32_t prev_n = 0;
-  while (first) {
-    /* Cut one batch of at most AK_MAG_BATCH slots off the chain. */
-    void *b = first, *o = first;
-    uint32_t n = 1;
-    void *next = _ak_chain_next(p, o);
-    while (next && n < AK_MAG_BATCH) {
-      o = next;
-      next = _ak_chain_next(p, o);
-      n++;
-    }
-    _ak_chain_set(p, o, NULL); /* the batch ends here */
-    AK_ASSERT(n >= 1 && n <= AK_MAG_BATCH);
-    first = next;
-    total += n;
-    if (p->tracked && p->slot > sizeof(void *)) AK_TRACK_INTERNAL(batch_word(b), sizeof(uintptr_t));
-    if (prev_batch)
-      __atomic_store_n(batch_word(prev_batch), batch_pack(p, prev_batch, b, prev_n), __ATOMIC_RELAXED);
-    else
-      head = b;
-    prev_batch = b;
-    prev_n = n;
-  }
-  AK_ASSERT((head == NULL) == (total == 0) && (head == NULL) == (prev_batch == NULL));
-  if (!head) return 0;
-  uint64_t old = atomic_load_explicit(&p->mag.lf_head, memory_order_relaxed);
-  do {
-    __atomic_store_n(batch_word(prev_batch),
-                     batch_pack(p, prev_batch, (void *)(uintptr_t)(old & PTR_MASK), prev_n),
-                     __ATOMIC_RELAXED);
-  } while (!atomic_compare_exchange_weak_explicit(&p->mag.lf_head, &old, pack(old, head),
-                                                  memory_order_release, memory_order_relaxed));
-  return total;
+  return (uintptr_t)((const volatile _ak_link *)slot)
+      ->next; /* the stored word, decoded by _ak_batch_decode() */
 }
 
 /* Under p->mu: carves a spare or new slab into batches and pushes them
@@ -163,7 +56,7 @@ static int push_slab(_ak_pool_impl *p) {
   _ak_slab *s = slab_get(p);
   if (!s) return errno ? errno : ENOMEM;
   AK_ASSERT(s->head.used == 0 && !_ak_dnode_linked(&s->node)); /* an empty slab on no list */
-  if ((uintptr_t)s + p->slab_size - 1 > PTR_MASK) {
+  if ((uintptr_t)s + p->slab_size - 1 > AK_BATCH_PTR_MASK) {
     _ak_pool_slab_release(p, s);
     _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "slab address does not fit 48 bits");
     return ENOMEM;
@@ -182,7 +75,7 @@ static int push_slab(_ak_pool_impl *p) {
   s->head.used = s->capacity; /* the slots now belong to the stack */
   AK_ASSERT(first != NULL && s->bump == s->end &&
             s->head.state == AK_SLAB_FULL); /* every slot carved, listed */
-  (void)push_chain(p, first);
+  (void)_ak_batch_push_chain(p, &p->mag.lf_head, first);
   return 0;
 }
 
@@ -190,42 +83,29 @@ static int push_slab(_ak_pool_impl *p) {
 static int grow(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
   int rc = 0;
-  if (!(atomic_load_explicit(&p->mag.lf_head, memory_order_acquire) & PTR_MASK)) rc = push_slab(p);
+  if (!_ak_batch_top(atomic_load_explicit(&p->mag.lf_head, memory_order_acquire))) rc = push_slab(p);
   pthread_mutex_unlock(&p->mu);
   if (rc) errno = rc;
   return rc;
 }
 
-static uint32_t lockfree_take(_ak_pool_impl *p, void **chain) {
+static uint32_t lockfree_take(_ak_pool_impl *p, void **chain, uint32_t want) {
+  (void)want; /* one batch: the stack holds batches */
   /* Counted out before the pop (a whole batch; the excess given back
    * after), so that lf_out is never below the slots outside the stack. */
   atomic_fetch_add(&p->mag.lf_out, AK_MAG_BATCH);
-  uint64_t old = atomic_load_explicit(&p->mag.lf_head, memory_order_acquire);
   for (;;) {
-    void *top = (void *)(uintptr_t)(old & PTR_MASK);
-    if (!top) {
-      if (grow(p) != 0) {
-        atomic_fetch_sub(&p->mag.lf_out, AK_MAG_BATCH);
-        *chain = NULL;
-        return 0;
-      }
-      old = atomic_load_explicit(&p->mag.lf_head, memory_order_acquire);
-      continue;
-    }
-    uintptr_t w = read_batch_word(top);
-    void *next = batch_next(p, top, w);
-    if (atomic_compare_exchange_weak_explicit(&p->mag.lf_head, &old, pack(old, next), memory_order_acquire,
-                                              memory_order_acquire)) {
-      /* The CAS proves `top` was the head throughout: `w` is its real
-       * batch word, so a bad one is corruption, not a race. */
-      uint32_t n = (uint32_t)(w >> BATCH_SHIFT);
-      if (AK_UNLIKELY(n == 0 || n > AK_MAG_BATCH) ||
-          (ak_harden_links && AK_UNLIKELY(!_ak_pool_plausible(p, (uintptr_t)next))))
-        corrupt(p, top, next);
+    void *top;
+    uint32_t n = _ak_batch_pop(p, &p->mag.lf_head, &top);
+    if (n) {
       if (n < AK_MAG_BATCH) atomic_fetch_sub(&p->mag.lf_out, AK_MAG_BATCH - n);
-      AK_ASSERT(_ak_slab_of(top, p->slab_size)->head.pool == p); /* a slot of one of p's slabs */
       *chain = top;
       return n;
+    }
+    if (grow(p) != 0) {
+      atomic_fetch_sub(&p->mag.lf_out, AK_MAG_BATCH);
+      *chain = NULL;
+      return 0;
     }
   }
 }
@@ -251,15 +131,9 @@ static size_t lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n) {
   if (n) {
     /* A magazine's batch: its length is known, so only its first slot is
      * touched (no walk over slots that may have left the cache). */
-    if (p->tracked && p->slot > sizeof(void *)) AK_TRACK_INTERNAL(batch_word(chain), sizeof(uintptr_t));
-    uint64_t old = atomic_load_explicit(&p->mag.lf_head, memory_order_relaxed);
-    do {
-      __atomic_store_n(batch_word(chain), batch_pack(p, chain, (void *)(uintptr_t)(old & PTR_MASK), n),
-                       __ATOMIC_RELAXED);
-    } while (!atomic_compare_exchange_weak_explicit(&p->mag.lf_head, &old, pack(old, chain),
-                                                    memory_order_release, memory_order_relaxed));
+    _ak_batch_push(p, &p->mag.lf_head, chain, chain, n);
   } else {
-    total = push_chain(p, chain);
+    total = _ak_batch_push_chain(p, &p->mag.lf_head, chain);
   }
   /* After the push: never below the true count. The give that leaves no
    * slot outside the stack restores address order (see reorder), unless
@@ -275,7 +149,7 @@ static size_t lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n) {
  * (bounded search; a link changed under the walk by a concurrent pop ends
  * it). Called with no pool lock held. */
 static bool lockfree_on_stack(_ak_pool_impl *p, void *o) {
-  if (!_ak_pool_plausible(p, (uintptr_t)decode(p, o, _ak_link_word(o, 0)))) return false;
+  if (!_ak_pool_plausible(p, (uintptr_t)_ak_batch_decode(p, o, _ak_link_word(o, 0)))) return false;
   pthread_mutex_lock(&p->mu);
   bool spare = _ak_slab_of(o, p->slab_size)->head.state == AK_SLAB_SPARE;
   pthread_mutex_unlock(&p->mu);
@@ -284,11 +158,11 @@ static bool lockfree_on_stack(_ak_pool_impl *p, void *o) {
                   atomic_load_explicit(&p->mag.lo, memory_order_relaxed)) /
                      p->slot +
                  1;
-  for (void *b = (void *)(uintptr_t)(atomic_load(&p->mag.lf_head) & PTR_MASK); b && limit;) {
-    void *nb = batch_next(p, b, read_batch_word(b));
+  for (void *b = _ak_batch_top(atomic_load(&p->mag.lf_head)); b && limit;) {
+    void *nb = _ak_batch_next(p, b, _ak_batch_read(b));
     for (void *c = b; c && limit--;) {
       if (c == o) return true;
-      void *next = decode(p, c, read_link(c));
+      void *next = _ak_batch_decode(p, c, read_link(c));
       if (!_ak_pool_plausible(p, (uintptr_t)next)) return false;
       c = next;
     }
@@ -305,25 +179,16 @@ static bool lockfree_on_stack(_ak_pool_impl *p, void *o) {
  * after that finds the stack empty and waits in grow() for the mutex.
  * Returns false (the stack put back as it was) if a slot is outside. */
 static bool takedown(_ak_pool_impl *p) {
-  uint64_t old = atomic_load(&p->mag.lf_head);
-  while (!atomic_compare_exchange_weak(&p->mag.lf_head, &old, pack(old, NULL))) {
-  }
-  void *taken = (void *)(uintptr_t)(old & PTR_MASK);
+  void *taken = _ak_batch_take_all(&p->mag.lf_head);
   if (atomic_load(&p->mag.lf_out) != 0) {
     /* Something is live: put the batches back as they were (the last
      * one's link to whatever was pushed since). */
     if (taken) {
       void *last = taken;
-      for (void *nb; (nb = batch_next(p, last, *batch_word(last))) != NULL;) last = nb;
-      uintptr_t n = *batch_word(last) >> BATCH_SHIFT;
+      for (void *nb; (nb = _ak_batch_next(p, last, *_ak_batch_word(last))) != NULL;) last = nb;
+      uint32_t n = _ak_batch_len(*_ak_batch_word(last));
       AK_ASSERT(n >= 1 && n <= AK_MAG_BATCH); /* the batches were whole when taken */
-      uint64_t h = atomic_load_explicit(&p->mag.lf_head, memory_order_relaxed);
-      do {
-        __atomic_store_n(batch_word(last),
-                         batch_pack(p, last, (void *)(uintptr_t)(h & PTR_MASK), (uint32_t)n),
-                         __ATOMIC_RELAXED);
-      } while (!atomic_compare_exchange_weak_explicit(&p->mag.lf_head, &h, pack(h, taken),
-                                                      memory_order_release, memory_order_relaxed));
+      _ak_batch_push(p, &p->mag.lf_head, taken, last, n);
     }
     return false;
   }
@@ -425,6 +290,7 @@ const _ak_pool_mode _ak_mode_lockfree = {
     .trim = lockfree_trim,
     .release = lockfree_release,
     .counts = _ak_mag_counts,
+    .tick = _ak_mag_tick,
     .stats = lf_stats,
     .take = lockfree_take,
     .give = lf_give,

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* spinlock.c - AK_SYNC_SPINLOCK: per-thread magazines (modes/magazine.c)
+/* spinlock.c - AK_SYNC_SPINLOCK: per-thread magazines (modes/magazine/)
  * in front of the serial core (pool/serial.h) under one word lock
  * (common/wordlock.h), taken once per batch of AK_MAG_BATCH objects.
  *
- *   _ak_mag_alloc, its magazine empty -> spin_take: up to AK_MAG_BATCH
- *       _ak_serial_pop under one lock, handed back as a chain
+ *   _ak_mag_alloc, its magazine and stash empty -> spin_take: up to
+ *       `want` _ak_serial_pop under one lock, handed back as a chain
  *   _ak_mag_free, its magazine full   -> spin_give: _ak_serial_push of each
  *       object of a chain under one lock
  * Lock order: the pool's `mu` (the magazine list), then this lock, then
@@ -20,9 +20,9 @@
 static inline void spin_lock(_ak_pool_impl *p) { _ak_word_lock(&p->mag.spin); }
 static inline void spin_unlock(_ak_pool_impl *p) { _ak_word_unlock(&p->mag.spin); }
 
-static uint32_t spin_take(_ak_pool_impl *p, void **chain) {
-  const uint32_t n = AK_MAG_BATCH;
-  void *head = NULL;
+static uint32_t spin_take(_ak_pool_impl *p, void **chain, uint32_t want) {
+  const uint32_t n = want;
+  void *head = NULL, *tail = NULL;
   uint32_t got = 0;
   _ak_slab *noted = NULL; /* hardened: the slab last added to the address range */
   spin_lock(p);
@@ -37,9 +37,16 @@ static uint32_t spin_take(_ak_pool_impl *p, void **chain) {
       noted = _ak_slab_of(o, p->slab_size);
       _ak_pool_note_slab(p, noted);
     }
-    _ak_chain_set(p, o, head);
-    head = o;
+    /* In the order popped (a fresh slab's address order): the magazine
+     * hands them out in that order, so a batch continues the previous
+     * one's memory stream instead of walking back over it. */
+    if (tail)
+      _ak_chain_set(p, tail, o);
+    else
+      head = o;
+    tail = o;
   }
+  if (tail) _ak_chain_set(p, tail, NULL);
   spin_unlock(p);
   AK_ASSERT(got <= n && (got == 0) == (head == NULL)); /* a chain of `got` objects */
   *chain = head;
@@ -93,6 +100,7 @@ const _ak_pool_mode _ak_mode_spinlock = {
     .trim = spin_trim,
     .release = _ak_serial_release,
     .counts = _ak_mag_counts,
+    .tick = _ak_mag_tick,
     .take = spin_take,
     .give = spin_give,
     .on_lists = spin_on_lists,

@@ -2,7 +2,7 @@
 /* tls.c - the per-thread, per-pool state of the concurrent pool modes: a
  * heap per thread and pool for AK_SYNC_THREADS (modes/threads/), a
  * magazine per thread and pool for AK_SYNC_SPINLOCK and AK_SYNC_LOCKFREE
- * (modes/magazine.c). What the modes share lives here:
+ * (modes/magazine/). What the modes share lives here:
  *
  *   - the registry of live pools (g_mu and a list of them): a pool is
  *     registered at create and unregistered at destroy;

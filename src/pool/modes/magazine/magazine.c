@@ -11,11 +11,13 @@
  * word (the lock, the stack head, the counters) is touched once per batch.
  *
  * A magazine holds `list` (at most AK_MAG_BATCH objects, chained through
- * their first word) and `full` (NULL or exactly AK_MAG_BATCH objects).
- * Alloc pops `list`, then swaps in `full`, then takes a batch from the
- * shared structure. Free pushes `list`; when it is full it becomes `full`
- * and the previous `full` goes back to the shared structure. So a thread
- * caches at most 2 x AK_MAG_BATCH objects.
+ * their first word), `full` (NULL or exactly AK_MAG_BATCH objects) and a
+ * stash of whole batches (stash.c). Alloc pops `list`, then swaps in
+ * `full`, then takes a batch (_ak_stash_take: its own stash, the shared
+ * structure, another thread's stash). Free pushes `list`; when it is full
+ * it becomes `full` and the previous `full` goes to the stash
+ * (_ak_stash_keep). So the objects a thread freed go back to that thread
+ * first.
  *
  * Other threads may take a magazine's contents at any time
  * (_ak_mag_flush_all, from ak_pool_trim). The owner marks its work on the
@@ -69,45 +71,10 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/reclaim.h"
 #include "common/track.h"
 #include "os/os_mem.h"
-#include "pool/modes.h"
-
-struct _ak_pool_mag {
-  /* The owner's line. The inline paths' part (arenakit/detail/pool.h):
-   * - list: at most AK_MAG_BATCH objects; read and written by the owner
-   *   while it is marked (busy), by a taker once it has waited the owner
-   *   out (steal_chain), both with __atomic builtins (list_take, list_put);
-   * - n: owner stores, stats read: the length of `list` as the owner last
-   *   left it (stale once a thief took the chain: the owner then finds
-   *   `list` NULL and drops it, see claim_lost);
-   * - hi: owner: a free that finds n >= hi takes the slow path
-   *   (free_slow): the spill at AK_MAG_BATCH, the drain check, and every
-   *   free of a counted magazine (hi 0). Recomputed by every slow path
-   *   (set_hi). */
-  _ak_pool_maghead head;
-  _Atomic(void *) full; /* NULL or a spilled batch of full_n objects */
-  uint32_t full_n;      /* owner: length of `full` (AK_MAG_BATCH) */
-  uint32_t takes;       /* owner: batches taken from the shared structure since the
-                           last drain_self (see there) */
-  bool counted;         /* owner: every call takes the slow path (max_objects: the
-                           exact count; checked or tracked builds: the hooks) */
-  size_t live_seen;     /* owner: mag.live as of its last flush */
-  /* Owner stores, stats read: net + n, where net (allocations minus frees
-   * not yet added to mag.live) is base - n. A fast path changes n by one
-   * and net by the opposite one, so base changes only on slow paths: the
-   * fast paths keep no count of their own. */
-  _Atomic intptr_t base;
-  _ak_pool_impl *pool;
-  _ak_dnode node; /* on the pool's magazine list (under mu) */
-};
-
-/* The pool's magazines in list order (under mu). */
-static inline _ak_pool_mag *mag_of(const _ak_dnode *n) {
-  return _AK_DLIST_ENTRY((_ak_dnode *)(uintptr_t)n, _ak_pool_mag, node);
-}
-static inline _ak_pool_mag *mag_first(const _ak_pool_impl *p) { return mag_of(p->mag.list.head); }
-static inline _ak_pool_mag *mag_next(const _ak_pool_mag *m) { return mag_of(m->node.next); }
+#include "pool/modes/magazine/magazine.h"
 
 /* Thread-local: a direct-mapped cache of the thread's magazines, in front
  * of its table in modes/tls.c, by pool id, and in front of it the entry of
@@ -122,21 +89,6 @@ typedef struct tl_entry {
 #define TL static __attribute__((tls_model("initial-exec"))) _Thread_local
 TL tl_entry tl_last;
 TL tl_entry tl_cache[8];
-
-/* ---- the shared structure of each mode ------------------------------------------- */
-
-static uint32_t shared_take(_ak_pool_impl *p, void **chain) {
-  uint32_t n = p->mode->take(p, chain);
-  AK_ASSERT(n <= AK_MAG_BATCH && (n == 0 || *chain != NULL)); /* at most one batch, as a chain */
-  return n;
-}
-
-/* `n`: the chain's length if known (a full batch), else 0. */
-static void shared_give(_ak_pool_impl *p, void *chain, uint32_t n) {
-  if (!chain) return;
-  AK_ASSERT(n <= AK_MAG_BATCH); /* a known length is at most one batch */
-  p->mode->give(p, chain, n);
-}
 
 /* ---- counting ----------------------------------------------------------------------- */
 
@@ -258,7 +210,7 @@ static void net_flush(_ak_pool_impl *p, _ak_pool_mag *m) {
 static size_t mag_live(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
   size_t live = atomic_load(&p->mag.live);
-  for (_ak_pool_mag *m = mag_first(p); m; m = mag_next(m)) live += (size_t)net_get(m);
+  for (_ak_pool_mag *m = _ak_mag_first(p); m; m = _ak_mag_next(m)) live += (size_t)net_get(m);
   pthread_mutex_unlock(&p->mu);
   return (intptr_t)live < 0 ? 0 : live;
 }
@@ -305,6 +257,7 @@ static void *mag_create(_ak_pool_impl *p) {
   AK_ASSERT(m->head.list == NULL && m->head.n == 0 && atomic_load(&m->base) == 0); /* holds nothing */
   m->pool = p;
   m->counted = mag_counted(p);
+  _ak_stash_init(p, m);
   set_hi(m);
   pthread_mutex_lock(&p->mu);
   _ak_dlist_push_front(&p->mag.list, &m->node);
@@ -315,10 +268,22 @@ static void *mag_create(_ak_pool_impl *p) {
 /* Under p->mu: takes `m` off the pool's magazine list. */
 static void mag_unlink(_ak_pool_impl *p, _ak_pool_mag *m) { _ak_dlist_remove(&p->mag.list, &m->node); }
 
-/* The owner gives back everything `m` holds. */
-static void mag_empty(_ak_pool_impl *p, _ak_pool_mag *m) {
-  shared_give(p, atomic_exchange_explicit(&m->full, NULL, memory_order_acquire), 0);
-  shared_give(p, list_take(m), 0);
+/* The owner gives back what `m` holds: its two chains, and its stash
+ * when `stash` (the chain's length is stale if a taker took it: then
+ * it is NULL and nothing is subtracted for it). */
+static void mag_empty(_ak_pool_impl *p, _ak_pool_mag *m, bool stash) {
+  void *f = atomic_exchange_explicit(&m->full, NULL, memory_order_acquire);
+  if (f) {
+    _ak_mag_shared_give(p, f, m->full_n);
+    _ak_mag_owed_sub(m, m->full_n);
+  }
+  uint32_t n = n_get(m);
+  void *c = list_take(m);
+  if (c) {
+    _ak_mag_shared_give(p, c, 0);
+    _ak_mag_owed_sub(m, n);
+  }
+  if (stash) _ak_mag_owed_sub(m, _ak_stash_give_all(p, m));
 }
 
 /* _ak_tls_mode.thread_exit (under g_mu): the exiting thread's magazine of
@@ -331,9 +296,12 @@ static void mag_exit(_ak_pool_impl *p, void *state) {
   mag_unlink(p, m);
   atomic_fetch_add(&p->mag.live, (size_t)net_get(m));
   pthread_mutex_unlock(&p->mu);
-  mag_empty(p, m);
-  AK_ASSERT(!_ak_dnode_linked(&m->node) && atomic_load(&m->full) == NULL); /* off the list, emptied */
+  mag_empty(p, m, true);
+  AK_ASSERT(!_ak_dnode_linked(&m->node) && atomic_load(&m->full) == NULL &&
+            _ak_batch_top(atomic_load(&m->stash)) == NULL); /* off the list, emptied */
+  bool stashes = m->stashes;
   free(m);
+  if (stashes && mag_live(p) == 0) _ak_stash_flush_all(p);
   if (p->mode->thread_left) p->mode->thread_left(p);
 }
 
@@ -349,7 +317,7 @@ static void mag_forget(void) {
  * calling thread's cache. */
 static void mags_destroy(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
-  for (_ak_pool_mag *m; (m = mag_first(p)) != NULL;) {
+  for (_ak_pool_mag *m; (m = _ak_mag_first(p)) != NULL;) {
     AK_ASSERT(m->pool == p); /* the pool's list holds its own magazines */
     mag_unlink(p, m);
     free(m);
@@ -364,15 +332,26 @@ static void mags_destroy(_ak_pool_impl *p) {
 const _ak_tls_mode _ak_mag_tls = {
     .create = mag_create, .thread_exit = mag_exit, .destroy = mags_destroy, .forget = mag_forget};
 
+/* _ak_pool_mode.tick (ak_pool_stats_get, the reclaim thread's pass): a
+ * drain that deferred the stashes (_ak_stash_drain_now) is done once due,
+ * if the pool is still empty (a pool in use drains again when it next
+ * empties). */
+uint64_t _ak_mag_tick(_ak_pool_impl *p) {
+  uint64_t at = UINT64_MAX;
+  if (_ak_stash_drain_due(p, &at) && mag_live(p) == 0) _ak_stash_flush_all(p);
+  return at;
+}
+
 /* Takes every magazine's contents (ak_pool_trim, any thread): one
  * barrier for all of them. */
 void _ak_mag_flush_all(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
-  for (_ak_pool_mag *m = mag_first(p); m; m = mag_next(m)) steal_begin(m);
+  for (_ak_pool_mag *m = _ak_mag_first(p); m; m = _ak_mag_next(m)) steal_begin(m);
   owners_barrier();
-  for (_ak_pool_mag *m = mag_first(p); m; m = mag_next(m)) {
-    shared_give(p, atomic_exchange_explicit(&m->full, NULL, memory_order_acquire), 0);
-    shared_give(p, steal_chain(m), 0);
+  for (_ak_pool_mag *m = _ak_mag_first(p); m; m = _ak_mag_next(m)) {
+    _ak_mag_shared_give(p, atomic_exchange_explicit(&m->full, NULL, memory_order_acquire), 0);
+    _ak_mag_shared_give(p, steal_chain(m), 0);
+    (void)_ak_stash_give_all(p, m);
   }
   pthread_mutex_unlock(&p->mu);
 }
@@ -381,7 +360,7 @@ void _ak_mag_flush_all(_ak_pool_impl *p) {
  * one may have been at work on its magazine: nobody is now. */
 void _ak_mag_fork_child(_ak_pool_impl *p) {
   pthread_mutex_lock(&p->mu);
-  for (_ak_pool_mag *m = mag_first(p); m; m = mag_next(m)) {
+  for (_ak_pool_mag *m = _ak_mag_first(p); m; m = _ak_mag_next(m)) {
     __atomic_store_n(&m->head.busy, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&m->head.taken, 0, __ATOMIC_RELAXED);
   }
@@ -433,7 +412,7 @@ static void *refill(_ak_pool_impl *p, _ak_pool_mag *m) {
   uint32_t n = m->full_n;
   if (!c) {
     net_flush(p, m);
-    n = shared_take(p, &c);
+    n = _ak_stash_take(p, m, &c);
     if (m->takes < 2) m->takes++;
   }
   if (c) n_move(m, n);
@@ -562,21 +541,31 @@ static void spill(_ak_pool_impl *p, _ak_pool_mag *m, void *c, uint32_t n) {
   uint32_t old_n = m->full_n;
   m->full_n = n;
   n_move(m, 0);
-  shared_give(p, atomic_exchange_explicit(&m->full, c, memory_order_acq_rel), old_n);
+  _ak_stash_keep(p, m, atomic_exchange_explicit(&m->full, c, memory_order_acq_rel), old_n);
 }
 
 /* The calling thread freed what looked like the pool's last live object:
- * its magazine goes back too, so that empty slabs are released (SPINLOCK)
- * and memory returns to near zero when everything is freed. Only after the
- * thread took at least two batches since its last drain: a loop that
- * allocates and frees one object at a time empties the pool on every free,
- * and must not give back and take again a batch each time. */
+ * its magazine goes back too, with its stash, so that empty slabs are
+ * released (SPINLOCK) and memory returns to near zero when everything is
+ * freed; within a second of the last such drain (_ak_stash_drain_now) the
+ * chains join the stash instead, and the deferred drain gives it all back
+ * once due. Only after the thread took at least two batches since its
+ * last drain: a loop that allocates and frees one object at a time empties
+ * the pool on every free, and must not give back and take again a batch
+ * each time. */
 static void drain_self(_ak_pool_impl *p, _ak_pool_mag *m) {
   m->takes = 0;
   net_flush(p, m);
-  mag_empty(p, m);
+  if (_ak_stash_drain_now(p)) {
+    mag_empty(p, m, true);
+  } else { /* deferred: both chains wait in the stash with the rest */
+    _ak_stash_keep(p, m, atomic_exchange_explicit(&m->full, NULL, memory_order_acquire), m->full_n);
+    uint32_t n = n_get(m);
+    void *c = list_take(m);
+    if (c) _ak_stash_keep(p, m, c, n);
+  }
   claim_lost(m);
-  AK_ASSERT(n_get(m) == 0 && atomic_load(&m->full) == NULL); /* the magazine holds nothing */
+  AK_ASSERT(n_get(m) == 0 && atomic_load(&m->full) == NULL); /* both chains went back */
 }
 
 /* The slow free of `o` (slab `s`): `c` is the chain the caller claimed
@@ -646,7 +635,7 @@ static __attribute__((noinline)) void free_find(_ak_pool_impl *p, void *o) {
   _ak_pool_mag *m = mag_find(p);
   if (AK_UNLIKELY(!m)) { /* no memory for a magazine: straight to the shared structure */
     _ak_chain_set(p, o, NULL);
-    shared_give(p, o, 1);
+    _ak_mag_shared_give(p, o, 1);
     return;
   }
   free_in(p, m, s, o);
