@@ -89,6 +89,29 @@ TEST_P(PoolReclaim, EmptySlabsAreKeptAndReusedBeforeTheDelay) {
   ak_pool_destroy(p);
 }
 
+// SPINLOCK: a drain within the release delay of the last one leaves the
+// thread's stash for later, and the delay is the policy's own
+// (ak_reclaim_set_delays): a longer one keeps the stash longer.
+TEST_P(PoolReclaim, ADeferredDrainWaitsThePolicysReleaseDelay) {
+  if (GetParam() != AK_SYNC_SPINLOCK) GTEST_SKIP() << "the stash of a SPINLOCK magazine";
+  if (ak_harden_double_free) GTEST_SKIP() << "no stash in the hardened double-free build";
+  long purge = 0, release = 0;
+  ak_reclaim_get_delays(&purge, &release);
+  ASSERT_EQ(ak_reclaim_set_delays(purge, 3000), 0);
+  ak_pool *p = make(true);  // empty slabs go back at once: `slabs` counts the held ones
+  churn(p, 20000);          // the first drain gives everything back
+  EXPECT_LE(stats(p).slabs, 1u);
+  churn(p, 20000);  // again at once: the stash waits
+  EXPECT_GT(stats(p).slabs, 2u) << "a drain within the release delay gave the stash back";
+  g_fake_ms += 1000;
+  EXPECT_GT(stats(p).slabs, 2u) << "the stash went back before the policy's release delay";
+  g_fake_ms += 2000;
+  EXPECT_LE(stats(p).slabs, 1u) << "the deferred drain did not give the stash back once due";
+  EXPECT_EQ(stats(p).live, 0u);
+  ak_pool_destroy(p);
+  ASSERT_EQ(ak_reclaim_set_delays(purge, release), 0);
+}
+
 TEST_P(PoolReclaim, SparesArePurgedAfterTheDelayThenUnmapped) {
   ak_pool *p = make();
   churn(p, 100000);
@@ -108,9 +131,9 @@ TEST_P(PoolReclaim, SparesArePurgedAfterTheDelayThenUnmapped) {
   if (GetParam() == AK_SYNC_SPINLOCK && !ak_harden_double_free) {
     // Emptied again within a second of the last drain: the thread keeps
     // its stash of batches (none in the hardened double-free build), and
-    // the first call a second on gives it back.
+    // the first call the default release delay on gives it back.
     auto in_use = [](const ak_pool_stats &x) {
-      return (x.bytes_reserved - x.bytes_spare) / (x.bytes_reserved / x.slabs);
+      return x.slabs ? (x.bytes_reserved - x.bytes_spare) / (x.bytes_reserved / x.slabs) : 0;
     };
     EXPECT_GT(in_use(stats(p)), 2u) << "the stash holds slabs";
     g_fake_ms += 1000;

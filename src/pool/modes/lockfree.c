@@ -25,17 +25,18 @@
 #include "pool/slab/backing.h"
 #include "pool/slab/spares.h"
 
-/* The benign race of a Treiber stack: the link of the head slot may be
- * written by the thread that just popped it. Read it atomically; TSan is
- * told to ignore this one function. */
 #if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 8)
 #define AK_NO_TSAN __attribute__((no_sanitize("thread")))
 #else
 #define AK_NO_TSAN
 #endif
+
+/* The benign race of a Treiber stack: the link of the head slot may be
+ * written by the thread that just popped it. Read it atomically (the
+ * stored word, which _ak_batch_decode decodes); TSan is told to ignore
+ * this one function. */
 static AK_NO_TSAN uintptr_t read_link(void *slot) {
-  return (uintptr_t)((const volatile _ak_link *)slot)
-      ->next; /* the stored word, decoded by _ak_batch_decode() */
+  return (uintptr_t)((const volatile _ak_link *)slot)->next;
 }
 
 /* Under p->mu: carves a spare or new slab into batches and pushes them

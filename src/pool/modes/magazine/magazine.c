@@ -71,7 +71,6 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "common/reclaim.h"
 #include "common/track.h"
 #include "os/os_mem.h"
 #include "pool/modes/magazine/magazine.h"
@@ -547,7 +546,7 @@ static void spill(_ak_pool_impl *p, _ak_pool_mag *m, void *c, uint32_t n) {
 /* The calling thread freed what looked like the pool's last live object:
  * its magazine goes back too, with its stash, so that empty slabs are
  * released (SPINLOCK) and memory returns to near zero when everything is
- * freed; within a second of the last such drain (_ak_stash_drain_now) the
+ * freed; within the release delay of the last such drain (_ak_stash_drain_now) the
  * chains join the stash instead, and the deferred drain gives it all back
  * once due. Only after the thread took at least two batches since its
  * last drain: a loop that allocates and frees one object at a time empties

@@ -96,7 +96,7 @@ size_t _ak_stash_give_all(_ak_pool_impl *p, _ak_pool_mag *v);
 /** Every magazine's stash back to the shared structure (takes p->mu). */
 void _ak_stash_flush_all(_ak_pool_impl *p);
 /** A drain that found the pool empty: whether it gives its stash back now
- *  (at most every AK_MAG_DRAIN_MS); if not, the pool's deferred drain is
+ *  (at most once per reclaim release delay); if not, the pool's deferred drain is
  *  set, which _ak_stash_drain_due reports once it is due. */
 bool _ak_stash_drain_now(_ak_pool_impl *p);
 /** Whether a deferred drain is due now (and clears it); if one is

@@ -29,14 +29,19 @@
 #include "pool/modes/magazine/magazine.h"
 
 /* A drain (the calling thread freed the pool's last live object) gives
- * the stash back at most every AK_MAG_DRAIN_MS of the reclaim clock, the
- * first drain always: a loop that empties the pool on every round takes
- * its stash again on the next round, and giving it to SPINLOCK's slabs
- * costs one push per object. The period is the reclaim policy's release
- * delay (arenakit/pool.h): a deferred drain is done by the next call
- * that finds it due (_ak_stash_drain_due); thread exit and ak_pool_trim
- * give the stash back whatever the clock says. */
-#define AK_MAG_DRAIN_MS 1000
+ * the stash back at most once per release delay of the reclaim policy
+ * (ak_reclaim_set_delays; -1: never), the first drain always: a loop that
+ * empties the pool on every round takes its stash again on the next round,
+ * and giving it to SPINLOCK's slabs costs one push per object. A stash so
+ * waits no longer than an empty slab waits before it is unmapped. A
+ * deferred drain is done by the next call or reclaim pass that finds it
+ * due (_ak_stash_drain_due); thread exit and ak_pool_trim give the stash
+ * back whatever the clock says. */
+static long drain_period(void) {
+  long release;
+  ak_reclaim_get_delays(NULL, &release);
+  return release;
+}
 
 /* Batches a stashing magazine asks the shared structure for at once: the
  * thread then allocates from memory that no other thread's take cut into
@@ -131,9 +136,11 @@ void _ak_stash_flush_all(_ak_pool_impl *p) {
 }
 
 bool _ak_stash_drain_now(_ak_pool_impl *p) {
+  long period = drain_period();
+  if (period < 0) return false; /* the policy never releases: neither does a drain */
   uint64_t last = atomic_load_explicit(&p->mag.drained, memory_order_relaxed), now = _ak_reclaim_now();
-  if (last != 0 && now - last < AK_MAG_DRAIN_MS) {
-    atomic_store_explicit(&p->mag.drain_at, last + AK_MAG_DRAIN_MS, memory_order_relaxed);
+  if (last != 0 && now - last < (uint64_t)period) {
+    atomic_store_explicit(&p->mag.drain_at, last + (uint64_t)period, memory_order_relaxed);
     return false;
   }
   atomic_store_explicit(&p->mag.drained, now ? now : 1, memory_order_relaxed);
