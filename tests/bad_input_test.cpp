@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <gtest/gtest.h>
 #include <regex.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -60,11 +61,42 @@ const char *errno_name(int e) {
     case EACCES: return "EACCES";
     case EROFS: return "EROFS";
     case EBADF: return "EBADF";
+    case EDEADLK: return "EDEADLK";
     default: return "other";
   }
 }
 
 Got ptr(const void *p) { return {p ? "non-NULL" : "NULL", errno, ak_last_error()}; }
+
+// The magazine's test seam (src/pool/modes.h): called where a slow path
+// holds the thread's chain. A SIGUSR1 raised there runs a handler whose
+// allocation is nested in the pool's code.
+extern "C" void (*_ak_mag_test_point)(void);
+ak_pool *g_nested_pool;
+void *g_nested_obj;
+int g_nested_errno;
+char g_nested_message[256];
+Got nested_spinlock_alloc() {
+  ak_pool_options o = {};
+  o.object_size = 32;
+  o.name = "bad";
+  o.sync = AK_SYNC_SPINLOCK;
+  g_nested_pool = ak_pool_create(&o);
+  struct sigaction sa = {}, old = {};
+  sa.sa_handler = [](int) {  // no allocation in the handler: raw results only
+    g_nested_obj = ak_pool_alloc(g_nested_pool);
+    g_nested_errno = errno;
+    strncpy(g_nested_message, ak_last_error(), sizeof g_nested_message - 1);
+  };
+  sigaction(SIGUSR1, &sa, &old);
+  _ak_mag_test_point = [] { raise(SIGUSR1); };
+  void *first = ak_pool_alloc(g_nested_pool);  // a refill: the slow path
+  _ak_mag_test_point = nullptr;
+  sigaction(SIGUSR1, &old, nullptr);
+  ak_pool_free(g_nested_pool, first);
+  ak_pool_destroy(g_nested_pool);
+  return {g_nested_obj ? "non-NULL" : "NULL", g_nested_errno, g_nested_message};
+}
 Got code(int rc) { return {rc == 0 ? "0" : errno_name(rc), errno, ak_last_error()}; }
 Got boolean(bool b) { return {b ? "true" : "false", errno, ak_last_error()}; }
 Got nothing() { return {"(no-op)", errno, ak_last_error()}; }
@@ -717,6 +749,9 @@ const std::vector<Row> &table() {
             ak_pool_free(t.p, a);
             return g;
           }),
+      ret("ak_pool_alloc", "from a signal handler that interrupted the pool's code on its thread (AK_SYNC_SPINLOCK)",
+          "NULL", "EDEADLK", "^ak_pool_alloc: pool 'bad': called from a signal handler .*only AK_SYNC_LOCKFREE",
+          [] { return nested_spinlock_alloc(); }),
       ret("ak_pool_free", "obj = NULL", "(no-op)", "-", "", [] {
         Pool t;
         ak_pool_free(t.p, nullptr);

@@ -60,8 +60,10 @@ else
   probe ak_probe_pool_free_threads 21 3
   # SPINLOCK and LOCKFREE: the thread's magazine (the hardened headers
   # leave it to the library, which checks its links). The owner's mark
-  # (busy set, taken tested, busy cleared: four plain moves and a branch)
-  # replaced an atomic exchange, which costs 8-10 ns on Intel Xeon.
+  # (busy read and set, taken tested, busy cleared: plain moves and one
+  # branch) stands where an atomic exchange would; the read of busy (a
+  # signal handler's call nested in the owner's) is paid for by the
+  # thread-cache key, whose entry offset is one mask.
   probe ak_probe_pool_alloc_magazine 24 3
   probe ak_probe_pool_free_magazine 34 7
 fi

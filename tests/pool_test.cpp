@@ -1025,7 +1025,7 @@ TEST_P(PoolMagazine, InlinePathsServeTheThreadsMagazine) {
   auto *t = new Pool(48, GetParam());
   ASSERT_EQ(t->p->mkey != 0, inline_on);
   const uint64_t key = t->p->mkey;
-  const _ak_pool_tentry *e = &_ak_pool_tcache[key & (AK_POOL_TCACHE - 1)];
+  const _ak_pool_tentry *e = _ak_pool_tentry_of(key);
   std::vector<void *> v;
   for (int round = 0; round < 50; round++) {
     for (int i = 0; i < 300; i++) v.push_back(ak_pool_alloc(t->p));  // past a magazine: refills

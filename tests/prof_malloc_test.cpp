@@ -154,13 +154,13 @@ TEST_F(ProfMalloc, FreesOfASampledPagesOtherBlocksKeepItsSample) {
 
 // Allocates blocks of 48 bytes on a thread of its own until the first
 // sample, then hands `check` the sampled block (the one whose page is
-// marked) and the others; frees them all after it.
+// marked) and the others; frees them all after it. One block per look at
+// the count: at a short period two samples may fall a few blocks apart.
 template <class Check>
 void until_first_sample(Check check) {
   std::thread([&] {
     std::vector<void *> blocks;
-    while (stats().live_samples == 0 && blocks.size() < (1u << 22))
-      for (int i = 0; i < 16; i++) blocks.push_back(ak_malloc(48));
+    while (stats().live_samples == 0 && blocks.size() < (1u << 22)) blocks.push_back(ak_malloc(48));
     ASSERT_EQ(stats().live_samples, 1u);
     void *kept = nullptr;
     int marked = 0;

@@ -9,8 +9,8 @@
  * purged after 250 ms, unmapped after 1 s (`release_empty`: at once).
  *
  * Synchronisation is chosen per pool (ak_sync): zeroed options give
- * AK_SYNC_THREADS; AK_SYNC_NONE, the fastest, is single-threaded. No call
- * is async-signal-safe, in any mode (a handler may find the pool mid-call).
+ * AK_SYNC_THREADS; AK_SYNC_NONE, the fastest, is single-threaded. Only
+ * AK_SYNC_LOCKFREE's alloc and free serve signal handlers (see there).
  *
  * Errors: NULL with errno (EINVAL, ENOMEM, a file operation's errno) and
  * ak_last_error() naming the call, pool and reason. Misuse (double free, a
@@ -45,7 +45,11 @@ typedef enum ak_sync {
   AK_SYNC_SPINLOCK = 2,
   /** A lock-free stack of batches of up to 64 free objects (16-bit ABA
    *  tag on its head) behind magazines and stashes as in AK_SYNC_SPINLOCK.
-   *  Slots >= 16 bytes; trimmed slabs are decommitted, never unmapped. */
+   *  Slots >= 16 bytes; trimmed slabs are decommitted, never unmapped.
+   *  Async-signal-safe alloc and free (README, "Signal handlers"): a call
+   *  nested in its thread's own takes or gives a batch of the stack (a CAS;
+   *  ENOMEM only if it is empty: ak_pool_reserve()); the other modes
+   *  refuse it (NULL/EDEADLK; a free aborts with a message). */
   AK_SYNC_LOCKFREE = 3
 } ak_sync;
 
@@ -53,11 +57,10 @@ typedef enum ak_sync {
 typedef enum ak_backing {
   AK_BACKING_MMAP = 0, /**< anonymous memory from the OS layer (default) */
   AK_BACKING_HEAP = 1, /**< the C heap: aligned_alloc(slab_size, slab_size) */
-  AK_BACKING_FILE = 2  /**< a MAP_SHARED mapping of the file at `path`, grown
-                            a slab at a time with its blocks allocated
-                            (posix_fallocate: a full file system gives
-                            NULL/ENOSPC, never SIGBUS); released slabs are
-                            punched out and their offsets reused first */
+  AK_BACKING_FILE = 2  /**< a MAP_SHARED mapping of the file at `path`, grown a
+                            slab at a time, its blocks allocated (a full file
+                            system gives NULL/ENOSPC, never SIGBUS); released
+                            slabs are punched out, their offsets reused first */
 } ak_backing;
 
 /** Options for ak_pool_create(); zero means the default for every field. */
@@ -75,17 +78,15 @@ typedef struct ak_pool_options {
   const char *path;   /**< AK_BACKING_FILE: the file (created or truncated;
                            locked while the pool lives: EBUSY for another) */
   bool defragment;    /**< start with strict fullest-first ordering */
-  size_t spare_slabs; /**< cap on the empty slabs kept for reuse (0: only
-                           the reclaim policy's delays; past the cap the
-                           oldest is unmapped). With release_empty: this
-                           many are kept, undelayed. AK_SYNC_THREADS: each
-                           thread also keeps up to this many it emptied,
-                           until ak_pool_trim() or its exit */
+  size_t spare_slabs; /**< cap on the empty slabs kept for reuse (0: only the
+                           reclaim policy's delays; past it the oldest is
+                           unmapped). With release_empty: this many, undelayed.
+                           AK_SYNC_THREADS: each thread also keeps up to this
+                           many it emptied, until ak_pool_trim() or its exit */
   const char *name;   /**< for messages and stats; copied; default "pool" */
-  bool release_empty; /**< a slab that becomes empty goes back at once
-                           (unmapped), bar `spare_slabs` spares kept until
-                           ak_pool_trim(): lowest memory, but a churning
-                           program faults its slabs again (default false) */
+  bool release_empty; /**< an emptied slab is unmapped at once, bar
+                           `spare_slabs` kept until ak_pool_trim(): lowest
+                           memory; a churning program faults slabs again */
 } ak_pool_options;
 
 /** Statistics of one pool (ak_pool_stats_get()), version 2. */
@@ -100,12 +101,10 @@ typedef struct ak_pool_stats {
                               and LOCKFREE, < one slab in NONE, < 8 slabs per
                               thread in THREADS) */
   size_t slabs;          /**< slabs held (in use or spare) */
-  size_t peak_slabs;     /**< high-water mark of `slabs` (>= it): exact while
-                              the pool only grows, else sampled (a 1/64 part of
-                              the slab table at a new high, every stats call) */
+  size_t peak_slabs;     /**< high-water mark of `slabs`: exact while the pool
+                              only grows, else sampled (at every stats call) */
   size_t bytes_reserved; /**< bytes of slabs held */
-  size_t bytes_resident; /**< of those, resident (mincore; a file's pages in
-                              the page cache) */
+  size_t bytes_resident; /**< of those, resident (mincore; a file's: cached) */
   size_t slab_allocs;    /**< slabs obtained from the backing so far */
   size_t slab_releases;  /**< slabs given back so far */
   /* Version 2: the reclaim policy's view (arenakit/reclaim.h). */
@@ -149,17 +148,18 @@ AK_API void ak_pool_free_slow(ak_pool *p, void *obj); /* inline functions below 
  *  unspecified, owned by the caller until ak_pool_free() (valid until then
  *  or ak_pool_destroy()). NULL with ENOMEM when max_objects live objects
  *  exist or memory runs out. `p` must not be NULL. Thread-safety: as the
- *  pool's sync mode. Inline: the current slab's free list or never-used
- *  slots (AK_SYNC_NONE: the pool's, then the next slab's list; THREADS: the
- *  calling thread's heap's, no atomic operation; SPINLOCK, LOCKFREE: the
- *  thread's magazine: plain moves, no atomic exchange); else the library. */
+ *  pool's sync mode (signal handlers: AK_SYNC_LOCKFREE). Inline: the
+ *  current slab's free list or never-used slots (AK_SYNC_NONE: the pool's,
+ *  then the next slab's list; THREADS: the calling thread's heap's, no
+ *  atomic operation; SPINLOCK, LOCKFREE: the thread's magazine: plain
+ *  moves, no atomic exchange); else the library. */
 AK_FAST_PATH AK_MALLOC_LIKE void *ak_pool_alloc(ak_pool *p) {
   void *o = _ak_pool_cur_pop_list(&p->cur, false);
   if (AK_LIKELY(o != NULL)) return o;
   /* Hardened: a corrupt link leaves `hot` set; the library reports it. */
   if (AK_POOL_INLINE_ENCODE && p->cur.hot.first != NULL) return ak_pool_alloc_slow(p);
   if (p->tkey) { /* AK_SYNC_THREADS: the thread's heap, if cached */
-    const _ak_pool_tentry *e = &_ak_pool_tcache[p->tkey & (AK_POOL_TCACHE - 1)];
+    const _ak_pool_tentry *e = _ak_pool_tentry_of(p->tkey);
     if (AK_LIKELY(e->key == p->tkey) &&
         AK_LIKELY((o = _ak_pool_cur_pop(&e->state.heap->cur, &p->slot, true)) != NULL))
       return o;
@@ -194,7 +194,7 @@ AK_FAST_PATH void ak_pool_free(ak_pool *p, void *obj) {
   if (AK_LIKELY(sb == p->cur.hot_slab)) {
     if (AK_LIKELY(_ak_pool_cur_push(p, &p->cur, obj, false))) return;
   } else if (p->tkey) { /* AK_SYNC_THREADS: the thread's heap, if cached */
-    const _ak_pool_tentry *e = &_ak_pool_tcache[p->tkey & (AK_POOL_TCACHE - 1)];
+    const _ak_pool_tentry *e = _ak_pool_tentry_of(p->tkey);
     if (AK_LIKELY(e->key == p->tkey) && AK_LIKELY(_ak_pool_heap_free(p, e->state.heap, obj))) return;
   } else if (!AK_POOL_INLINE_ENCODE && p->mkey) { /* SPINLOCK, LOCKFREE: the thread's magazine */
     if (AK_LIKELY(_ak_pool_mag_free(p, obj))) return;

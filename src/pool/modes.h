@@ -8,6 +8,7 @@
 #ifndef AK_POOL_MODES_H
 #define AK_POOL_MODES_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -58,6 +59,14 @@ void _ak_tls_fork_unlock(void);
  *  the mode's `create`, adds it and arms the thread-exit walk. NULL if none
  *  (or out of memory). */
 void *_ak_tls_get(_ak_pool_impl *p, bool create);
+/** A pool's key in _ak_pool_tcache (its `tkey` or `mkey` when its inline
+ *  paths are on). */
+static inline uint64_t _ak_pool_key(const _ak_pool_impl *p) { return p->id * AK_POOL_TCACHE_STEP; }
+/** Stores the calling thread's _ak_pool_tcache entry of key `key` (a
+ *  pool's _ak_pool_key): a signal handler that interrupts the store and runs an
+ *  inline path finds the old entry or an empty one, never the key with
+ *  another pool's state. */
+void _ak_pool_tentry_store(uint64_t key, void *state);
 /** Zeroed memory for a per-thread state of `size` bytes on cache lines of
  *  its own (the owner writes it on every call; another thread's state must
  *  not share a line); free() it. NULL if out of memory. */
@@ -83,6 +92,9 @@ void _ak_mag_init(_ak_pool_impl *p);
 /** ak_pool_alloc / ak_pool_free of SPINLOCK and LOCKFREE pools. */
 void *_ak_mag_alloc(_ak_pool_impl *p);
 void _ak_mag_free(_ak_pool_impl *p, void *o);
+/** Tests only: when set, called where a slow path of the magazine holds
+ *  its chain (a test raises a signal there). */
+extern void (*_ak_mag_test_point)(void);
 /** Hands the contents of every thread's magazine back to the shared
  *  structure now: marks them all taken, one barrier (membarrier(2)), waits
  *  out each owner at work on its magazine, then takes it. */
@@ -96,6 +108,44 @@ void _ak_mag_fork_child(_ak_pool_impl *p);
  *  and their high-water mark (exact with max_objects, else sampled), as
  *  _ak_pool_mode.counts. */
 void _ak_mag_counts(_ak_pool_impl *p, size_t *live, size_t *peak);
+
+/* ---- calls nested in the calling thread's own call (a signal handler) ---- */
+
+/** An allocation from a signal handler that interrupted the calling thread
+ *  inside the pool's code (_ak_pool_inside raised, or its magazine marked
+ *  busy): the mode's alloc_nested, which waits for nothing; a mode without
+ *  one refuses it (NULL, EDEADLK): the interrupted call may hold the lock
+ *  or the per-thread state that a plain call would wait for. */
+static inline void *_ak_pool_nested_alloc(_ak_pool_impl *p) {
+  if (p->mode->alloc_nested) return p->mode->alloc_nested(p);
+  _ak_pool_error(
+      p, EDEADLK, "ak_pool_alloc",
+      "called from a signal handler that interrupted a call of the pool's code on the same thread; "
+      "only AK_SYNC_LOCKFREE pools serve such calls");
+  return NULL;
+}
+/** The free of `o`, nested as _ak_pool_nested_alloc says: the mode's
+ *  free_nested; a mode without one aborts with a message (the object
+ *  cannot be given back without waiting, and a free has no error to
+ *  return). */
+static inline void _ak_pool_nested_free(_ak_pool_impl *p, void *o) {
+  if (p->mode->free_nested) {
+    p->mode->free_nested(p, o);
+    return;
+  }
+  _ak_fatal(
+      "ak_pool_free(%p): pool '%s': called from a signal handler that interrupted a call of the pool's "
+      "code on the same thread; only AK_SYNC_LOCKFREE pools serve such calls",
+      o, p->name);
+}
+
+/** Raises the high-water mark of magazine pools to `live` (any thread). */
+static inline void _ak_mag_peak_raise(_ak_pool_impl *p, size_t live) {
+  size_t peak = atomic_load_explicit(&p->mag.peak, memory_order_relaxed);
+  while (live > peak && !atomic_compare_exchange_weak_explicit(&p->mag.peak, &peak, live,
+                                                               memory_order_relaxed, memory_order_relaxed)) {
+  }
+}
 
 /** Links of slots held by magazines and LOCKFREE batches: chains cross
  *  slabs, so each link is encoded with the key of the slab of the slot

@@ -31,10 +31,15 @@ void *ak_pool_alloc_slow(ak_pool *pub) {
   _ak_pool_impl *p = _ak_impl(pub);
   if (_ak_config_validate && AK_UNLIKELY(p->destroyed))
     _ak_fatal("ak_pool_alloc(%p): pool '%s' was destroyed (ak_pool_destroy)", (void *)pub, p->name);
+  /* A signal handler's call, the thread interrupted inside the pool's
+   * code: served without waiting, or refused (pool/inside.h). */
+  if (AK_UNLIKELY(_ak_pool_inside)) return _ak_pool_nested_alloc(p);
+  _ak_pool_enter();
   bool sample = p->prof && _ak_prof_sample_due(p->object_size);
   void *o = p->alloc(p);
   AK_ASSERT(o == NULL || _ak_pool_slab_ok(p, o, _ak_slab_of(o, p->slab_size))); /* a slot of p */
   if (AK_UNLIKELY(sample) && o) _ak_pool_prof_sampled(p, o);
+  _ak_pool_leave();
   return o;
 }
 
@@ -43,9 +48,18 @@ void ak_pool_free_slow(ak_pool *pub, void *o) {
   _ak_pool_impl *p = _ak_impl(pub);
   if (_ak_config_validate && AK_UNLIKELY(p->destroyed))
     _ak_fatal("ak_pool_free(%p): pool '%s' was destroyed (ak_pool_destroy)", o, p->name);
+  if (AK_UNLIKELY(_ak_pool_inside)) { /* a signal handler's call, as in ak_pool_alloc_slow */
+    _ak_pool_nested_free(p, o);
+    return;
+  }
+  _ak_pool_enter();
   if (AK_UNLIKELY(p->prof)) _ak_pool_prof_free(p, o); /* before the slot can be handed out again */
   p->free(p, o);
-  _ak_reclaim_start_wanted(); /* a slab put aside may want the background thread: no lock is held here */
+  /* A slab put aside may want the background thread (no pool lock is held
+   * here). LOCKFREE puts none aside (a trim decommits its slabs itself),
+   * and its free starts no thread: it serves signal handlers. */
+  if (p->sync != AK_SYNC_LOCKFREE) _ak_reclaim_start_wanted();
+  _ak_pool_leave();
 }
 
 /* Hardened (guards): the last page of a slab of at least four pages is a

@@ -31,6 +31,7 @@
 #include "common/error.h"
 #include "common/list.h"
 #include "common/wordlock.h"
+#include "pool/inside.h"
 #include "pool/slab/backing.h"
 #include "pool/slab/map.h"
 #include "pool/slab/slab.h"
@@ -103,6 +104,12 @@ typedef struct _ak_pool_mode {
   uint64_t (*tick)(_ak_pool_impl *p);
   /** A thread left the pool, its magazine given back (NULL: nothing to do). */
   void (*thread_left)(_ak_pool_impl *p);
+  /** A call made by a signal handler that interrupted the calling thread
+   *  inside a call of the library's pool code (_ak_pool_inside): takes no
+   *  lock, waits for nothing and touches no per-thread state (LOCKFREE;
+   *  NULL: refused, _ak_pool_nested_alloc). */
+  void *(*alloc_nested)(_ak_pool_impl *p);
+  void (*free_nested)(_ak_pool_impl *p, void *o);
 } _ak_pool_mode;
 
 /** The pool. `pub` comes first: ak_pool * and _ak_pool_impl * convert. */

@@ -42,10 +42,10 @@ static size_t g_grave_next;
  * as the pool's locks are taken around malloc calls and never inside them. The child's only thread is the one
  * that took them all, so it releases them as the parent does (default mutexes: no owner check). */
 static void fork_prepare(void) {
-  pthread_mutex_lock(&g_pools_mu);
+  _ak_pool_lock(&g_pools_mu);
   _ak_tls_fork_lock();
   for (_ak_pool_impl *q = g_pools; q; q = q->next_pool) {
-    pthread_mutex_lock(&q->mu);
+    _ak_pool_lock(&q->mu);
     if (q->mode->fork_lock) q->mode->fork_lock(q);
     _ak_word_lock(&q->file.mu);
     _ak_table_lock_all(&q->table);
@@ -59,20 +59,20 @@ static void fork_release(void) {
     _ak_table_unlock_all(&q->table);
     _ak_word_unlock(&q->file.mu);
     if (q->mode->fork_unlock) q->mode->fork_unlock(q);
-    pthread_mutex_unlock(&q->mu);
+    _ak_pool_unlock(&q->mu);
   }
   _ak_tls_fork_unlock();
-  pthread_mutex_unlock(&g_pools_mu);
+  _ak_pool_unlock(&g_pools_mu);
 }
 
 /* The child's heaps of THREADS pools: those of threads that do not exist
  * there are given up (modes/threads/heaps.c, through the mode table). */
 static void fork_child(void) {
   fork_release();
-  pthread_mutex_lock(&g_pools_mu);
+  _ak_pool_lock(&g_pools_mu);
   for (_ak_pool_impl *q = g_pools; q; q = q->next_pool)
     if (q->mode->fork_child) q->mode->fork_child(q);
-  pthread_mutex_unlock(&g_pools_mu);
+  _ak_pool_unlock(&g_pools_mu);
 }
 
 /* At load, after the malloc's handlers (common/lifecycle.h). */
@@ -92,26 +92,26 @@ uint64_t _ak_pools_new_id(void) {
 static uint64_t pools_tick(uint64_t now) {
   (void)now;
   uint64_t next = UINT64_MAX;
-  pthread_mutex_lock(&g_pools_mu);
+  _ak_pool_lock(&g_pools_mu);
   for (_ak_pool_impl *q = g_pools; q; q = q->next_pool) {
     uint64_t at = q->mode->tick ? q->mode->tick(q) : UINT64_MAX;
     if (at < next) next = at;
   }
-  pthread_mutex_unlock(&g_pools_mu);
+  _ak_pool_unlock(&g_pools_mu);
   return next;
 }
 
 void _ak_pools_add(_ak_pool_impl *p) {
   if (p->mode->tick) _ak_reclaim_register_tick(pools_tick);
-  pthread_mutex_lock(&g_pools_mu);
+  _ak_pool_lock(&g_pools_mu);
   AK_ASSERT(p->next_pool == NULL && p != g_pools && !p->destroyed); /* added once, alive */
   p->next_pool = g_pools;
   g_pools = p;
-  pthread_mutex_unlock(&g_pools_mu);
+  _ak_pool_unlock(&g_pools_mu);
 }
 
 void _ak_pools_remove(_ak_pool_impl *p) {
-  pthread_mutex_lock(&g_pools_mu);
+  _ak_pool_lock(&g_pools_mu);
   bool found = false;
   for (_ak_pool_impl **pp = &g_pools; *pp; pp = &(*pp)->next_pool) {
     if (*pp == p) {
@@ -122,25 +122,25 @@ void _ak_pools_remove(_ak_pool_impl *p) {
   }
   AK_ASSERT(found); /* a live pool is registered (destroy checked for a tombstone) */
   (void)found;
-  pthread_mutex_unlock(&g_pools_mu);
+  _ak_pool_unlock(&g_pools_mu);
 }
 
 _ak_pool_impl *_ak_pools_bury(_ak_pool_impl *p) {
-  pthread_mutex_lock(&g_pools_mu);
+  _ak_pool_lock(&g_pools_mu);
   AK_ASSERT(p->destroyed && g_grave_next < AK_POOL_GRAVES); /* a tombstone, in the ring */
   _ak_pool_impl *old = g_graves[g_grave_next];
   g_graves[g_grave_next] = p;
   g_grave_next = (g_grave_next + 1) % AK_POOL_GRAVES;
-  pthread_mutex_unlock(&g_pools_mu);
+  _ak_pool_unlock(&g_pools_mu);
   AK_ASSERT(old == NULL || old->destroyed); /* only tombstones are freed here */
   return old;
 }
 
 const char *_ak_pools_owner_name(uintptr_t addr) {
   const char *name = NULL;
-  pthread_mutex_lock(&g_pools_mu);
+  _ak_pool_lock(&g_pools_mu);
   for (_ak_pool_impl *q = g_pools; q && !name; q = q->next_pool)
     if (_ak_table_has(&q->table, (uintptr_t)_ak_slab_of((const void *)addr, q->slab_size))) name = q->name;
-  pthread_mutex_unlock(&g_pools_mu);
+  _ak_pool_unlock(&g_pools_mu);
   return name;
 }

@@ -166,15 +166,29 @@ typedef struct _ak_pool_tentry {
   } state;
 } _ak_pool_tentry;
 
-/** Entries of the thread cache (a power of two); a pool uses entry
- *  `tkey % AK_POOL_TCACHE`. */
+/** Entries of the thread cache (a power of two). */
 #define AK_POOL_TCACHE 16
+/** A pool's key in the thread cache (`tkey`, `mkey`) is its id times the
+ *  size of an entry, so that its entry's byte offset is the key masked
+ *  (_ak_pool_tentry_of): entry `(id % AK_POOL_TCACHE)`. */
+#define AK_POOL_TCACHE_STEP 16
 
-/** The calling thread's cache of AK_SYNC_THREADS heaps, read by the inline
+/** The calling thread's cache of heaps and magazines, read by the inline
  *  paths (initial-exec TLS: one %fs-relative access, no call). Written only
  *  by the library, on the thread it belongs to. */
 AK_API extern __thread _ak_pool_tentry _ak_pool_tcache[AK_POOL_TCACHE]
     __attribute__((tls_model("initial-exec")));
+
+/** The thread-cache entry of key `key`. GCC folds the index form into one
+ *  mask of the key, Clang the byte offset form. */
+AK_FAST_PATH _ak_pool_tentry *_ak_pool_tentry_of(uint64_t key) {
+  uint64_t off = key & (uint64_t)((AK_POOL_TCACHE - 1) * AK_POOL_TCACHE_STEP);
+#ifdef __clang__
+  return (_ak_pool_tentry *)(void *)((char *)_ak_pool_tcache + off);
+#else
+  return &_ak_pool_tcache[off / AK_POOL_TCACHE_STEP];
+#endif
+}
 
 /** The public head of a pool: what the inline paths read. Invariants: in
  *  AK_SYNC_NONE with the inline paths on, `cur` is the pool's current
@@ -191,7 +205,7 @@ AK_API extern __thread _ak_pool_tentry _ak_pool_tcache[AK_POOL_TCACHE]
 struct ak_pool {
   _ak_pool_cur cur;        /**< AK_SYNC_NONE: the current slab */
   uint64_t tkey;           /**< AK_SYNC_THREADS with inline paths: the pool's
-                                id, its key in _ak_pool_tcache; 0 otherwise */
+                                key in _ak_pool_tcache; 0 otherwise */
   uint64_t mkey;           /**< SPINLOCK, LOCKFREE with inline paths: the
                                 same, for the thread's magazine; 0 otherwise */
   uintptr_t mag_mask;      /**< with mkey: ~(slab_size - 1) */
@@ -381,18 +395,23 @@ AK_FAST_PATH bool _ak_pool_heap_free(const struct ak_pool *p, _ak_pool_theap *h,
 }
 
 /** The owner enters its work on magazine `m`: false (nothing held) while
- *  another thread takes the magazine. `fenced` (a compile-time constant
- *  on the inline paths): a full fence orders the mark before the load of
- *  `taken`, for a process without membarrier(2); otherwise the taker's
- *  membarrier(2) does, and the owner pays a plain store and load. */
+ *  another thread takes the magazine, or when `busy` was already set:
+ *  only the owner sets it, so the call is a signal handler's that
+ *  interrupted the owner inside its own mark (the library then serves it
+ *  without the magazine); the mark is left as it was. `fenced` (a
+ *  compile-time constant on the inline paths): a full fence orders the
+ *  mark before the load of `taken`, for a process without membarrier(2);
+ *  otherwise the taker's membarrier(2) does, and the owner pays a plain
+ *  store and load. */
 AK_FAST_PATH bool _ak_pool_mag_enter(_ak_pool_maghead *m, bool fenced) {
+  uint32_t was = _AK_POOL_LOAD(m->busy);
   _AK_POOL_STORE(m->busy, 1);
   if (fenced)
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
   else
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-  if (AK_LIKELY(!__atomic_load_n(&m->taken, __ATOMIC_ACQUIRE))) return true;
-  __atomic_store_n(&m->busy, 0, __ATOMIC_RELEASE);
+  if (AK_LIKELY(!(__atomic_load_n(&m->taken, __ATOMIC_ACQUIRE) | was))) return true;
+  __atomic_store_n(&m->busy, was, __ATOMIC_RELEASE);
   return false;
 }
 
@@ -447,7 +466,7 @@ AK_FAST_PATH bool _ak_pool_mag_push(_ak_pool_maghead *m, void *obj, bool fenced)
  *  in a build whose links are encoded. */
 AK_FAST_PATH void *_ak_pool_mag_alloc(const struct ak_pool *p) {
   if (AK_POOL_INLINE_ENCODE || !p->mkey) return NULL;
-  const _ak_pool_tentry *e = &_ak_pool_tcache[p->mkey & (AK_POOL_TCACHE - 1)];
+  const _ak_pool_tentry *e = _ak_pool_tentry_of(p->mkey);
   return AK_LIKELY(e->key == p->mkey) ? _ak_pool_mag_pop(e->state.mag, false) : NULL;
 }
 
@@ -456,7 +475,7 @@ AK_FAST_PATH void *_ak_pool_mag_alloc(const struct ak_pool *p) {
  *  a slab of `p` (the slab's magic, as the library's release build checks
  *  it), as _ak_pool_mag_push says. False: the library. */
 AK_FAST_PATH bool _ak_pool_mag_free(const struct ak_pool *p, void *obj) {
-  const _ak_pool_tentry *e = &_ak_pool_tcache[p->mkey & (AK_POOL_TCACHE - 1)];
+  const _ak_pool_tentry *e = _ak_pool_tentry_of(p->mkey);
   uintptr_t sb = (uintptr_t)obj & p->mag_mask;
   if (AK_UNLIKELY(e->key != p->mkey || sb == 0 ||
                   ((const _ak_pool_slab_head *)sb)->magic != (_AK_POOL_SLAB_MAGIC ^ (uintptr_t)p)))

@@ -14,6 +14,7 @@
  * slab into batches and pushes them all with one CAS. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,22 +40,23 @@ static AK_NO_TSAN uintptr_t read_link(void *slot) {
   return (uintptr_t)((const volatile _ak_link *)slot)->next;
 }
 
-/* Under p->mu: carves a spare or new slab into batches and pushes them
- * with one CAS. 0 or an errno. */
 /* A slab to carve: one a trim took down first (a file slab gets its
  * blocks back; if it cannot, the slab stays listed, the error reported),
- * else a spare or new one. Under p->mu. */
-static _ak_slab *slab_get(_ak_pool_impl *p) {
+ * else (unless `taken_down_only`) a spare or new one. Under p->mu. */
+static _ak_slab *slab_get(_ak_pool_impl *p, bool taken_down_only) {
   _ak_slab *s = _ak_slab_first(&p->lockfree.spare);
-  if (!s) return _ak_pool_slab_get(p);
+  if (!s && taken_down_only) errno = ENOMEM;
+  if (!s) return taken_down_only ? NULL : _ak_pool_slab_get(p);
   if (_ak_pool_slab_recommit(p, s) != 0) return NULL;
   _ak_slab_list_remove(&p->lockfree.spare, s);
   AK_ASSERT(!_ak_dnode_linked(&s->node) && s->head.used == 0); /* an empty slab on no list */
   return s;
 }
 
-static int push_slab(_ak_pool_impl *p) {
-  _ak_slab *s = slab_get(p);
+/* Under p->mu: carves a slab (slab_get) into batches and pushes them with
+ * one CAS. 0 or an errno. */
+static int push_slab(_ak_pool_impl *p, bool taken_down_only) {
+  _ak_slab *s = slab_get(p, taken_down_only);
   if (!s) return errno ? errno : ENOMEM;
   AK_ASSERT(s->head.used == 0 && !_ak_dnode_linked(&s->node)); /* an empty slab on no list */
   if ((uintptr_t)s + p->slab_size - 1 > AK_BATCH_PTR_MASK) {
@@ -80,12 +82,26 @@ static int push_slab(_ak_pool_impl *p) {
   return 0;
 }
 
+/* Signals are blocked on a thread while it holds the mutex with the stack
+ * empty (grow, takedown): a handler on that thread would find no batch
+ * and could not carve one (lockfree_alloc_nested), so it runs once the
+ * stack is refilled. */
+static void signals_block(sigset_t *old) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, old);
+}
+static void signals_restore(const sigset_t *old) { pthread_sigmask(SIG_SETMASK, old, NULL); }
+
 /* The stack ran dry: one thread grows it, the others find it refilled. */
 static int grow(_ak_pool_impl *p) {
-  pthread_mutex_lock(&p->mu);
+  sigset_t old;
+  signals_block(&old);
+  _ak_pool_lock(&p->mu);
   int rc = 0;
-  if (!_ak_batch_top(atomic_load_explicit(&p->mag.lf_head, memory_order_acquire))) rc = push_slab(p);
-  pthread_mutex_unlock(&p->mu);
+  if (!_ak_batch_top(atomic_load_explicit(&p->mag.lf_head, memory_order_acquire))) rc = push_slab(p, false);
+  _ak_pool_unlock(&p->mu);
+  signals_restore(&old);
   if (rc) errno = rc;
   return rc;
 }
@@ -151,9 +167,9 @@ static size_t lockfree_give(_ak_pool_impl *p, void *chain, uint32_t n) {
  * it). Called with no pool lock held. */
 static bool lockfree_on_stack(_ak_pool_impl *p, void *o) {
   if (!_ak_pool_plausible(p, (uintptr_t)_ak_batch_decode(p, o, _ak_link_word(o, 0)))) return false;
-  pthread_mutex_lock(&p->mu);
+  _ak_pool_lock(&p->mu);
   bool spare = _ak_slab_of(o, p->slab_size)->head.state == AK_SLAB_SPARE;
-  pthread_mutex_unlock(&p->mu);
+  _ak_pool_unlock(&p->mu);
   if (spare) return true;
   size_t limit = (atomic_load_explicit(&p->mag.hi, memory_order_relaxed) -
                   atomic_load_explicit(&p->mag.lo, memory_order_relaxed)) /
@@ -176,20 +192,31 @@ static bool lockfree_on_stack(_ak_pool_impl *p, void *o) {
 /* Under p->mu. With no slot outside the stack, the whole stack is taken
  * down and every slab becomes a spare again; the slabs stay mapped (a racing pop may still read a link)
  * and grow() re-carves them, in address order, when needed. The stack is
- * taken down before lf_out is read, so a thread that counted itself out
- * after that finds the stack empty and waits in grow() for the mutex.
+ * taken with one exchange and its slots counted: only when they are every
+ * slot of the listed slabs (not when lf_out merely reads 0, which a pop
+ * and a push racing the exchange can leave with a batch back on the
+ * stack) does nobody else hold or push one; a thread that pops after the
+ * exchange finds the stack empty and waits in grow() for the mutex.
  * Returns false (the stack put back as it was) if a slot is outside. */
 static bool takedown(_ak_pool_impl *p) {
   void *taken = _ak_batch_take_all(&p->mag.lf_head);
-  if (atomic_load(&p->mag.lf_out) != 0) {
+  size_t n = 0;
+  void *last = NULL;
+  if (atomic_load(&p->mag.lf_out) == 0) /* else some slot is out: no need to count */
+    for (void *b = taken; b; b = _ak_batch_next(p, b, *_ak_batch_word(b))) {
+      last = b;
+      n += _ak_batch_len(*_ak_batch_word(b));
+    }
+  if (n != p->lockfree.full.n * p->capacity) {
     /* Something is live: put the batches back as they were (the last
      * one's link to whatever was pushed since). */
     if (taken) {
-      void *last = taken;
-      for (void *nb; (nb = _ak_batch_next(p, last, *_ak_batch_word(last))) != NULL;) last = nb;
-      uint32_t n = _ak_batch_len(*_ak_batch_word(last));
-      AK_ASSERT(n >= 1 && n <= AK_MAG_BATCH); /* the batches were whole when taken */
-      _ak_batch_push(p, &p->mag.lf_head, taken, last, n);
+      if (!last)
+        for (last = taken; _ak_batch_next(p, last, *_ak_batch_word(last)) != NULL;)
+          last = _ak_batch_next(p, last, *_ak_batch_word(last));
+      uint32_t k = _ak_batch_len(*_ak_batch_word(last));
+      AK_ASSERT(k >= 1 && k <= AK_MAG_BATCH); /* the batches were whole when taken */
+      _ak_batch_push(p, &p->mag.lf_head, taken, last, k);
     }
     return false;
   }
@@ -211,11 +238,14 @@ static bool takedown(_ak_pool_impl *p) {
  * pages go), or punched out of the file. */
 static void lockfree_trim(_ak_pool_impl *p) {
   _ak_mag_flush_all(p);
-  pthread_mutex_lock(&p->mu);
+  sigset_t old;
+  signals_block(&old);
+  _ak_pool_lock(&p->mu);
   (void)takedown(p);
   for (_ak_slab *s = _ak_slab_first(&p->lockfree.spare); s; s = _ak_slab_next(s))
     _ak_pool_slab_decommit(p, s);
-  pthread_mutex_unlock(&p->mu);
+  _ak_pool_unlock(&p->mu);
+  signals_restore(&old);
 }
 
 /* Called when a give left no slot outside the stack (every object free,
@@ -229,9 +259,13 @@ static void lockfree_trim(_ak_pool_impl *p) {
  * hardened double-free check knows a slot of a slab taken down by the
  * slab's state (lockfree_on_stack). */
 static void reorder(_ak_pool_impl *p) {
-  if (pthread_mutex_trylock(&p->mu) != 0) return;
-  if (takedown(p)) atomic_store_explicit(&p->mag.lf_reordered, _ak_reclaim_now(), memory_order_relaxed);
-  pthread_mutex_unlock(&p->mu);
+  sigset_t old;
+  signals_block(&old);
+  if (_ak_pool_trylock(&p->mu)) {
+    if (takedown(p)) atomic_store_explicit(&p->mag.lf_reordered, _ak_reclaim_now(), memory_order_relaxed);
+    _ak_pool_unlock(&p->mu);
+  }
+  signals_restore(&old);
 }
 
 /* _ak_pool_mode.thread_left: the pool may stay idle now, and the next
@@ -245,14 +279,14 @@ static int lockfree_reserve(_ak_pool_impl *p, size_t n) {
   /* Grow until the slabs hold n slots beyond those outside the stack:
    * counted by slabs, since the stack itself cannot be measured without
    * popping. */
-  pthread_mutex_lock(&p->mu);
+  _ak_pool_lock(&p->mu);
   size_t have = (p->lockfree.full.n + p->lockfree.spare.n) * p->capacity;
-  pthread_mutex_unlock(&p->mu);
+  _ak_pool_unlock(&p->mu);
   size_t out = atomic_load(&p->mag.lf_out);
   while (have < out + n) {
-    pthread_mutex_lock(&p->mu);
-    int rc = push_slab(p);
-    pthread_mutex_unlock(&p->mu);
+    _ak_pool_lock(&p->mu);
+    int rc = push_slab(p, false);
+    _ak_pool_unlock(&p->mu);
     if (rc) return rc;
     have += p->capacity;
   }
@@ -261,6 +295,70 @@ static int lockfree_reserve(_ak_pool_impl *p, size_t n) {
 
 static void lf_give(_ak_pool_impl *p, void *chain, uint32_t n) { (void)lockfree_give(p, chain, n); }
 
+/* ---- calls from a signal handler that interrupted a pool call ---------------------- */
+
+/* A nested allocation found the stack empty: a slab taken down by a trim
+ * or a reorder is carved again if the mutex is free (never waited for),
+ * never a new one (mapping one is no handler's work). */
+static uint32_t pop_nested(_ak_pool_impl *p, void **o) {
+  uint32_t n = _ak_batch_pop(p, &p->mag.lf_head, o);
+  if (n || !_ak_pool_trylock(&p->mu)) return n;
+  int rc = 0;
+  if (!_ak_batch_top(atomic_load_explicit(&p->mag.lf_head, memory_order_acquire))) rc = push_slab(p, true);
+  _ak_pool_unlock(&p->mu);
+  return rc ? 0 : _ak_batch_pop(p, &p->mag.lf_head, o);
+}
+
+/* _ak_pool_mode.alloc_nested: the top batch popped, its first slot kept
+ * and the rest pushed back, each with one CAS; no lock waited for, no
+ * magazine, no new slab: NULL with ENOMEM when the stack is empty and no
+ * slab taken down can be carved (pop_nested). Counted out before the pop,
+ * as lockfree_take is. */
+static void *lockfree_alloc_nested(_ak_pool_impl *p) {
+  size_t live = atomic_fetch_add_explicit(&p->mag.live, 1, memory_order_relaxed) + 1;
+  if (p->max_objects && AK_UNLIKELY(live > p->max_objects)) {
+    atomic_fetch_sub_explicit(&p->mag.live, 1, memory_order_relaxed);
+    _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "max_objects live objects already");
+    return NULL;
+  }
+  atomic_fetch_add(&p->mag.lf_out, AK_MAG_BATCH);
+  void *o;
+  uint32_t n = pop_nested(p, &o);
+  if (!n) {
+    atomic_fetch_sub(&p->mag.lf_out, AK_MAG_BATCH);
+    atomic_fetch_sub_explicit(&p->mag.live, 1, memory_order_relaxed);
+    _ak_pool_error(p, ENOMEM, "ak_pool_alloc",
+                   "no free object on the shared stack for a call from a signal handler (ak_pool_reserve)");
+    return NULL;
+  }
+  void *rest = _ak_chain_next(p, o);
+  if (ak_harden_links && AK_UNLIKELY(!_ak_pool_plausible(p, (uintptr_t)rest))) _ak_batch_corrupt(p, o, rest);
+  AK_ASSERT((rest == NULL) == (n == 1)); /* a batch of n slots */
+  if (rest) _ak_batch_push(p, &p->mag.lf_head, rest, rest, n - 1);
+  atomic_fetch_sub(&p->mag.lf_out, AK_MAG_BATCH - 1);
+  _ak_mag_peak_raise(p, live);
+  if (ak_harden_double_free && !p->tracked) _ak_link_set(o, NULL, 0); /* as a magazine hands it out */
+  if (AK_UNLIKELY(p->debug)) {
+    _ak_pool_mark_live(p, _ak_slab_of(o, p->slab_size), o);
+    _ak_pool_track_alloc(p, o);
+  }
+  return o;
+}
+
+/* _ak_pool_mode.free_nested: `o` pushed as a batch of one (one CAS). No
+ * reorder (it takes the mutex) and no hardened search of the stack. */
+static void lockfree_free_nested(_ak_pool_impl *p, void *o) {
+  _ak_slab *s = _ak_pool_slab_find(p, o, "ak_pool_free"); /* aborts on a foreign `o` */
+  if (AK_UNLIKELY(p->debug)) {
+    _ak_pool_mark_free(p, s, o, "ak_pool_free");
+    _ak_pool_track_free(p, o);
+  }
+  _ak_chain_set(p, o, NULL);
+  _ak_batch_push(p, &p->mag.lf_head, o, o, 1);
+  atomic_fetch_sub(&p->mag.lf_out, 1);
+  atomic_fetch_sub_explicit(&p->mag.live, 1, memory_order_relaxed);
+}
+
 static bool lf_on_lists(_ak_pool_impl *p, _ak_slab *s, void *o) {
   (void)s;
   return lockfree_on_stack(p, o);
@@ -268,9 +366,9 @@ static bool lf_on_lists(_ak_pool_impl *p, _ak_slab *s, void *o) {
 
 /* Slabs taken down by a trim count as decommitted spares. */
 static void lf_stats(_ak_pool_impl *p, ak_pool_stats *out) {
-  pthread_mutex_lock(&p->mu);
+  _ak_pool_lock(&p->mu);
   size_t down = p->lockfree.spare.n * p->slab_size;
-  pthread_mutex_unlock(&p->mu);
+  _ak_pool_unlock(&p->mu);
   out->bytes_spare += down;
   out->bytes_committed = out->bytes_committed > down ? out->bytes_committed - down : 0;
 }
@@ -298,4 +396,6 @@ const _ak_pool_mode _ak_mode_lockfree = {
     .thread_left = lf_thread_left,
     .on_lists = lf_on_lists,
     .fork_child = _ak_mag_fork_child,
+    .alloc_nested = lockfree_alloc_nested,
+    .free_nested = lockfree_free_nested,
 };

@@ -41,6 +41,20 @@
  * into glibc's static TLS reserve). */
 AK_API __thread _ak_pool_tentry _ak_pool_tcache[AK_POOL_TCACHE] __attribute__((tls_model("initial-exec")));
 
+_Static_assert(sizeof(_ak_pool_tentry) == AK_POOL_TCACHE_STEP, "an entry's offset is its key masked");
+
+/* pool/inside.h: how deep the thread is in the pool's code. */
+_Thread_local unsigned _ak_pool_inside __attribute__((tls_model("initial-exec")));
+
+void _ak_pool_tentry_store(uint64_t key, void *state) {
+  _ak_pool_tentry *e = _ak_pool_tentry_of(key);
+  e->key = 0;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  e->state.mag = state;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  e->key = key;
+}
+
 /* One entry of a thread's table: the state of `pool` (whose id was `id`
  * when the state was made) and the mode that made it (kept for thread
  * exit, where a destroyed pool can no longer be asked). */
@@ -78,12 +92,12 @@ static bool registered(const _ak_pool_impl *p, uint64_t id) {
  * False if out of memory. */
 static bool table_room(void) {
   if (tl_n < tl_cap) return true;
-  pthread_mutex_lock(&g_mu);
+  _ak_pool_lock(&g_mu);
   size_t k = 0;
   for (size_t i = 0; i < tl_n; i++)
     if (registered(tl_all[i].pool, tl_all[i].id)) tl_all[k++] = tl_all[i];
   tl_n = k;
-  pthread_mutex_unlock(&g_mu);
+  _ak_pool_unlock(&g_mu);
   AK_ASSERT(k <= tl_cap); /* only kept entries remain */
   if (tl_n < tl_cap) return true;
   size_t cap = tl_cap ? tl_cap * 2 : 8;
@@ -121,12 +135,14 @@ void *_ak_tls_get(_ak_pool_impl *p, bool create) {
 }
 
 /* Empties the calling thread's entries of _ak_pool_tcache whose key is
- * `id` (all of them if `id` is 0). A loop of stores, not memset: GCC 12's
- * UBSan check of a TLS array's address passed to memset tests stale flags
- * and reports a null pointer at random. */
+ * `id` (a pool's _ak_pool_key; all of them if 0): each key cleared with one store, so
+ * that a signal handler's inline path sees the entry whole or empty. A
+ * loop of stores, not memset: GCC 12's UBSan check of a TLS array's
+ * address passed to memset tests stale flags and reports a null pointer
+ * at random. */
 static void tcache_drop(uint64_t id) {
   for (size_t i = 0; i < AK_POOL_TCACHE; i++)
-    if (id == 0 || _ak_pool_tcache[i].key == id) _ak_pool_tcache[i] = (_ak_pool_tentry){0};
+    if (id == 0 || _ak_pool_tcache[i].key == id) _ak_pool_tcache[i].key = 0; /* one store: never torn */
 }
 
 /* The pthread key's destructor: hands each state of the exiting thread
@@ -136,41 +152,43 @@ static void tcache_drop(uint64_t id) {
  * starts a new table and sets the key again, so this runs again. */
 static void thread_exit(void *arg) {
   (void)arg;
-  pthread_mutex_lock(&g_mu);
+  _ak_pool_enter();
+  tcache_drop(0); /* first: the inline paths must not reach a state the walk frees */
+  _ak_pool_lock(&g_mu);
   for (size_t i = 0; i < tl_n; i++) {
     if (!registered(tl_all[i].pool, tl_all[i].id)) continue; /* destroyed: state already freed */
     tl_all[i].mode->thread_exit(tl_all[i].pool, tl_all[i].state);
   }
-  pthread_mutex_unlock(&g_mu);
+  _ak_pool_unlock(&g_mu);
   for (size_t i = 0; i < tl_n; i++) {
     size_t j = 0;
     while (j < i && tl_all[j].mode != tl_all[i].mode) j++;
     if (j == i && tl_all[i].mode->forget) tl_all[i].mode->forget(); /* once per mode */
   }
-  tcache_drop(0);
   free(tl_all);
   tl_all = NULL;
   tl_n = tl_cap = 0;
+  _ak_pool_leave();
 }
 
 void _ak_tls_register(_ak_pool_impl *p, const _ak_tls_mode *mode) {
   pthread_once(&g_once, make_key);
   AK_ASSERT(mode != NULL && p->tls_mode == NULL && p->next_tls_pool == NULL); /* registered once */
   p->tls_mode = mode;
-  pthread_mutex_lock(&g_mu);
+  _ak_pool_lock(&g_mu);
   p->next_tls_pool = g_pools;
   g_pools = p;
-  pthread_mutex_unlock(&g_mu);
+  _ak_pool_unlock(&g_mu);
 }
 
-void _ak_tls_fork_lock(void) { pthread_mutex_lock(&g_mu); }
+void _ak_tls_fork_lock(void) { _ak_pool_lock(&g_mu); }
 
 /* The child's only thread is the one that forked and took g_mu, so it
  * unlocks it there as in the parent (a default mutex has no owner check). */
-void _ak_tls_fork_unlock(void) { pthread_mutex_unlock(&g_mu); }
+void _ak_tls_fork_unlock(void) { _ak_pool_unlock(&g_mu); }
 
 void _ak_tls_unregister(_ak_pool_impl *p) {
-  pthread_mutex_lock(&g_mu);
+  _ak_pool_lock(&g_mu);
   for (_ak_pool_impl **pp = &g_pools; *pp; pp = &(*pp)->next_tls_pool) {
     if (*pp == p) {
       *pp = p->next_tls_pool;
@@ -179,6 +197,6 @@ void _ak_tls_unregister(_ak_pool_impl *p) {
   }
   AK_ASSERT(!registered(p, p->id)); /* it was listed once, and is no more */
   p->tls_mode->destroy(p);
-  pthread_mutex_unlock(&g_mu);
-  tcache_drop(p->id);
+  _ak_pool_unlock(&g_mu);
+  tcache_drop(_ak_pool_key(p));
 }

@@ -21,9 +21,10 @@
  *
  * Other threads may take a magazine's contents at any time
  * (_ak_mag_flush_all, from ak_pool_trim). The owner marks its work on the
- * chain: it sets `busy`, tests `taken` (set: it clears `busy` and goes to
- * the slow path, which waits the taker out), works on `list` and `n` with
- * plain moves and clears `busy` (release). A taker sets `taken` on every
+ * chain: it sets `busy` (found set: a signal handler interrupted its own
+ * mark, owner_interrupted), tests `taken` (set: it clears `busy`, and the
+ * slow path waits the taker out), works on `list` and `n` with plain
+ * moves and clears `busy` (release). A taker sets `taken` on every
  * magazine of the pool, issues one membarrier(2)
  * (MEMBARRIER_CMD_PRIVATE_EXPEDITED: a full barrier on every CPU running
  * a thread of the process), waits until `busy` is 0 and takes the chain.
@@ -31,9 +32,9 @@
  * and waits) or sees `taken` (and keeps off), so exactly one of them works
  * on a chain and nobody reads a slot it does not hold. The owner pays a
  * compiler barrier instead of a fence or an atomic read-modify-write: the
- * cost of synchronising falls on the rare taker. Without membarrier(2) (an old
- * kernel, a seccomp filter: barrier_setup) the owners fence their marks
- * themselves (`fenced`, library paths only: the inline paths stay off).
+ * cost falls on the rare taker. Without membarrier(2) (an old kernel, a
+ * seccomp filter: barrier_setup) the owners fence their marks themselves
+ * (`fenced`, library paths only: the inline paths stay off).
  *
  * Counting: each magazine's allocations minus frees not yet in the pool's
  * `mag.live` (net) are added to it whenever the magazine touches the
@@ -118,8 +119,22 @@ static void owners_barrier(void) {
   _ak_fatal("ak_pool_trim: membarrier(2) failed after it was registered (%s)", strerror(errno));
 }
 
-/* The owner enters its work on `m`, waiting out a taker (slow paths). */
+/* Whether `busy` is set where the owner is not at work: only the owner
+ * sets it, so a signal handler interrupted the owner inside its own mark
+ * (an inline path: the library's marks lie inside _ak_pool_inside, which
+ * ak_pool_alloc_slow and ak_pool_free_slow test first), and the call must
+ * leave the magazine alone (_ak_pool_nested_alloc). */
+static inline bool owner_interrupted(_ak_pool_mag *m) {
+  return __atomic_load_n(&m->head.busy, __ATOMIC_RELAXED);
+}
+
+/* The owner enters its work on `m`, waiting out a taker (slow paths). A
+ * mark of its own would never be cleared: the callers test for it first
+ * (owner_interrupted), and one that did not would hang here. */
 static void owner_enter(_ak_pool_mag *m) {
+  if (AK_UNLIKELY(owner_interrupted(m)))
+    _ak_fatal("ak_pool: pool '%s': a call nested in the same thread's call reached its magazine",
+              m->pool->name);
   while (!_ak_pool_mag_enter(&m->head, g_fenced)) sched_yield();
 }
 
@@ -188,13 +203,6 @@ static void set_hi(_ak_pool_mag *m) {
   m->head.hi = (uint32_t)hi;
 }
 
-static void peak_raise(_ak_pool_impl *p, size_t live) {
-  size_t peak = atomic_load_explicit(&p->mag.peak, memory_order_relaxed);
-  while (live > peak && !atomic_compare_exchange_weak_explicit(&p->mag.peak, &peak, live,
-                                                               memory_order_relaxed, memory_order_relaxed)) {
-  }
-}
-
 /* Adds the magazine's count to the pool's and samples the high-water mark
  * (slow paths only: once per batch). */
 static void net_flush(_ak_pool_impl *p, _ak_pool_mag *m) {
@@ -202,15 +210,15 @@ static void net_flush(_ak_pool_impl *p, _ak_pool_mag *m) {
   base_set(m, (intptr_t)n_get(m));
   size_t live = atomic_fetch_add_explicit(&p->mag.live, (size_t)net, memory_order_relaxed) + (size_t)net;
   m->live_seen = live;
-  if (net > 0) peak_raise(p, live);
+  if (net > 0) _ak_mag_peak_raise(p, live);
   AK_ASSERT(net_get(m) == 0); /* the magazine's count is the pool's now */
 }
 
 static size_t mag_live(_ak_pool_impl *p) {
-  pthread_mutex_lock(&p->mu);
+  _ak_pool_lock(&p->mu);
   size_t live = atomic_load(&p->mag.live);
   for (_ak_pool_mag *m = _ak_mag_first(p); m; m = _ak_mag_next(m)) live += (size_t)net_get(m);
-  pthread_mutex_unlock(&p->mu);
+  _ak_pool_unlock(&p->mu);
   return (intptr_t)live < 0 ? 0 : live;
 }
 
@@ -237,8 +245,7 @@ static _ak_pool_mag *mag_find(_ak_pool_impl *p) {
   }
   tl_last = *e;
   AK_ASSERT(e->m->pool == p); /* the cache names the pool's own magazine */
-  if (p->pub.mkey)
-    _ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)] = (_ak_pool_tentry){.key = p->id, .state.mag = &e->m->head};
+  if (p->pub.mkey) _ak_pool_tentry_store(_ak_pool_key(p), &e->m->head);
   return e->m;
 }
 
@@ -258,9 +265,9 @@ static void *mag_create(_ak_pool_impl *p) {
   m->counted = mag_counted(p);
   _ak_stash_init(p, m);
   set_hi(m);
-  pthread_mutex_lock(&p->mu);
+  _ak_pool_lock(&p->mu);
   _ak_dlist_push_front(&p->mag.list, &m->node);
-  pthread_mutex_unlock(&p->mu);
+  _ak_pool_unlock(&p->mu);
   return m;
 }
 
@@ -291,10 +298,10 @@ static void mag_empty(_ak_pool_impl *p, _ak_pool_mag *m, bool stash) {
 static void mag_exit(_ak_pool_impl *p, void *state) {
   _ak_pool_mag *m = state;
   AK_ASSERT(m->pool == p); /* the thread's table pairs each state with its pool */
-  pthread_mutex_lock(&p->mu);
+  _ak_pool_lock(&p->mu);
   mag_unlink(p, m);
   atomic_fetch_add(&p->mag.live, (size_t)net_get(m));
-  pthread_mutex_unlock(&p->mu);
+  _ak_pool_unlock(&p->mu);
   mag_empty(p, m, true);
   AK_ASSERT(!_ak_dnode_linked(&m->node) && atomic_load(&m->full) == NULL &&
             _ak_batch_top(atomic_load(&m->stash)) == NULL); /* off the list, emptied */
@@ -315,14 +322,14 @@ static void mag_forget(void) {
  * `p` is freed (their objects die with the slabs), and `p` leaves the
  * calling thread's cache. */
 static void mags_destroy(_ak_pool_impl *p) {
-  pthread_mutex_lock(&p->mu);
+  _ak_pool_lock(&p->mu);
   for (_ak_pool_mag *m; (m = _ak_mag_first(p)) != NULL;) {
     AK_ASSERT(m->pool == p); /* the pool's list holds its own magazines */
     mag_unlink(p, m);
     free(m);
   }
   AK_ASSERT(p->mag.list.n == 0 && p->mag.list.head == NULL); /* no magazine outlives its pool */
-  pthread_mutex_unlock(&p->mu);
+  _ak_pool_unlock(&p->mu);
   for (size_t i = 0; i < 8; i++)
     if (tl_cache[i].id == p->id) memset(&tl_cache[i], 0, sizeof tl_cache[i]);
   if (tl_last.id == p->id) memset(&tl_last, 0, sizeof tl_last);
@@ -344,7 +351,7 @@ uint64_t _ak_mag_tick(_ak_pool_impl *p) {
 /* Takes every magazine's contents (ak_pool_trim, any thread): one
  * barrier for all of them. */
 void _ak_mag_flush_all(_ak_pool_impl *p) {
-  pthread_mutex_lock(&p->mu);
+  _ak_pool_lock(&p->mu);
   for (_ak_pool_mag *m = _ak_mag_first(p); m; m = _ak_mag_next(m)) steal_begin(m);
   owners_barrier();
   for (_ak_pool_mag *m = _ak_mag_first(p); m; m = _ak_mag_next(m)) {
@@ -352,18 +359,18 @@ void _ak_mag_flush_all(_ak_pool_impl *p) {
     _ak_mag_shared_give(p, steal_chain(m), 0);
     (void)_ak_stash_give_all(p, m);
   }
-  pthread_mutex_unlock(&p->mu);
+  _ak_pool_unlock(&p->mu);
 }
 
 /* fork() child: the threads that owned the other magazines are gone, and
  * one may have been at work on its magazine: nobody is now. */
 void _ak_mag_fork_child(_ak_pool_impl *p) {
-  pthread_mutex_lock(&p->mu);
+  _ak_pool_lock(&p->mu);
   for (_ak_pool_mag *m = _ak_mag_first(p); m; m = _ak_mag_next(m)) {
     __atomic_store_n(&m->head.busy, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&m->head.taken, 0, __ATOMIC_RELAXED);
   }
-  pthread_mutex_unlock(&p->mu);
+  _ak_pool_unlock(&p->mu);
 }
 
 /* ---- alloc and free --------------------------------------------------------------- */
@@ -419,8 +426,16 @@ static void *refill(_ak_pool_impl *p, _ak_pool_mag *m) {
   return c;
 }
 
+/* The tests' seam (modes.h); NULL otherwise. */
+void (*_ak_mag_test_point)(void);
+
+static inline void test_point(void) {
+  if (AK_UNLIKELY(_ak_mag_test_point != NULL)) _ak_mag_test_point();
+}
+
 /* The slow allocation: `o` is the chain the caller claimed (NULL: none). */
 static AK_COLD __attribute__((noinline)) void *alloc_slow(_ak_pool_impl *p, _ak_pool_mag *m, void *o) {
+  test_point();
   if (!o) claim_lost(m);
   /* The cap needs an exact count: one shared atomic per call, only then. */
   if (p->max_objects) {
@@ -431,7 +446,7 @@ static AK_COLD __attribute__((noinline)) void *alloc_slow(_ak_pool_impl *p, _ak_
       _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "max_objects live objects already");
       return NULL;
     }
-    peak_raise(p, live);
+    _ak_mag_peak_raise(p, live);
   }
   if (!o && !(o = refill(p, m))) {
     if (p->max_objects) atomic_fetch_sub_explicit(&p->mag.live, 1, memory_order_relaxed);
@@ -448,13 +463,20 @@ static AK_COLD __attribute__((noinline)) void *alloc_slow(_ak_pool_impl *p, _ak_
   return o;
 }
 
+/* The fast pop found nothing: the chain is empty or being taken (the
+ * slow path), or the owner was interrupted inside its mark (nested). */
+static AK_COLD __attribute__((noinline)) void *alloc_miss(_ak_pool_impl *p, _ak_pool_mag *m) {
+  if (AK_UNLIKELY(owner_interrupted(m))) return _ak_pool_nested_alloc(p);
+  return alloc_slow(p, m, list_take(m));
+}
+
 /* The allocation from magazine `m` of the calling thread. Invariant: a
  * counted magazine's pool allocates through alloc_counted, never here. */
 static inline void *alloc_in(_ak_pool_impl *p, _ak_pool_mag *m) {
   AK_ASSERT(!m->counted);
   if (!ak_harden_encode) { /* plain links: the headers' pop (their inline path's) */
     void *o = _ak_pool_mag_pop(&m->head, g_fenced);
-    return AK_LIKELY(o != NULL) ? o : alloc_slow(p, m, list_take(m));
+    return AK_LIKELY(o != NULL) ? o : alloc_miss(p, m);
   }
   void *o = list_take(m);
   if (AK_UNLIKELY(o == NULL)) return alloc_slow(p, m, o);
@@ -502,7 +524,7 @@ void _ak_mag_init(_ak_pool_impl *p) {
   AK_ASSERT(p->pub.cur.hot_slab == 1 && p->pub.tkey == 0); /* the heap inline paths stay off */
   if (p->inline_ok && !mag_counted(p) && !ak_harden_encode && !_ak_config_checked && !p->tracked &&
       !g_fenced) {
-    p->pub.mkey = p->id;
+    p->pub.mkey = _ak_pool_key(p);
     p->pub.mag_mask = _ak_slab_mask(p->slab_size);
   }
 }
@@ -571,6 +593,7 @@ static void drain_self(_ak_pool_impl *p, _ak_pool_mag *m) {
  * (NULL: none). */
 static AK_COLD __attribute__((noinline)) void free_slow(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab *s,
                                                         void *o, void *c) {
+  test_point();
   if (AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_free(p, s, o, "ak_pool_free");
     _ak_pool_track_free(p, o);
@@ -604,10 +627,20 @@ static AK_COLD __attribute__((noinline)) void free_slow(_ak_pool_impl *p, _ak_po
   set_hi(m);
 }
 
+/* The fast push did not take `o`: the slow path, or nested (alloc_miss). */
+static AK_COLD __attribute__((noinline)) void free_miss(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab *s,
+                                                        void *o) {
+  if (AK_UNLIKELY(owner_interrupted(m))) {
+    _ak_pool_nested_free(p, o);
+    return;
+  }
+  free_slow(p, m, s, o, list_take(m));
+}
+
 /* The free of `o` (slot of `s`) into magazine `m` of the calling thread. */
 static inline void free_in(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab *s, void *o) {
   if (!ak_harden_encode) { /* plain links: the headers' push (their inline path's) */
-    if (AK_UNLIKELY(!_ak_pool_mag_push(&m->head, o, g_fenced))) free_slow(p, m, s, o, list_take(m));
+    if (AK_UNLIKELY(!_ak_pool_mag_push(&m->head, o, g_fenced))) free_miss(p, m, s, o);
     return;
   }
   void *c = list_take(m);

@@ -97,10 +97,10 @@ void _ak_stash_keep(_ak_pool_impl *p, _ak_pool_mag *m, void *c, uint32_t n) {
 static uint32_t steal(_ak_pool_impl *p, _ak_pool_mag *m, void **chain) {
   uint32_t n = 0;
   *chain = NULL;
-  pthread_mutex_lock(&p->mu);
+  _ak_pool_lock(&p->mu);
   for (_ak_pool_mag *v = _ak_mag_first(p); v && !n; v = _ak_mag_next(v))
     if (v != m && atomic_load_explicit(&v->stash_n, memory_order_relaxed) > 0) n = stash_pop(p, v, chain);
-  pthread_mutex_unlock(&p->mu);
+  _ak_pool_unlock(&p->mu);
   return n;
 }
 
@@ -130,9 +130,9 @@ uint32_t _ak_stash_take(_ak_pool_impl *p, _ak_pool_mag *m, void **chain) {
 }
 
 void _ak_stash_flush_all(_ak_pool_impl *p) {
-  pthread_mutex_lock(&p->mu);
+  _ak_pool_lock(&p->mu);
   for (_ak_pool_mag *m = _ak_mag_first(p); m; m = _ak_mag_next(m)) (void)_ak_stash_give_all(p, m);
-  pthread_mutex_unlock(&p->mu);
+  _ak_pool_unlock(&p->mu);
 }
 
 bool _ak_stash_drain_now(_ak_pool_impl *p) {

@@ -66,8 +66,8 @@ __attribute__((noinline)) _ak_pool_heap *_ak_threads_heap_find(_ak_pool_impl *p,
 /* The calling thread's heap for `p`: one direct-mapped cache probe inline,
  * the search and creation out of line. */
 static inline _ak_pool_heap *heap_get(_ak_pool_impl *p, bool create) {
-  _ak_pool_tentry *e = &_ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)];
-  if (AK_LIKELY(e->key == p->id)) return (_ak_pool_heap *)e->state.heap;
+  const _ak_pool_tentry *e = _ak_pool_tentry_of(_ak_pool_key(p));
+  if (AK_LIKELY(e->key == _ak_pool_key(p))) return (_ak_pool_heap *)e->state.heap;
   return _ak_threads_heap_find(p, create);
 }
 

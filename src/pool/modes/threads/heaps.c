@@ -16,8 +16,7 @@
  * `create`), then cached in the direct-mapped thread cache. */
 _ak_pool_heap *_ak_threads_heap_find(_ak_pool_impl *p, bool create) {
   _ak_pool_heap *h = _ak_tls_get(p, create);
-  if (h)
-    _ak_pool_tcache[p->id & (AK_POOL_TCACHE - 1)] = (_ak_pool_tentry){.key = p->id, .state.heap = &h->pub};
+  if (h) _ak_pool_tentry_store(_ak_pool_key(p), &h->pub);
   return h;
 }
 
@@ -28,9 +27,9 @@ static void *heap_create(_ak_pool_impl *p) {
   if (!h) return NULL;
   h->pool = p;
   h->pub.cur.hot_slab = 1; /* no current slab; mask 0 until heap_out */
-  pthread_mutex_lock(&p->mu);
+  _ak_pool_lock(&p->mu);
   _ak_dlist_push_front(&p->threads.heaps, &h->node);
-  pthread_mutex_unlock(&p->mu);
+  _ak_pool_unlock(&p->mu);
   return h;
 }
 
@@ -86,16 +85,16 @@ size_t _ak_threads_live(_ak_pool_impl *p) {
  * is abandoned and freed. */
 static void heap_exit(_ak_pool_impl *p, void *state) {
   _ak_pool_heap *h = state;
-  pthread_mutex_lock(&p->mu);
+  _ak_pool_lock(&p->mu);
   abandon(p, h);
-  pthread_mutex_unlock(&p->mu);
+  _ak_pool_unlock(&p->mu);
   free(h);
 }
 
 /* _ak_tls_mode.destroy (under g_mu, `p` unregistered): every heap of `p`
  * is freed with its slabs (modes/tls.c drops `p` from the thread cache). */
 static void heaps_destroy(_ak_pool_impl *p) {
-  pthread_mutex_lock(&p->mu);
+  _ak_pool_lock(&p->mu);
   for (_ak_pool_heap *h; (h = heap_first(p)) != NULL;) {
     heap_unlink(p, h);
     _ak_slab_list *lists[4] = {&h->avail, &h->full, &h->pending, &h->stash};
@@ -109,7 +108,7 @@ static void heaps_destroy(_ak_pool_impl *p) {
     free(h);
   }
   AK_ASSERT(p->threads.heaps.n == 0); /* no heap outlives its pool */
-  pthread_mutex_unlock(&p->mu);
+  _ak_pool_unlock(&p->mu);
 }
 
 /* fork(): a heap's lists are its owner's, changed without a lock (the
@@ -141,7 +140,7 @@ static void fork_adopt(uintptr_t x, void *ctx) {
 /* fork() child, no lock held (the mode's fork_child). */
 void _ak_threads_fork_child(_ak_pool_impl *p) {
   fork_scan f = {p, heap_get(p, false)};
-  pthread_mutex_lock(&p->mu);
+  _ak_pool_lock(&p->mu);
   for (_ak_pool_heap *h = heap_first(p); h; h = heap_next(h))
     if (h != f.mine) (void)heap_checkin(h); /* its current slab's free list back in the slab */
   _ak_table_each(&p->table, fork_adopt, &f);
@@ -153,7 +152,7 @@ void _ak_threads_fork_child(_ak_pool_impl *p) {
   }
   if (_ak_slab_first(&p->threads.abandoned))
     atomic_store_explicit(&p->threads.adoptable, true, memory_order_relaxed);
-  pthread_mutex_unlock(&p->mu);
+  _ak_pool_unlock(&p->mu);
 }
 
 const _ak_tls_mode _ak_threads_tls = {
@@ -182,10 +181,10 @@ void _ak_threads_collect_abandoned(_ak_pool_impl *p, bool release) {
 /* Live objects: the heaps' counts plus the abandoned slabs'; the sampled
  * high-water mark. */
 void _ak_threads_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {
-  pthread_mutex_lock(&p->mu);
+  _ak_pool_lock(&p->mu);
   _ak_threads_collect_abandoned(p, false);
   *live = _ak_threads_live(p);
-  pthread_mutex_unlock(&p->mu);
+  _ak_pool_unlock(&p->mu);
   *peak = atomic_load(&p->threads.peak);
   if (*live > *peak) *peak = *live;
 }

@@ -200,7 +200,7 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
     _ak_slab_set_owner(s, (uintptr_t)h, __ATOMIC_SEQ_CST);
     return s;
   }
-  pthread_mutex_lock(&p->mu);
+  _ak_pool_lock(&p->mu);
   if (!s) {
     s = _ak_slab_first(&p->threads.abandoned);
     if (!s) atomic_store_explicit(&p->threads.adoptable, false, memory_order_relaxed);
@@ -223,7 +223,7 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
     s->heap = h;
     _ak_slab_set_owner(s, (uintptr_t)h, __ATOMIC_SEQ_CST);
   }
-  pthread_mutex_unlock(&p->mu);
+  _ak_pool_unlock(&p->mu);
   if (s) {
     live_sub(h, _ak_slab_collect(s));
     AK_ASSERT(s->heap == h && _ak_slab_validate(s, "take_slab")); /* ours now, consistent */
@@ -357,7 +357,7 @@ static inline void check_double_free(_ak_pool_impl *p, _ak_slab *s, void *o, boo
 static void remote_free(_ak_pool_impl *p, _ak_slab *s, void *o) {
   if (_ak_slab_owner(s, __ATOMIC_ACQUIRE) == 0) {
     /* Abandoned: nobody owns the local list; work on it under the mutex. */
-    pthread_mutex_lock(&p->mu);
+    _ak_pool_lock(&p->mu);
     if (_ak_slab_owner(s, __ATOMIC_SEQ_CST) == 0) {
       check_double_free(p, s, o, true);
       _ak_slab_push(s, o);
@@ -366,10 +366,10 @@ static void remote_free(_ak_pool_impl *p, _ak_slab *s, void *o) {
         _ak_slab_list_remove(&p->threads.abandoned, s);
         _ak_pool_slab_put(p, s);
       }
-      pthread_mutex_unlock(&p->mu);
+      _ak_pool_unlock(&p->mu);
       return;
     }
-    pthread_mutex_unlock(&p->mu);
+    _ak_pool_unlock(&p->mu);
   }
   check_double_free(p, s, o, false);
   /* One CAS: push on the slab's remote list (keeping its tag); the owner
@@ -430,14 +430,14 @@ static void threads_trim(_ak_pool_impl *p) {
     heap_trim(p, mine);
     heap_out(p, mine);
   }
-  pthread_mutex_lock(&p->mu);
+  _ak_pool_lock(&p->mu);
   _ak_threads_collect_abandoned(p, true);
   _ak_spare_drain(&p->spares);
   /* Other threads' heaps: their lists are theirs alone; ask them to trim
    * at their next slow path. */
   for (_ak_pool_heap *h = heap_first(p); h; h = heap_next(h))
     if (h != mine) atomic_store_explicit(&h->trim_req, 1, memory_order_relaxed);
-  pthread_mutex_unlock(&p->mu);
+  _ak_pool_unlock(&p->mu);
 }
 
 /* ak_pool_reserve: room for `n` objects in the caller's heap. 0 or errno. */
@@ -457,9 +457,9 @@ static int threads_reserve(_ak_pool_impl *p, size_t n) {
     if (s) {
       _ak_slab_list_remove(&h->stash, s);
     } else {
-      pthread_mutex_lock(&p->mu);
+      _ak_pool_lock(&p->mu);
       s = _ak_pool_slab_get(p);
-      pthread_mutex_unlock(&p->mu);
+      _ak_pool_unlock(&p->mu);
     }
     if (!s) {
       rc = errno ? errno : ENOMEM;
@@ -477,7 +477,7 @@ static int threads_reserve(_ak_pool_impl *p, size_t n) {
 /* Inline paths on unless a check, a tool or max_objects needs the library. */
 static void threads_init(_ak_pool_impl *p) {
   _ak_pool_inline_off(p);
-  if (p->inline_ok && !_ak_config_checked && !p->tracked && !p->max_objects) p->pub.tkey = p->id;
+  if (p->inline_ok && !_ak_config_checked && !p->tracked && !p->max_objects) p->pub.tkey = _ak_pool_key(p);
 }
 
 /* ak_pool_destroy: the abandoned slabs (the heaps gave theirs back). */
