@@ -16,7 +16,6 @@
 #include <stdatomic.h>
 
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,6 +25,7 @@
 #include "common/lifecycle.h"
 #include "common/list.h"
 #include "common/reclaim.h"
+#include "common/signals.h"
 
 /* The thread's modes (arenakit/reclaim.h, ak_background): AUTO starts it
  * when memory starts to wait for a purge (_ak_reclaim_wake, then
@@ -224,14 +224,13 @@ static int start_locked(const char *call) {
   pthread_mutex_unlock(&g_mu);
   /* Signals are blocked in the thread: it must never run a handler. A
    * small stack: it calls only the library. */
-  sigset_t all, old;
-  sigfillset(&all);
+  sigset_t old;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   (void)pthread_attr_setstacksize(&attr, 256 * 1024);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
+  _ak_signals_block_all(&old);
   int rc = pthread_create(&g_thread, &attr, thread_main, NULL);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  _ak_signals_restore(&old);
   pthread_attr_destroy(&attr);
   if (rc == 0) {
     atomic_fetch_add_explicit(&g_starts, 1, memory_order_relaxed);

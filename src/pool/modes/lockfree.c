@@ -14,12 +14,12 @@
  * slab into batches and pushes them all with one CAS. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "common/signals.h"
 #include "common/track.h"
 #include "pool/batch.h"
 #include "pool/modes.h"
@@ -82,26 +82,19 @@ static int push_slab(_ak_pool_impl *p, bool taken_down_only) {
   return 0;
 }
 
-/* Signals are blocked on a thread while it holds the mutex with the stack
- * empty (grow, takedown): a handler on that thread would find no batch
- * and could not carve one (lockfree_alloc_nested), so it runs once the
- * stack is refilled. */
-static void signals_block(sigset_t *old) {
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, old);
-}
-static void signals_restore(const sigset_t *old) { pthread_sigmask(SIG_SETMASK, old, NULL); }
-
-/* The stack ran dry: one thread grows it, the others find it refilled. */
+/* The stack ran dry: one thread grows it, the others find it refilled.
+ * Signals are blocked on a thread while it holds the mutex with the stack
+ * empty (here, takedown's callers): a handler on that thread would find
+ * no batch and could not carve one (lockfree_alloc_nested), so it runs
+ * once the stack is refilled. */
 static int grow(_ak_pool_impl *p) {
   sigset_t old;
-  signals_block(&old);
+  _ak_signals_block_all(&old);
   _ak_pool_lock(&p->mu);
   int rc = 0;
   if (!_ak_batch_top(atomic_load_explicit(&p->mag.lf_head, memory_order_acquire))) rc = push_slab(p, false);
   _ak_pool_unlock(&p->mu);
-  signals_restore(&old);
+  _ak_signals_restore(&old);
   if (rc) errno = rc;
   return rc;
 }
@@ -239,13 +232,13 @@ static bool takedown(_ak_pool_impl *p) {
 static void lockfree_trim(_ak_pool_impl *p) {
   _ak_mag_flush_all(p);
   sigset_t old;
-  signals_block(&old);
+  _ak_signals_block_all(&old); /* see grow */
   _ak_pool_lock(&p->mu);
   (void)takedown(p);
   for (_ak_slab *s = _ak_slab_first(&p->lockfree.spare); s; s = _ak_slab_next(s))
     _ak_pool_slab_decommit(p, s);
   _ak_pool_unlock(&p->mu);
-  signals_restore(&old);
+  _ak_signals_restore(&old);
 }
 
 /* Called when a give left no slot outside the stack (every object free,
@@ -260,12 +253,12 @@ static void lockfree_trim(_ak_pool_impl *p) {
  * slab's state (lockfree_on_stack). */
 static void reorder(_ak_pool_impl *p) {
   sigset_t old;
-  signals_block(&old);
+  _ak_signals_block_all(&old); /* see grow */
   if (_ak_pool_trylock(&p->mu)) {
     if (takedown(p)) atomic_store_explicit(&p->mag.lf_reordered, _ak_reclaim_now(), memory_order_relaxed);
     _ak_pool_unlock(&p->mu);
   }
-  signals_restore(&old);
+  _ak_signals_restore(&old);
 }
 
 /* _ak_pool_mode.thread_left: the pool may stay idle now, and the next
