@@ -97,8 +97,8 @@ ak_pool *lockfree_pool() {
 // (refills, spills, drains), each object stamped and checked before its
 // free. Returns 0 or an exit code.
 int churn_round(ak_pool *p, unsigned seed) {
-  void *v[300];
-  int n = 40 + static_cast<int>(seed % 260);
+  void *v[600];  // up to past two batches of a 48-byte pool (256 each)
+  int n = 40 + static_cast<int>(seed % 560);
   for (int i = 0; i < n; i++) {
     v[i] = ak_pool_alloc(p);
     if (!v[i]) return 10;
@@ -267,7 +267,7 @@ TEST(PoolSignalDeathTest, ASpinlockPoolReportsAFreeNestedInItsOwnCall) {
         g_spin_obj = ak_pool_alloc(g_pool);
         install(spinlock_free_handler);
         _ak_mag_test_point = raise_usr1;
-        void *v[200];
+        void *v[600];                                  // past two batches of a 48-byte pool (256 each)
         for (void *&x : v) x = ak_pool_alloc(g_pool);  // refills: the slow path raises the signal
         for (void *x : v) ak_pool_free(g_pool, x);
       },

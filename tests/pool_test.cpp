@@ -31,8 +31,11 @@ extern "C" {
 #include "os/os_mem.h"
 #include "sanitizers.h"
 
-// The magazine batch of src/pool/pool_internal.h (AK_MAG_BATCH).
-#define AK_MAG_BATCH_FOR_TESTS 64u
+// The magazine batch of a pool of `slot`-byte slots, as src/pool/modes.h
+// sets it (_ak_mag_batch_for: 16 KiB of objects, 64 to 256 of them).
+constexpr size_t mag_batch_for_tests(size_t slot) {
+  return std::min<size_t>(256, std::max<size_t>(64, 16384 / slot));
+}
 
 namespace {
 
@@ -879,11 +882,12 @@ INSTANTIATE_TEST_SUITE_P(All, PoolMagazine, ::testing::Values(AK_SYNC_SPINLOCK, 
 TEST_P(PoolMagazine, ObjectsFreedByAThreadGoBackToIt) {
   if (ak_harden_double_free) GTEST_SKIP() << "no stash in the hardened double-free build";
   Pool t(48, GetParam());
+  const size_t batch = mag_batch_for_tests(t.stats().slot_size);
   // Live objects of this thread, counted in the pool's total (a magazine
   // adds its count once per batch), so that no free of the other threads
   // looks like the pool's last.
   std::vector<void *> sentinels;
-  for (size_t i = 0; i < 2 * AK_MAG_BATCH_FOR_TESTS + 1; i++) sentinels.push_back(ak_pool_alloc(t.p));
+  for (size_t i = 0; i < 2 * batch + 1; i++) sentinels.push_back(ak_pool_alloc(t.p));
   const size_t n = 20000;
   std::vector<void *> a1, a2, b;
   std::mutex mu;
@@ -916,8 +920,8 @@ TEST_P(PoolMagazine, ObjectsFreedByAThreadGoBackToIt) {
   size_t b_got = 0, a_got = 0;
   for (void *o : b) b_got += first.count(o);
   for (void *o : a2) a_got += first.count(o);
-  EXPECT_LE(b_got, 2 * AK_MAG_BATCH_FOR_TESTS) << "the other thread took the objects the first one freed";
-  EXPECT_GE(a_got, n - 2 * AK_MAG_BATCH_FOR_TESTS) << "the first thread did not get its own objects back";
+  EXPECT_LE(b_got, 2 * batch) << "the other thread took the objects the first one freed";
+  EXPECT_GE(a_got, n - 2 * batch) << "the first thread did not get its own objects back";
   for (void *o : a2) ak_pool_free(t.p, o);
   for (void *o : b) ak_pool_free(t.p, o);
   for (void *o : sentinels) ak_pool_free(t.p, o);
@@ -933,8 +937,9 @@ TEST_P(PoolMagazine, AThreadTakesAnotherThreadsStashWhenThePoolCannotGrow) {
   if (ak_harden_double_free) GTEST_SKIP() << "no stash in the hardened double-free build";
   if (AK_TEST_SANITIZED) GTEST_SKIP() << "a sanitizer's shadow memory needs address space of its own";
   Pool t(48, GetParam());
+  const size_t batch = mag_batch_for_tests(t.stats().slot_size);
   std::vector<void *> sentinels;  // no free of the other thread looks like the pool's last
-  for (size_t i = 0; i < 2 * AK_MAG_BATCH_FOR_TESTS + 1; i++) sentinels.push_back(ak_pool_alloc(t.p));
+  for (size_t i = 0; i < 2 * batch + 1; i++) sentinels.push_back(ak_pool_alloc(t.p));
   const size_t n = 20000;
   std::mutex mu;
   std::condition_variable cv;
@@ -1031,7 +1036,7 @@ TEST_P(PoolMagazine, InlinePathsServeTheThreadsMagazine) {
     for (int i = 0; i < 300; i++) v.push_back(ak_pool_alloc(t->p));  // past a magazine: refills
     if (inline_on) {
       ASSERT_EQ(e->key, key) << "the thread's magazine is in the thread cache";
-      EXPECT_LE(e->state.mag->n, 128u);
+      EXPECT_LE(e->state.mag->n, mag_batch_for_tests(48)) << "the chain holds at most one batch";
     }
     ASSERT_EQ(t->stats().live, v.size());
     for (int i = 0; i < 200; i++) {  // pairs: the magazine alone
@@ -1053,6 +1058,40 @@ TEST_P(PoolMagazine, InlinePathsServeTheThreadsMagazine) {
   delete t;
   if (inline_on) {
     EXPECT_NE(e->key, key) << "a destroyed pool's entry stays in the cache";
+  }
+}
+
+// A batch is about 16 KiB of objects: a pool of small objects moves 256
+// at a time, one of large objects 64 (no more bytes per batch than 64
+// objects of 256 bytes). The thread's chain, seen through the thread cache
+// where the inline paths are on, never holds more than one batch, and it
+// holds more than 64 objects only where the objects are small.
+TEST_P(PoolMagazine, ABatchIsSizedByTheObjectSize) {
+  const bool inline_on = !AK_CHECKED && !_ak_track_mode() && !AK_POOL_INLINE_ENCODE && !ak_prof_active();
+  if (!inline_on) GTEST_SKIP() << "the chain is seen through the inline paths' thread cache";
+  for (size_t size : {48u, 128u, 1024u}) {
+    Pool t(size, GetParam());
+    const size_t batch = mag_batch_for_tests(t.stats().slot_size);
+    const _ak_pool_tentry *e = _ak_pool_tentry_of(t.p->mkey);
+    std::vector<void *> v;
+    size_t most = 0;
+    for (int i = 0; i < 1000; i++) {
+      v.push_back(ak_pool_alloc(t.p));
+      ASSERT_EQ(e->key, t.p->mkey) << "the thread's magazine is in the thread cache";
+      most = std::max<size_t>(most, e->state.mag->n);
+    }
+    for (void *o : v) {
+      ak_pool_free(t.p, o);
+      most = std::max<size_t>(most, e->state.mag->n);
+    }
+    EXPECT_LE(most, batch) << size << "-byte objects: the chain holds at most one batch";
+    EXPECT_GE(most, batch - 1) << size << "-byte objects: a refill brings a whole batch";
+    if (size <= 64) {
+      EXPECT_GT(most, 64u) << "small objects move in batches larger than 64";
+    }
+    if (size >= 256) {
+      EXPECT_EQ(batch, 64u) << "large objects move in batches of 64";
+    }
   }
 }
 
@@ -1241,6 +1280,7 @@ TEST_P(PoolMagazine, MaxObjectsExactUnderThreads) {
 // unflushed counts and the true peak.
 TEST_P(PoolMagazine, StatsAddUpAcrossThreads) {
   Pool t(64, GetParam());
+  const size_t batch = mag_batch_for_tests(t.stats().slot_size);
   constexpr int kT = 4, kEach = 5000;
   std::vector<std::vector<void *>> v(kT);
   std::atomic<int> done{0}, go_free{0};
@@ -1260,7 +1300,7 @@ TEST_P(PoolMagazine, StatsAddUpAcrossThreads) {
   ak_pool_stats s = t.stats();
   EXPECT_EQ(s.live, static_cast<size_t>(kT * kEach)) << "parked threads: exact";
   EXPECT_LE(s.peak_live, static_cast<size_t>(kT * kEach));
-  EXPECT_GE(s.peak_live + kT * 2 * AK_MAG_BATCH_FOR_TESTS, static_cast<size_t>(kT * kEach));
+  EXPECT_GE(s.peak_live + kT * 2 * batch, static_cast<size_t>(kT * kEach));
   go_free = 1;
   while (done.load() != 2 * kT) std::this_thread::yield();
   EXPECT_EQ(t.stats().live, static_cast<size_t>(kT * kEach / 2));

@@ -38,12 +38,12 @@ typedef enum ak_sync {
    *  atomic push. A thread's slabs are handed back when it exits. */
   AK_SYNC_THREADS = 0,
   AK_SYNC_NONE = 1, /**< no synchronisation: one thread at a time; inline fast paths */
-  /** A spinlock (backoff, sched_yield()) behind per-thread magazines of up
-   *  to 128 objects (inline fast paths) and a stash of the batches a thread
-   *  freed, used first (another's only when the pool cannot grow); back at
-   *  exit, trim, or emptying (paced by ak_reclaim_set_delays' release). */
+  /** A spinlock (backoff, sched_yield()) behind per-thread magazines (two
+   *  batches of 64-256 objects, ~16 KiB each; inline fast paths), a stash of
+   *  the batches a thread freed, used first (another's only when the pool
+   *  cannot grow); back at exit, trim, or emptying (paced: reclaim delays). */
   AK_SYNC_SPINLOCK = 2,
-  /** A lock-free stack of batches of up to 64 free objects (16-bit ABA
+  /** A lock-free stack of batches of free objects (16-bit ABA
    *  tag on its head) behind magazines and stashes as in AK_SYNC_SPINLOCK.
    *  Slots >= 16 bytes; trimmed slabs are decommitted, never unmapped.
    *  Async-signal-safe alloc and free (README, "Signal handlers"): a call

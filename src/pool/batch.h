@@ -105,7 +105,7 @@ static inline void _ak_batch_push(const _ak_pool_impl *p, _Atomic uint64_t *head
 }
 
 /** Cuts the chain `first` (held by the caller, NULL-terminated) into
- *  batches of AK_MAG_BATCH slots (the last may be shorter) linked to each
+ *  batches of the pool's batch (p->mag.batch; the last may be shorter) linked to each
  *  other in chain order, and pushes them all with one CAS: the chain's
  *  first slots are popped first. Returns the number of slots. */
 static inline size_t _ak_batch_push_chain(const _ak_pool_impl *p, _Atomic uint64_t *head, void *first) {
@@ -113,17 +113,17 @@ static inline size_t _ak_batch_push_chain(const _ak_pool_impl *p, _Atomic uint64
   void *top = NULL, *prev_batch = NULL; /* first batch; batch whose link is pending */
   uint32_t prev_n = 0;
   while (first) {
-    /* Cut one batch of at most AK_MAG_BATCH slots off the chain. */
+    /* Cut one batch of at most p->mag.batch slots off the chain. */
     void *b = first, *o = first;
     uint32_t n = 1;
     void *next = _ak_chain_next(p, o);
-    while (next && n < AK_MAG_BATCH) {
+    while (next && n < p->mag.batch) {
       o = next;
       next = _ak_chain_next(p, o);
       n++;
     }
-    _ak_chain_set(p, o, NULL); /* the batch ends here */
-    AK_ASSERT(n >= 1 && n <= AK_MAG_BATCH);
+    _ak_chain_set(p, o, NULL);              /* the batch ends here */
+    AK_ASSERT(n >= 1 && n <= p->mag.batch); /* one batch of the pool's */
     first = next;
     total += n;
     if (prev_batch)

@@ -77,9 +77,22 @@ extern const _ak_tls_mode _ak_threads_tls;
 
 /* ---- modes/magazine/: the per-thread front of SPINLOCK and LOCKFREE ----------- */
 
-/** Objects a batch holds at most: a magazine refills and spills this many
- *  at a time, and caches at most twice as many. */
-#define AK_MAG_BATCH 64u
+/** A pool's batch (_ak_mag_state.batch): a magazine refills and spills
+ *  this many objects at a time and caches at most twice as many, outside
+ *  its stash. Small objects move in larger batches, so that a batch is
+ *  about AK_MAG_BATCH_BYTES: fewer trips to the slow path and the shared
+ *  structure per object, with no more bytes per batch than a pool of
+ *  larger objects moves (_ak_mag_batch_for). AK_MAG_BATCH bounds every
+ *  batch (its length is stored in 16 bits: pool/batch.h). */
+#define AK_MAG_BATCH 256u
+#define AK_MAG_BATCH_MIN 64u
+#define AK_MAG_BATCH_BYTES 16384u
+/** The batch of a pool of `slot`-byte slots: AK_MAG_BATCH_BYTES / slot,
+ *  within [AK_MAG_BATCH_MIN, AK_MAG_BATCH]. */
+static inline uint32_t _ak_mag_batch_for(size_t slot) {
+  size_t b = slot ? AK_MAG_BATCH_BYTES / slot : AK_MAG_BATCH;
+  return b < AK_MAG_BATCH_MIN ? AK_MAG_BATCH_MIN : b > AK_MAG_BATCH ? AK_MAG_BATCH : (uint32_t)b;
+}
 
 /** The hooks of SPINLOCK and LOCKFREE magazines (modes/tls.c); `destroy`
  *  frees every magazine of the pool (their objects die with the slabs). */

@@ -55,6 +55,7 @@ typedef struct _ak_mag_state {
   _Atomic uint64_t drained;    /* the reclaim clock (ms) when a drain last gave the stashes back */
   _Atomic uint64_t drain_at;   /* when a deferred drain is due (0: none; modes/magazine/stash.c) */
   atomic_uintptr_t lo, hi;     /* hardened: address range of the slabs in chains */
+  uint32_t batch;              /* objects per batch (_ak_mag_batch_for), set at init */
 } _ak_mag_state;
 
 /** AK_SYNC_THREADS' shared state (modes/threads/); the rest is in each

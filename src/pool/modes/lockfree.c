@@ -4,7 +4,7 @@
  * magazines of modes/magazine/. Links cross slabs here: each is encoded
  * with the key of the slab of the slot that stores it (_ak_slab_of).
  *
- * The stack holds batches (pool/batch.h: chains of at most AK_MAG_BATCH
+ * The stack holds batches (pool/batch.h: chains of at most p->mag.batch
  * free slots, the length and the next batch in the first slot's second
  * word, a tagged head), so a magazine takes or gives a whole batch with
  * one CAS and the shared head is touched once per batch, not once per

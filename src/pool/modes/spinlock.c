@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* spinlock.c - AK_SYNC_SPINLOCK: per-thread magazines (modes/magazine/)
  * in front of the serial core (pool/serial.h) under one word lock
- * (common/wordlock.h), taken once per batch of AK_MAG_BATCH objects.
+ * (common/wordlock.h), taken once per batch of objects (p->mag.batch).
  *
  *   _ak_mag_alloc, its magazine and stash empty -> spin_take: up to
  *       `want` _ak_serial_pop under one lock, handed back as a chain

@@ -6,12 +6,12 @@
  *
  * Why: with one shared word touched on every call, two threads on two
  * cores move its cache line between the cores on every allocation and
- * free.
- * A magazine takes and gives objects AK_MAG_BATCH at a time, so the shared
- * word (the lock, the stack head, the counters) is touched once per batch.
+ * free. A magazine takes and gives objects a batch (p->mag.batch, by
+ * object size: _ak_mag_batch_for) at a time, so the shared word (the
+ * lock, the stack head, the counters) is touched once per batch.
  *
- * A magazine holds `list` (at most AK_MAG_BATCH objects, chained through
- * their first word), `full` (NULL or exactly AK_MAG_BATCH objects) and a
+ * A magazine holds `list` (at most a batch of objects, chained through
+ * their first word), `full` (NULL or exactly a batch of objects) and a
  * stash of whole batches (stash.c). Alloc pops `list`, then swaps in
  * `full`, then takes a batch (_ak_stash_take: its own stash, the shared
  * structure, another thread's stash). Free pushes `list`; when it is full
@@ -175,12 +175,11 @@ static inline intptr_t base_get(_ak_pool_mag *m) {
 static inline void base_set(_ak_pool_mag *m, intptr_t v) {
   atomic_store_explicit(&m->base, v, memory_order_relaxed);
 }
-/* Allocations minus frees not yet in mag.live (any thread; exact from the
- * owner or when no call is running). */
+/* Allocations minus frees not yet in mag.live (exact from the owner or with no call running). */
 static inline intptr_t net_get(_ak_pool_mag *m) { return base_get(m) - (intptr_t)n_get(m); }
 /* Owner: `list` now holds `n` objects, net unchanged (a batch came or went). */
 static inline void n_move(_ak_pool_mag *m, uint32_t n) {
-  AK_ASSERT(n <= AK_MAG_BATCH); /* `list` holds at most one batch */
+  AK_ASSERT(n <= m->pool->mag.batch); /* `list` holds at most one batch */
   base_set(m, base_get(m) + (intptr_t)n - (intptr_t)n_get(m));
   n_set(m, n);
 }
@@ -191,7 +190,7 @@ static inline void n_move(_ak_pool_mag *m, uint32_t n) {
  * base - n <= 0 and live_seen + net <= 0, that is n >= base +
  * max(live_seen, 0); and only after two takes. */
 static void set_hi(_ak_pool_mag *m) {
-  intptr_t hi = AK_MAG_BATCH;
+  intptr_t hi = m->pool->mag.batch;
   if (m->counted) {
     hi = 0;
   } else if (m->takes >= 2) {
@@ -199,7 +198,7 @@ static void set_hi(_ak_pool_mag *m) {
     intptr_t drain = base_get(m) + (seen > 0 ? seen : 0) - 1; /* n before the push */
     if (drain < hi) hi = drain < 0 ? 0 : drain;
   }
-  AK_ASSERT(hi >= 0 && hi <= (intptr_t)AK_MAG_BATCH && (!m->counted || hi == 0));
+  AK_ASSERT(hi >= 0 && hi <= (intptr_t)m->pool->mag.batch && (!m->counted || hi == 0));
   m->head.hi = (uint32_t)hi;
 }
 
@@ -398,7 +397,7 @@ static void claim_lost(_ak_pool_mag *m) { n_move(m, 0); }
 static inline void *chain_pop(_ak_pool_impl *p, _ak_pool_mag *m, void *o, uint32_t n) {
   void *next = _ak_chain_next(p, o);
   if (ak_harden_links && AK_UNLIKELY(!_ak_pool_plausible(p, (uintptr_t)next))) corrupt(p, o, next);
-  AK_ASSERT(n > 0 && n <= AK_MAG_BATCH); /* `list` holds at most one batch */
+  AK_ASSERT(n > 0 && n <= p->mag.batch); /* `list` holds at most one batch */
   n_set(m, n - 1);
   list_put(m, next);
   /* The next allocation reads `next` and its caller writes it: fetch its
@@ -422,7 +421,7 @@ static void *refill(_ak_pool_impl *p, _ak_pool_mag *m) {
     if (m->takes < 2) m->takes++;
   }
   if (c) n_move(m, n);
-  AK_ASSERT(!c || (n > 0 && n <= AK_MAG_BATCH)); /* a chain of at most one batch */
+  AK_ASSERT(!c || (n > 0 && n <= p->mag.batch)); /* a chain of at most one batch */
   return c;
 }
 
@@ -519,6 +518,7 @@ static void *alloc_counted(_ak_pool_impl *p) {
  * and frees check them), or the caller's headers do not match. */
 void _ak_mag_init(_ak_pool_impl *p) {
   pthread_once(&g_barrier_once, barrier_setup);
+  p->mag.batch = _ak_mag_batch_for(p->slot);
   _ak_pool_inline_off(p);
   if (mag_counted(p)) p->alloc = alloc_counted;
   AK_ASSERT(p->pub.cur.hot_slab == 1 && p->pub.tkey == 0); /* the heap inline paths stay off */
@@ -557,7 +557,7 @@ static AK_COLD bool hardened_is_free(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab
 /* `list` (`c`, n objects) is done: it becomes the full batch and the
  * previous full batch goes back to the shared structure. */
 static void spill(_ak_pool_impl *p, _ak_pool_mag *m, void *c, uint32_t n) {
-  AK_ASSERT(c != NULL && n == AK_MAG_BATCH); /* only a whole batch is spilled */
+  AK_ASSERT(c != NULL && n == p->mag.batch); /* only a whole batch is spilled */
   net_flush(p, m);
   uint32_t old_n = m->full_n;
   m->full_n = n;
@@ -601,13 +601,13 @@ static AK_COLD __attribute__((noinline)) void free_slow(_ak_pool_impl *p, _ak_po
   if (AK_UNLIKELY(o == c)) _ak_pool_double_free(p, o);
   if (!c) claim_lost(m);
   uint32_t n = n_get(m);
-  if (n == AK_MAG_BATCH) { /* a whole batch: spill it */
+  if (n == p->mag.batch) { /* a whole batch: spill it */
     spill(p, m, c, n);
     c = NULL;
     n = 0;
   }
   _ak_chain_set(p, o, c);
-  AK_ASSERT(n < AK_MAG_BATCH); /* a full batch was spilled above */
+  AK_ASSERT(n < p->mag.batch); /* a full batch was spilled above */
   n_set(m, n + 1);
   list_put(m, o);
   if (p->max_objects) {
@@ -654,7 +654,7 @@ static inline void free_in(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab *s, void 
     free_slow(p, m, s, o, c);
     return;
   }
-  AK_ASSERT(n < AK_MAG_BATCH); /* below `hi`, which is at most a batch */
+  AK_ASSERT(n < p->mag.batch); /* below `hi`, which is at most a batch */
   _ak_chain_set(p, o, c);
   n_set(m, n + 1);
   list_put(m, o);

@@ -17,19 +17,19 @@
 
 struct _ak_pool_mag {
   /* The owner's line. The inline paths' part (arenakit/detail/pool.h):
-   * - list: at most AK_MAG_BATCH objects; read and written by the owner
+   * - list: at most a batch (pool->mag.batch) of objects; read and written by the owner
    *   while it is marked (busy), by a taker once it has waited the owner
    *   out (steal_chain), both with __atomic builtins (list_take, list_put);
    * - n: owner stores, stats read: the length of `list` as the owner last
    *   left it (stale once a thief took the chain: the owner then finds
    *   `list` NULL and drops it, see claim_lost);
    * - hi: owner: a free that finds n >= hi takes the slow path
-   *   (free_slow): the spill at AK_MAG_BATCH, the drain check, and every
+   *   (free_slow): the spill at a batch, the drain check, and every
    *   free of a counted magazine (hi 0). Recomputed by every slow path
    *   (set_hi). */
   _ak_pool_maghead head;
   _Atomic(void *) full; /* NULL or a spilled batch of full_n objects */
-  uint32_t full_n;      /* owner: length of `full` (AK_MAG_BATCH) */
+  uint32_t full_n;      /* owner: length of `full` (pool->mag.batch) */
   /* The stash: whole batches the thread spilled, kept for its own next
    * allocations (pool/batch.h's lock-free stack: the owner pushes and
    * pops, another thread pops one (steal) or takes all (flush) with a CAS). */
@@ -72,7 +72,7 @@ static inline uint32_t _ak_mag_shared_take(_ak_pool_impl *p, void **chain, uint3
 /* `n`: the chain's length if known (at most a batch), else 0. */
 static inline void _ak_mag_shared_give(_ak_pool_impl *p, void *chain, uint32_t n) {
   if (!chain) return;
-  AK_ASSERT(n <= AK_MAG_BATCH); /* a known length is at most one batch */
+  AK_ASSERT(n <= p->mag.batch); /* a known length is at most one batch */
   p->mode->give(p, chain, n);
 }
 

@@ -8,7 +8,7 @@
  * cores then trade cache lines on every object they touch. With a stash,
  * the objects a thread freed go back to that thread first: a refill pops
  * its own stash, then takes from the shared structure (AK_MAG_TAKE
- * batches at once, the rest stashed in order), and only when the pool is
+ * objects at once, in whole batches, the rest stashed in order), and only when the pool is
  * out of memory another thread's stash. A spilled batch goes to the stash
  * while the stash holds no more than the thread took (`owed`), so a
  * thread that frees what others allocated passes the excess on, and the
@@ -43,11 +43,12 @@ static long drain_period(void) {
   return release;
 }
 
-/* Batches a stashing magazine asks the shared structure for at once: the
+/* Objects a stashing magazine asks the shared structure for at once (in
+ * whole batches: AK_MAG_TAKE / batch of them, at least one): the
  * thread then allocates from memory that no other thread's take cut into
  * (a SPINLOCK take pops them in address order), so its accesses stay one
  * stream for the hardware prefetcher. */
-#define AK_MAG_TAKE 32u
+#define AK_MAG_TAKE 2048u
 
 void _ak_stash_init(_ak_pool_impl *p, _ak_pool_mag *m) {
   m->stashes = _ak_batch_ok(p) && !ak_harden_double_free;
@@ -57,7 +58,7 @@ void _ak_stash_init(_ak_pool_impl *p, _ak_pool_mag *m) {
 static uint32_t stash_pop(_ak_pool_impl *p, _ak_pool_mag *v, void **chain) {
   uint32_t n = _ak_batch_pop(p, &v->stash, chain);
   if (n) atomic_fetch_sub_explicit(&v->stash_n, (intptr_t)n, memory_order_relaxed);
-  AK_ASSERT(n <= AK_MAG_BATCH && (n == 0) == (*chain == NULL)); /* one batch or none */
+  AK_ASSERT(n <= p->mag.batch && (n == 0) == (*chain == NULL)); /* one batch or none */
   return n;
 }
 
@@ -67,7 +68,7 @@ size_t _ak_stash_give_all(_ak_pool_impl *p, _ak_pool_mag *v) {
     uintptr_t w = _ak_batch_read(b);
     void *next = _ak_batch_next(p, b, w);
     uint32_t n = _ak_batch_len(w);
-    if (AK_UNLIKELY(n == 0 || n > AK_MAG_BATCH) ||
+    if (AK_UNLIKELY(n == 0 || n > p->mag.batch) ||
         (ak_harden_links && AK_UNLIKELY(!_ak_pool_plausible(p, (uintptr_t)next))))
       _ak_batch_corrupt(p, b, next);
     _ak_mag_shared_give(p, b, n);
@@ -80,7 +81,7 @@ size_t _ak_stash_give_all(_ak_pool_impl *p, _ak_pool_mag *v) {
 
 void _ak_stash_keep(_ak_pool_impl *p, _ak_pool_mag *m, void *c, uint32_t n) {
   if (!c) return;
-  AK_ASSERT(n > 0 && n <= AK_MAG_BATCH); /* a whole batch of known length */
+  AK_ASSERT(n > 0 && n <= p->mag.batch); /* a whole batch of known length */
   if (m->stashes && (size_t)atomic_load_explicit(&m->stash_n, memory_order_relaxed) + n <= m->owed) {
     _ak_batch_push(p, &m->stash, c, c, n);
     atomic_fetch_add_explicit(&m->stash_n, (intptr_t)n, memory_order_relaxed);
@@ -104,29 +105,30 @@ static uint32_t steal(_ak_pool_impl *p, _ak_pool_mag *m, void **chain) {
   return n;
 }
 
-/* Owner: `c` (n > AK_MAG_BATCH objects, just taken): the objects after the
+/* Owner: `c` (n > one batch of objects, just taken): the objects after the
  * first batch go to the stash, in order; the first batch's length. */
 static uint32_t stash_rest(_ak_pool_impl *p, _ak_pool_mag *m, void *c, uint32_t n) {
   void *o = c;
-  for (uint32_t i = 1; i < AK_MAG_BATCH; i++) o = _ak_chain_next(p, o);
+  for (uint32_t i = 1; i < p->mag.batch; i++) o = _ak_chain_next(p, o);
   void *rest = _ak_chain_next(p, o);
   _ak_chain_set(p, o, NULL);
   size_t stashed = _ak_batch_push_chain(p, &m->stash, rest);
-  AK_ASSERT(stashed == n - AK_MAG_BATCH); /* the chain held n objects */
+  AK_ASSERT(stashed == n - p->mag.batch); /* the chain held n objects */
   atomic_fetch_add_explicit(&m->stash_n, (intptr_t)stashed, memory_order_relaxed);
-  return AK_MAG_BATCH;
+  return p->mag.batch;
 }
 
 uint32_t _ak_stash_take(_ak_pool_impl *p, _ak_pool_mag *m, void **chain) {
   uint32_t n = 0;
   if (m->stashes && (n = stash_pop(p, m, chain)) != 0) return n;
-  n = _ak_mag_shared_take(p, chain, m->stashes ? AK_MAG_TAKE * AK_MAG_BATCH : AK_MAG_BATCH);
+  uint32_t b = p->mag.batch, want = m->stashes && AK_MAG_TAKE > b ? AK_MAG_TAKE / b * b : b;
+  n = _ak_mag_shared_take(p, chain, want);
   if (!n && m->stashes) {
     int err = errno;
     if ((n = steal(p, m, chain)) == 0) errno = err;
   }
   m->owed += n;
-  return n > AK_MAG_BATCH ? stash_rest(p, m, *chain, n) : n;
+  return n > b ? stash_rest(p, m, *chain, n) : n;
 }
 
 void _ak_stash_flush_all(_ak_pool_impl *p) {
