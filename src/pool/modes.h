@@ -185,6 +185,14 @@ static inline bool _ak_pool_plausible(const _ak_pool_impl *p, uintptr_t next) {
 }
 /** Hardened: widens the address range of the slabs whose slots may be in
  *  chains to cover slab `s` (_ak_pool_plausible reads it). */
-void _ak_pool_note_slab(_ak_pool_impl *p, const _ak_slab *s);
+static inline void _ak_pool_note_slab(_ak_pool_impl *p, const _ak_slab *s) {
+  if (!atomic_load(&p->mag.lo) || (uintptr_t)s < atomic_load(&p->mag.lo))
+    atomic_store(&p->mag.lo, (uintptr_t)s);
+  if ((uintptr_t)s + p->slab_size > atomic_load(&p->mag.hi))
+    atomic_store(&p->mag.hi, (uintptr_t)s + p->slab_size);
+  /* Under the mode's lock: `s` lies within the range now. */
+  AK_ASSERT(atomic_load(&p->mag.lo) <= (uintptr_t)s &&
+            (uintptr_t)s + p->slab_size <= atomic_load(&p->mag.hi));
+}
 
 #endif /* AK_POOL_MODES_H */

@@ -50,13 +50,14 @@ static inline void _ak_serial_head_left(_ak_pool_impl *p) {
   if (!p->serial.avail.n && p->serial.pending.n) _ak_serial_place_pending(p);
 }
 
-/** Pops one slot for the serial core: the head of `avail` (fullest first),
- * or a spare or (if `may_grow`) new slab; counts it in p->serial.live. No cap, no
- * checks. */
-static inline void *_ak_serial_pop(_ak_pool_impl *p, bool may_grow) {
+/** Pops slots for the serial core from the head of `avail` (fullest
+ * first), or a spare or (if `may_grow`) new slab: one slot, or a run of up
+ * to `max` never-used ones (_ak_slab_pop_run); *n gets the count, counted
+ * in p->serial.live. No cap, no checks. */
+static inline void *_ak_serial_pop_run(_ak_pool_impl *p, bool may_grow, uint32_t max, uint32_t *n) {
   AK_ASSERT(p->pub.cur.hot_slab <= 1); /* no slab checked out to the inline paths */
   _ak_slab *s = _ak_slab_first(&p->serial.avail);
-  void *o = s ? _ak_slab_pop(s) : NULL;
+  void *o = s ? _ak_slab_pop_run(s, max, n) : NULL;
   while (!o) {
     /* The inline path may have emptied the head slab's list: list it full. */
     if (s) {
@@ -74,7 +75,7 @@ static inline void *_ak_serial_pop(_ak_pool_impl *p, bool may_grow) {
       if (!s) return NULL;
       _ak_slab_list_push_front(&p->serial.avail, s, AK_SLAB_AVAIL);
     }
-    o = _ak_slab_pop(s);
+    o = _ak_slab_pop_run(s, max, n);
   }
   if (!s->head.free.first && s->bump == s->end) {
     AK_ASSERT(s->head.used == s->capacity); /* no free slot: every slot is out */
@@ -83,9 +84,15 @@ static inline void *_ak_serial_pop(_ak_pool_impl *p, bool may_grow) {
     _ak_slab_list_push_back(&p->serial.full, s, AK_SLAB_FULL);
     _ak_serial_head_left(p);
   }
-  p->serial.live++;
+  p->serial.live += *n;
   if (p->serial.live > p->serial.peak_live) p->serial.peak_live = p->serial.live;
   return o;
+}
+
+/** Pops one slot (_ak_serial_pop_run's). */
+static inline void *_ak_serial_pop(_ak_pool_impl *p, bool may_grow) {
+  uint32_t n;
+  return _ak_serial_pop_run(p, may_grow, 1, &n);
 }
 
 /** Pushes slot `o` of slab `s` back: re-places the slab, releases it when

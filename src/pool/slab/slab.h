@@ -231,6 +231,27 @@ static inline void *_ak_slab_pop(_ak_slab *s) {
   return o;
 }
 
+/** Pops up to `max` (>= 1) slots: *n = 1 and one slot as _ak_slab_pop
+ *  would, or, from a slab with no free slot on its list and never-used
+ *  slots left in address order, *n >= 1 of them as one run starting at
+ *  the result (slot i at result + i * slot), none of them touched (the
+ *  caller writes them, where it wants the page faults). */
+static inline void *_ak_slab_pop_run(_ak_slab *s, uint32_t max, uint32_t *n) {
+  AK_ASSERT(max >= 1);
+  *n = 1;
+  if (max == 1 || s->head.free.first || s->bump >= s->end || _ak_slab_shuffled(s) ||
+      (ak_harden_double_free && !(s->flags & AK_SLAB_F_TRACKED)))
+    return _ak_slab_pop(s);
+  size_t left = (s->end - s->bump) / s->slot;
+  uint32_t k = left < max ? (uint32_t)left : max;
+  void *o = (void *)s->bump;
+  s->bump += (uintptr_t)k * s->slot;
+  s->head.used += k;
+  AK_ASSERT(s->bump <= s->end && s->head.used <= s->capacity); /* whole never-used slots, counted */
+  *n = k;
+  return o;
+}
+
 /** Pushes `o` back on the local free list. */
 static inline void _ak_slab_push(_ak_slab *s, void *o) {
   AK_ASSERT(s->head.used > 0 && _ak_slab_is_slot(s, (uintptr_t)o)); /* a live slot of this slab */

@@ -37,12 +37,12 @@
  * (`fenced`, library paths only: the inline paths stay off).
  *
  * Counting: each magazine's allocations minus frees not yet in the pool's
- * `mag.live` (net) are added to it whenever the magazine touches the
- * shared structure, where the high-water mark is sampled. The fast paths
- * count nothing: an allocation pops one object and a free pushes one, so
- * net + n (`base`) changes only on slow paths, and net is base - n. With
- * max_objects every call updates `mag.live` instead, exactly, and the cap
- * is enforced on it.
+ * `mag.live` (net) are added to it by a refill or spill that finds them
+ * AK_MAG_SETTLE batches or more off (net_settle), and by a drain; the
+ * high-water mark is sampled there. The fast paths count nothing: an
+ * allocation pops one object and a free pushes one, so net + n (`base`)
+ * changes only on slow paths, and net is base - n. With max_objects
+ * every call updates `mag.live` instead, exactly, and the cap is enforced.
  *
  * The fast paths are the mark, a pop or push, and one compare each
  * (alloc: the chain is not empty; free: n is below `hi`, which folds the
@@ -213,6 +213,16 @@ static void net_flush(_ak_pool_impl *p, _ak_pool_mag *m) {
   AK_ASSERT(net_get(m) == 0); /* the magazine's count is the pool's now */
 }
 
+/* A refill or spill adds the count to the pool's once it is AK_MAG_SETTLE
+ * batches off: a thread cycling through its own stash touches the shared
+ * line once per AK_MAG_SETTLE batches. The sampled peak misses at most
+ * that, plus the batch the fast paths move before the next slow path. */
+#define AK_MAG_SETTLE 8
+static void net_settle(_ak_pool_impl *p, _ak_pool_mag *m) {
+  intptr_t net = net_get(m), bound = AK_MAG_SETTLE * (intptr_t)p->mag.batch;
+  if (net >= bound || net <= -bound) net_flush(p, m);
+  AK_ASSERT(net_get(m) < bound && net_get(m) > -bound); /* settled within the bound */
+}
 static size_t mag_live(_ak_pool_impl *p) {
   _ak_pool_lock(&p->mu);
   size_t live = atomic_load(&p->mag.live);
@@ -416,7 +426,7 @@ static void *refill(_ak_pool_impl *p, _ak_pool_mag *m) {
   void *c = atomic_exchange_explicit(&m->full, NULL, memory_order_acquire);
   uint32_t n = m->full_n;
   if (!c) {
-    net_flush(p, m);
+    net_settle(p, m);
     n = _ak_stash_take(p, m, &c);
     if (m->takes < 2) m->takes++;
   }
@@ -558,7 +568,7 @@ static AK_COLD bool hardened_is_free(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab
  * previous full batch goes back to the shared structure. */
 static void spill(_ak_pool_impl *p, _ak_pool_mag *m, void *c, uint32_t n) {
   AK_ASSERT(c != NULL && n == p->mag.batch); /* only a whole batch is spilled */
-  net_flush(p, m);
+  net_settle(p, m);
   uint32_t old_n = m->full_n;
   m->full_n = n;
   n_move(m, 0);
@@ -687,14 +697,4 @@ void _ak_mag_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {
   /* Counted by the magazines (objects they cache are not live). */
   *live = mag_live(p);
   *peak = mag_peak(p);
-}
-
-void _ak_pool_note_slab(_ak_pool_impl *p, const _ak_slab *s) {
-  if (!atomic_load(&p->mag.lo) || (uintptr_t)s < atomic_load(&p->mag.lo))
-    atomic_store(&p->mag.lo, (uintptr_t)s);
-  if ((uintptr_t)s + p->slab_size > atomic_load(&p->mag.hi))
-    atomic_store(&p->mag.hi, (uintptr_t)s + p->slab_size);
-  /* Under the mode's lock: `s` lies within the range now. */
-  AK_ASSERT(atomic_load(&p->mag.lo) <= (uintptr_t)s &&
-            (uintptr_t)s + p->slab_size <= atomic_load(&p->mag.hi));
 }
