@@ -76,6 +76,8 @@ constexpr int kCores = 2;  // the development machine (reported: actual count)
 // Acceptance bounds (issue).
 constexpr double kMinT2Percent = 170;  // T=2 throughput >= 1.7x T=1
 constexpr double kMaxCollapse = 3;     // spinlock/lock-free time(T) <= 3x time(T=1)
+constexpr double kMaxSharedT1 = 1.3;   // spinlock/lock-free <= 1.3x AK_SYNC_THREADS at T=1
+constexpr double kMaxSharedT2 = 1.5;   // ... and <= 1.5x at T=2
 
 // The source benchmark's core::arena_allocator with std::mutex (zero overhead per slot).
 class MutexFreeList {
@@ -472,6 +474,36 @@ akb::Report report(const akb::RunData &d, const akb::Params &params) {
                                             fmt("%.2f", w) + "x its T=" + std::to_string(ts.front()) +
                                             " time (T=" + std::to_string(wt) + "; at most 3x): 3 / that",
                                         w, kMaxCollapse));
+    }
+    // The shared modes against AK_SYNC_THREADS (same child) and against
+    // new/delete under glibc and mimalloc (their own children), from the
+    // average per-thread time.
+    auto nd = [&](const char *m, int t) -> double {
+      for (const Col &c : cols)
+        if (c.key == "newdelete" && c.alloc == m) return val(c, "avg", t);
+      return static_cast<double>(NAN);
+    };
+    bool t1 = std::find(ts.begin(), ts.end(), 1) != ts.end();
+    bool t2 = std::find(ts.begin(), ts.end(), 2) != ts.end();
+    for (const Col *c : {spin, lf}) {
+      if (t1)
+        rep.checks.push_back(akb::at_most(
+            std::string(c->label) + " at T=1 against AK_SYNC_THREADS (" + fmt("%.3f", val(*c, "avg", 1)) +
+                " s vs " + fmt("%.3f", val(*thr, "avg", 1)) + " s; at most 1.3x): 1.3 / that",
+            val(*c, "avg", 1) / val(*thr, "avg", 1), kMaxSharedT1));
+      if (!t2) continue;
+      rep.checks.push_back(akb::at_most(
+          std::string(c->label) + " at T=2 against AK_SYNC_THREADS (" + fmt("%.3f", val(*c, "avg", 2)) +
+              " s vs " + fmt("%.3f", val(*thr, "avg", 2)) + " s; at most 1.5x): 1.5 / that",
+          val(*c, "avg", 2) / val(*thr, "avg", 2), kMaxSharedT2));
+      for (const char *m : {"glibc", "mimalloc"}) {
+        double theirs = nd(m, 2);
+        if (std::isnan(theirs)) continue;
+        rep.checks.push_back(akb::at_most(std::string(c->label) + " at T=2 against new/delete under " + m +
+                                              " (" + fmt("%.3f", val(*c, "avg", 2)) + " s vs " +
+                                              fmt("%.3f", theirs) + " s; at most that)",
+                                          val(*c, "avg", 2), theirs));
+      }
     }
   }
   return rep;

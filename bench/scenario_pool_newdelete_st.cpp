@@ -47,6 +47,7 @@ constexpr std::uint64_t kBatch = 1000;
 // Acceptance (bounds from the issue).
 constexpr double kMinVsGlibc = 4;    // AK_SYNC_NONE at most 0.25x glibc new/delete
 constexpr double kMinVsFastest = 2;  // ... and at most 0.5x the fastest malloc
+// SPINLOCK and LOCKFREE in batches of 1,000: at most mimalloc's new/delete.
 
 struct Row {
   const char *key;    // emitted key
@@ -226,6 +227,19 @@ akb::Report report(const akb::RunData &d, const akb::Params &params) {
                                           fmt("%.2f", best) + " ns (time ratio " +
                                           fmt("%.3f", none_f / best) + "x, at most 0.5x): speedup",
                                       none_f, best, kMinVsFastest));
+  }
+  // The shared modes in batches of 1,000 against mimalloc's new/delete, in
+  // mimalloc's own child (the pool rows do not call malloc).
+  if (d.has("mimalloc", "batch_ns.newdelete")) {
+    double mi = d.median("mimalloc", "batch_ns.newdelete");
+    const Row shared[] = {{"pool_spinlock", "AK_SYNC_SPINLOCK"}, {"pool_lockfree", "AK_SYNC_LOCKFREE"}};
+    for (const Row &r : shared) {
+      double ours = d.median("mimalloc", std::string("batch_ns.") + r.key);
+      rep.checks.push_back(akb::at_most(std::string(r.label) + " in batches of 1,000: " + fmt("%.2f", ours) +
+                                            " ns against mimalloc new/delete's " + fmt("%.2f", mi) +
+                                            " ns (same process; at most that)",
+                                        ours, mi));
+    }
   }
   return rep;
 }
