@@ -10,7 +10,8 @@ table,row,allocator,value,unit); every table becomes one panel titled with
 the table's title in words, taken from the scenario's report beside the CSV
 (<scenario>.md, its "### " headings in table order; without it, the table's
 id). A group of bars per row, one bar per allocator (one colour per allocator
-in every panel and plot, ALLOC_COLORS), each bar labelled with its value; a
+in every panel and plot, ALLOC_COLORS, and one per ak_pool sync mode,
+MODE_COLORS), each bar labelled with its value; a
 missing value is marked "n/a" on the axis. Tables whose unit is "x" (ratios) get a line at 1. A panel whose
 positive values span more than a factor of 30 gets a log scale, said in
 its axis label. "vsT_..." tables (rows: thread counts such as
@@ -78,21 +79,45 @@ def alloc_key(label):
     return None
 
 
-# Colours for columns that are not allocators (arenakit's configurations,
-# sync modes, a std::mutex list): none of them is an allocator's colour.
+# ak_pool's sync modes, and the std::mutex list they are compared with:
+# one colour each in every plot (a column whose label names the mode, as
+# "AK_SYNC_THREADS" or "ak_pool AK_SYNC_THREADS"), none an allocator's.
+MODE_COLORS = {
+    "AK_SYNC_THREADS": "#e377c2",
+    "AK_SYNC_NONE": "#8ca252",
+    "AK_SYNC_SPINLOCK": "#17becf",
+    "AK_SYNC_LOCKFREE": "#bcbd22",
+    "std::mutex free list": "#8c8c8c",
+}
+
+
+def mode_key(label):
+    """The MODE_COLORS key a column label names; None if it names none."""
+    for k in MODE_COLORS:
+        if re.search(r"(^|\s)" + re.escape(k) + r"$", label):
+            return k
+    return None
+
+
+# Colours for the other columns that are not allocators (arenakit's
+# configurations), in column order: never an allocator's colour, nor that
+# of a sync mode in the same table.
 OTHER_COLORS = ["#8c8c8c", "#17becf", "#bcbd22", "#e377c2", "#393b79", "#ad494a", "#8ca252", "#bd9e39"]
 
 
 def column_colors(allocs):
     """The colour of each column of a table, in order: an allocator's own
-    colour (ALLOC_COLORS) wherever it appears, and OTHER_COLORS in column
-    order for the other columns."""
-    keys = [alloc_key(a) for a in allocs]
-    spare = [c for c in OTHER_COLORS if c not in ALLOC_COLORS.values()]  # never an allocator's
+    colour (ALLOC_COLORS) or a sync mode's (MODE_COLORS) wherever it
+    appears, and OTHER_COLORS in column order for the other columns."""
+    taken = set(ALLOC_COLORS.values()) | {MODE_COLORS[m] for m in map(mode_key, allocs) if m}
+    spare = [c for c in OTHER_COLORS if c not in taken]
     out, i = [], 0
-    for k in keys:
+    for a in allocs:
+        k, m = alloc_key(a), mode_key(a)
         if k:
             out.append(ALLOC_COLORS[k])
+        elif m:
+            out.append(MODE_COLORS[m])
         else:
             out.append(spare[i % len(spare)])
             i += 1
