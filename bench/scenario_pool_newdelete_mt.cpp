@@ -483,19 +483,17 @@ akb::Report report(const akb::RunData &d, const akb::Params &params) {
         if (c.key == "newdelete" && c.alloc == m) return val(c, "avg", t);
       return static_cast<double>(NAN);
     };
-    bool t1 = std::find(ts.begin(), ts.end(), 1) != ts.end();
-    bool t2 = std::find(ts.begin(), ts.end(), 2) != ts.end();
+    const std::pair<int, double> bounds[] = {{1, kMaxSharedT1}, {2, kMaxSharedT2}};
     for (const Col *c : {spin, lf}) {
-      if (t1)
-        rep.checks.push_back(akb::at_most(
-            std::string(c->label) + " at T=1 against AK_SYNC_THREADS (" + fmt("%.3f", val(*c, "avg", 1)) +
-                " s vs " + fmt("%.3f", val(*thr, "avg", 1)) + " s; at most 1.3x): 1.3 / that",
-            val(*c, "avg", 1) / val(*thr, "avg", 1), kMaxSharedT1));
-      if (!t2) continue;
-      rep.checks.push_back(akb::at_most(
-          std::string(c->label) + " at T=2 against AK_SYNC_THREADS (" + fmt("%.3f", val(*c, "avg", 2)) +
-              " s vs " + fmt("%.3f", val(*thr, "avg", 2)) + " s; at most 1.5x): 1.5 / that",
-          val(*c, "avg", 2) / val(*thr, "avg", 2), kMaxSharedT2));
+      for (const auto &[t, bound] : bounds) {
+        if (std::find(ts.begin(), ts.end(), t) == ts.end()) continue;
+        rep.checks.push_back(akb::at_most(std::string(c->label) + " at T=" + std::to_string(t) +
+                                              " against AK_SYNC_THREADS (" + fmt("%.3f", val(*c, "avg", t)) +
+                                              " s vs " + fmt("%.3f", val(*thr, "avg", t)) + " s; at most " +
+                                              fmt("%.1f", bound) + "x): " + fmt("%.1f", bound) + " / that",
+                                          val(*c, "avg", t) / val(*thr, "avg", t), bound));
+      }
+      if (std::find(ts.begin(), ts.end(), 2) == ts.end()) continue;
       for (const char *m : {"glibc", "mimalloc"}) {
         double theirs = nd(m, 2);
         if (std::isnan(theirs)) continue;
