@@ -138,7 +138,13 @@ run_ctest() {
     passed=$((passed + total - nfail - nskip))
     failed=$((failed + nfail))
     skipped=$((skipped + nskip))
-    [ "$nfail" -eq 0 ] || failures+=("$name: $nfail ctest failures")
+    if [ "$nfail" -ne 0 ]; then
+      # Named in the summary, the last lines a CI log shows.
+      local names
+      names=$(sed -n '/^The following tests FAILED:/,/^$/p' "$log" | grep -E '^\s+[0-9]+ - ' |
+        sed -E 's/^\s+[0-9]+ - //; s/ +\([^)]*\)$//' | paste -sd, -)
+      failures+=("$name: $nfail ctest failures (${names:-see the log})")
+    fi
   fi
   rm -f "$log"
 }
