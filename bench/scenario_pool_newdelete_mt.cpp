@@ -23,20 +23,30 @@
 // mutex_threads; it is the slowest by far, as in the source benchmark).
 // The non-malloc implementations run in the glibc child only (they do not
 // call malloc in the timed loops), after its new/delete has run at every T:
-// then for each T, every implementation in turn. AK_SYNC_THREADS runs so in
-// every child: the check compares it with the new/delete of the same
-// process (the tables show the glibc child's figures). Each pool (and the
-// mutex list) lives for the whole child, as a malloc heap does. The pools
-// use default options: the slabs they empty are kept as spares under the
-// reclaim policy and reused by the next round, as the source benchmark's allocator and
-// every malloc keep their memory (AKB_NEWDELETE_MT_SPARE=1 in the environment
-// gives the earlier tuned configuration instead: spare_slabs large enough
-// for every slab).
+// then each implementation through every T in a row, as new/delete runs
+// (a column's runs are never separated by another implementation's, so no
+// column starts a T after an idle gap the others do not have).
+// AK_SYNC_THREADS runs so in every child: the check compares it with the
+// new/delete of the same process (the tables show the glibc child's
+// figures). Each pool (and the mutex list) lives for the whole child, as a
+// malloc heap does. The pools use default options: the slabs they empty
+// are kept as spares under the reclaim policy and reused by the next
+// round, as the source benchmark's allocator and every malloc keep their
+// memory (AKB_NEWDELETE_MT_SPARE=1 in the environment gives the earlier
+// tuned configuration instead: spare_slabs large enough for every slab).
 //
 // The machine has 2 cores: every T above 2 is oversubscribed (threads
 // time-share the cores; a thread's duration then includes time it waited
 // for a core). The child widens its CPU affinity to every online CPU (the
-// runner pins children to one CPU; this scenario needs them all).
+// runner pins children to one CPU; this scenario needs them all). With no
+// more threads than CPUs, thread t is bound to the t-th CPU from the last,
+// so that every implementation's T=1 runs on the same CPU and T=2 on two:
+// left to the scheduler, a lone thread lands on either CPU, and this
+// machine's virtual CPUs ran the same single-thread loop at two different
+// speeds, which split every implementation's T=1 times into two groups.
+// Oversubscribed runs are left to the scheduler, as in the source benchmark
+// (AKB_NOPIN=1 in the environment leaves every run to it).
+#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -47,6 +57,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <new>
 #include <sstream>
@@ -173,6 +184,26 @@ __attribute__((noinline)) bool thread_work(A &a, data_t **arr, std::uint64_t cou
   return s == count * static_cast<std::uint64_t>(rounds);
 }
 
+// The CPUs this process may run on, in increasing order.
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> out;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; c++)
+      if (CPU_ISSET(c, &set)) out.push_back(c);
+  return out;
+}
+
+// Binds the calling thread to CPU `c` (a failure leaves it unbound).
+void pin_to(int c) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(c, &set);
+  if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
+    std::fprintf(stderr, "ak_bench: cannot bind a thread to CPU %d\n", c);
+}
+
 template <class A>
 RunResult run(A &a, int threads, std::uint64_t objects, int rounds) {
   RunResult res;
@@ -184,8 +215,12 @@ RunResult run(A &a, int threads, std::uint64_t objects, int rounds) {
   std::atomic<bool> go{false}, fail{false};
   std::atomic<double> start{0};
   std::vector<std::thread> ts;
+  // One thread per CPU at most: bound (see the top of the file).
+  std::vector<int> cpus = allowed_cpus();
   for (int t = 0; t < threads; t++) {
     ts.emplace_back([&, t] {
+      if (threads <= static_cast<int>(cpus.size()) && !std::getenv("AKB_NOPIN"))
+        pin_to(cpus[cpus.size() - 1 - static_cast<std::size_t>(t)]);
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) sched_yield();
       double t0 = start.load();
@@ -297,19 +332,37 @@ int child(const akb::Params &params) {
       if (!measure(nd, "newdelete", t, objects, rounds)) return 1;
       std::fprintf(stderr, "    new/delete T=%d: %.1f s\n", t, akb::now_s() - t0);
     }
-  // Pass 2: the others at every T. AK_SYNC_THREADS runs in every child:
-  // the check compares it with the new/delete of the same process.
-  for (int t : ts) {
-    double t0 = akb::now_s();
-    if (want("threads") && !measure(thr, "threads", t, objects, rounds)) return 1;
-    if (glibc) {
-      if (!ak_only && want("mutex") && std::find(mts.begin(), mts.end(), t) != mts.end() &&
-          !measure(mu, "mutex", t, objects, rounds))
-        return 1;
-      if (want("spinlock") && !measure(spin, "spinlock", t, objects, rounds)) return 1;
-      if (want("lockfree") && !measure(lf, "lockfree", t, objects, rounds)) return 1;
+  // Pass 2: each of the others through every T in a row, as pass 1 runs
+  // new/delete and as the source benchmark runs each implementation (its
+  // 16 runs back to back). Every column thus follows its own previous T
+  // with no other work in between: a pool left idle while other
+  // implementations ran (the std::mutex list takes many seconds at T > 1)
+  // would give its empty slabs back under the reclaim policy and refault
+  // them in its next T, a cost the malloc columns never pay here.
+  // AK_SYNC_THREADS runs in every child: the check compares it with the
+  // new/delete of the same process.
+  struct Pass2 {
+    const char *key;
+    bool glibc_only;
+    const std::vector<int> &ts;
+    std::function<bool(int)> run;
+  };
+  std::vector<int> mutex_ts;  // the std::mutex list's T: those of mutex_threads that run
+  for (int t : ts)
+    if (!ak_only && std::find(mts.begin(), mts.end(), t) != mts.end()) mutex_ts.push_back(t);
+  const Pass2 pass2[] = {
+      {"threads", false, ts, [&](int t) { return measure(thr, "threads", t, objects, rounds); }},
+      {"mutex", true, mutex_ts, [&](int t) { return measure(mu, "mutex", t, objects, rounds); }},
+      {"spinlock", true, ts, [&](int t) { return measure(spin, "spinlock", t, objects, rounds); }},
+      {"lockfree", true, ts, [&](int t) { return measure(lf, "lockfree", t, objects, rounds); }},
+  };
+  for (const Pass2 &im : pass2) {
+    if (!want(im.key) || (im.glibc_only && !glibc)) continue;
+    for (int t : im.ts) {
+      double t0 = akb::now_s();
+      if (!im.run(t)) return 1;
+      std::fprintf(stderr, "    %s T=%d: %.1f s\n", im.key, t, akb::now_s() - t0);
     }
-    std::fprintf(stderr, "    pools T=%d: %.1f s\n", t, akb::now_s() - t0);
   }
   akb::emit("loadavg_end", loadavg());
   return 0;
