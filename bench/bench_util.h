@@ -42,6 +42,26 @@ inline std::string thread_label(int t, int cores) {
   return std::to_string(t) + (t > cores ? " (oversubscribed)" : "");
 }
 
+// Binds the calling thread (and the threads it creates afterwards) to CPU
+// `c`: true, or false with errno set (the affinity is then unchanged).
+inline bool pin_to_cpu(int c) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(c, &set);
+  return sched_setaffinity(0, sizeof set, &set) == 0;
+}
+
+// The CPUs the calling thread may run on, in increasing order.
+inline std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> out;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; c++)
+      if (CPU_ISSET(c, &set)) out.push_back(c);
+  return out;
+}
+
 // The runner pins children to one CPU; multi-threaded scenarios widen the
 // affinity back to every online CPU and emit how many they got ("cpus"),
 // which the report's method line quotes.

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "runner.h"
 
 namespace akb {
@@ -114,10 +115,7 @@ int run_main(int argc, char **argv) {
   // and all columns must be measured on the same one.
   std::string pinned = "not pinned";
   if (opts.cpu >= 0) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(opts.cpu, &set);
-    if (sched_setaffinity(0, sizeof set, &set) == 0) {
+    if (pin_to_cpu(opts.cpu)) {
       pinned = "pinned to CPU " + std::to_string(opts.cpu);
     } else {
       std::fprintf(stderr, "ak_bench: cannot pin to CPU %d (%s); running unpinned\n", opts.cpu,

@@ -46,7 +46,6 @@
 // speeds, which split every implementation's T=1 times into two groups.
 // Oversubscribed runs are left to the scheduler, as in the source benchmark
 // (AKB_NOPIN=1 in the environment leaves every run to it).
-#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -57,7 +56,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <mutex>
 #include <new>
 #include <sstream>
@@ -184,26 +182,6 @@ __attribute__((noinline)) bool thread_work(A &a, data_t **arr, std::uint64_t cou
   return s == count * static_cast<std::uint64_t>(rounds);
 }
 
-// The CPUs this process may run on, in increasing order.
-std::vector<int> allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> out;
-  if (sched_getaffinity(0, sizeof set, &set) == 0)
-    for (int c = 0; c < CPU_SETSIZE; c++)
-      if (CPU_ISSET(c, &set)) out.push_back(c);
-  return out;
-}
-
-// Binds the calling thread to CPU `c` (a failure leaves it unbound).
-void pin_to(int c) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(c, &set);
-  if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
-    std::fprintf(stderr, "ak_bench: cannot bind a thread to CPU %d\n", c);
-}
-
 template <class A>
 RunResult run(A &a, int threads, std::uint64_t objects, int rounds) {
   RunResult res;
@@ -216,11 +194,13 @@ RunResult run(A &a, int threads, std::uint64_t objects, int rounds) {
   std::atomic<double> start{0};
   std::vector<std::thread> ts;
   // One thread per CPU at most: bound (see the top of the file).
-  std::vector<int> cpus = allowed_cpus();
+  std::vector<int> cpus = akb::allowed_cpus();
   for (int t = 0; t < threads; t++) {
     ts.emplace_back([&, t] {
-      if (threads <= static_cast<int>(cpus.size()) && !std::getenv("AKB_NOPIN"))
-        pin_to(cpus[cpus.size() - 1 - static_cast<std::size_t>(t)]);
+      if (threads <= static_cast<int>(cpus.size()) && !std::getenv("AKB_NOPIN")) {
+        int c = cpus[cpus.size() - 1 - static_cast<std::size_t>(t)];
+        if (!akb::pin_to_cpu(c)) std::fprintf(stderr, "ak_bench: cannot bind a thread to CPU %d\n", c);
+      }
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) sched_yield();
       double t0 = start.load();
@@ -341,29 +321,21 @@ int child(const akb::Params &params) {
   // them in its next T, a cost the malloc columns never pay here.
   // AK_SYNC_THREADS runs in every child: the check compares it with the
   // new/delete of the same process.
-  struct Pass2 {
-    const char *key;
-    bool glibc_only;
-    const std::vector<int> &ts;
-    std::function<bool(int)> run;
+  auto sweep = [&](const char *key, auto &impl, const std::vector<int> &at) {
+    if (!want(key)) return true;
+    for (int t : at) {
+      double t0 = akb::now_s();
+      if (!measure(impl, key, t, objects, rounds)) return false;
+      std::fprintf(stderr, "    %s T=%d: %.1f s\n", key, t, akb::now_s() - t0);
+    }
+    return true;
   };
   std::vector<int> mutex_ts;  // the std::mutex list's T: those of mutex_threads that run
   for (int t : ts)
     if (!ak_only && std::find(mts.begin(), mts.end(), t) != mts.end()) mutex_ts.push_back(t);
-  const Pass2 pass2[] = {
-      {"threads", false, ts, [&](int t) { return measure(thr, "threads", t, objects, rounds); }},
-      {"mutex", true, mutex_ts, [&](int t) { return measure(mu, "mutex", t, objects, rounds); }},
-      {"spinlock", true, ts, [&](int t) { return measure(spin, "spinlock", t, objects, rounds); }},
-      {"lockfree", true, ts, [&](int t) { return measure(lf, "lockfree", t, objects, rounds); }},
-  };
-  for (const Pass2 &im : pass2) {
-    if (!want(im.key) || (im.glibc_only && !glibc)) continue;
-    for (int t : im.ts) {
-      double t0 = akb::now_s();
-      if (!im.run(t)) return 1;
-      std::fprintf(stderr, "    %s T=%d: %.1f s\n", im.key, t, akb::now_s() - t0);
-    }
-  }
+  if (!sweep("threads", thr, ts)) return 1;
+  if (glibc && (!sweep("mutex", mu, mutex_ts) || !sweep("spinlock", spin, ts) || !sweep("lockfree", lf, ts)))
+    return 1;
   akb::emit("loadavg_end", loadavg());
   return 0;
 }
