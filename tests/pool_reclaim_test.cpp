@@ -260,6 +260,208 @@ TEST_F(PoolReclaimThreads, SlabsOfExitedThreadsGoBackByTime) {
   ak_pool_destroy(p);
 }
 
+// AK_SYNC_THREADS: the slabs a thread empties wait in its heap's own spare
+// set. A thread that runs `first`, then waits (alive, holding its heap)
+// until released, then runs `then`.
+class ParkedThread {
+ public:
+  template <class F, class G>
+  ParkedThread(F first, G then)
+      : t_([this, first, then] {
+          first();
+          parked_ = true;
+          while (!go_) std::this_thread::yield();
+          then();
+        }) {
+    while (!parked_) std::this_thread::yield();
+  }
+  void finish() {
+    go_ = true;
+    t_.join();
+  }
+
+ private:
+  std::atomic<bool> parked_{false}, go_{false};
+  std::thread t_;
+};
+
+// The slabs (by address) holding the objects of `v`.
+std::vector<uintptr_t> slabs_of(const std::vector<void *> &v, size_t slab) {
+  std::vector<uintptr_t> s;
+  for (void *o : v) s.push_back(reinterpret_cast<uintptr_t>(o) & ~(uintptr_t)(slab - 1));
+  std::sort(s.begin(), s.end());
+  s.erase(std::unique(s.begin(), s.end()), s.end());
+  return s;
+}
+
+size_t overlap(const std::vector<uintptr_t> &a, const std::vector<uintptr_t> &b) {
+  std::vector<uintptr_t> both;
+  std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(both));
+  return both.size();
+}
+
+ak_pool *threads_pool() {
+  ak_pool_options o{};
+  o.object_size = 48;
+  ak_pool *p = ak_pool_create(&o);
+  EXPECT_NE(p, nullptr) << ak_last_error();
+  return p;
+}
+
+// Allocates 20,000 objects and frees them: about 15 slabs emptied.
+void empty_slabs(ak_pool *p) {
+  std::vector<void *> v(20000);
+  for (auto &o : v) o = ak_pool_alloc(p);
+  for (void *o : v) ak_pool_free(p, o);
+}
+
+size_t slab_bytes(ak_pool *p) {
+  ak_pool_stats s = stats(p);
+  return s.slabs ? s.bytes_reserved / s.slabs : 65536;
+}
+
+// A thread that empties slabs takes them back itself; another thread that
+// needs slabs meanwhile gets others (it shares no lock and no slab lines
+// with the first), and the emptied ones count as spares.
+TEST_F(PoolReclaimThreads, AThreadTakesBackTheSlabsItEmptied) {
+  ak_pool *p = threads_pool();
+  const size_t n = 20000;
+  std::vector<void *> a(n), b(n);
+  std::vector<uintptr_t> emptied, again, others;
+  size_t slab = 0;
+  ParkedThread owner(
+      [&] {
+        for (auto &o : a) o = ak_pool_alloc(p);
+        slab = slab_bytes(p);
+        emptied = slabs_of(a, slab);
+        for (void *o : a) ak_pool_free(p, o);
+      },
+      [&] {
+        for (auto &o : a) o = ak_pool_alloc(p);
+        again = slabs_of(a, slab);
+        for (void *o : a) ak_pool_free(p, o);
+      });
+  ASSERT_GT(emptied.size(), 4u);
+  EXPECT_GE(stats(p).bytes_spare, (emptied.size() - 1) * slab) << "all but the current slab are spares";
+  // Alive to the end: an exited thread's slabs would be the owner's to adopt.
+  ParkedThread other(
+      [&] {
+        for (auto &o : b) o = ak_pool_alloc(p);
+      },
+      [&] {
+        for (void *o : b) ak_pool_free(p, o);
+      });
+  EXPECT_EQ(overlap(emptied, slabs_of(b, slab)), 0u) << "the other thread took none of the emptied slabs";
+  owner.finish();
+  EXPECT_EQ(overlap(emptied, again), again.size()) << "the owner took its own slabs back";
+  other.finish();
+  ak_pool_destroy(p);
+}
+
+// The spares of a thread that stays alive but makes no call go back by
+// time: through the stats' tick, and through the background thread.
+TEST_F(PoolReclaimThreads, AnIdleThreadsSparesGoBackByTime) {
+  ak_pool *p = threads_pool();
+  auto churn = [p] { empty_slabs(p); };
+  ParkedThread idle(churn, [] {});
+  ak_pool_stats s = stats(p);
+  ASSERT_GT(s.slabs, 4u);
+  EXPECT_GT(s.bytes_spare, 0u);
+  g_fake_ms += 150;  // past the purge delay: decommitted, still spares
+  s = stats(p);
+  EXPECT_GT(s.bytes_spare, 0u);
+  EXPECT_GT(s.bytes_purged, 0u) << "the heap's set decommitted them";
+  EXPECT_LE(s.bytes_committed, s.bytes_reserved - s.bytes_spare);
+  g_fake_ms += 5000;  // past the release delay
+  s = stats(p);
+  EXPECT_EQ(s.bytes_spare, 0u);
+  EXPECT_LE(s.slabs, 1u) << "only the idle thread's current slab";
+  ParkedThread idle2(churn, [] {});
+  ASSERT_GT(stats(p).bytes_spare, 0u);
+  ASSERT_EQ(ak_reclaim_thread_start(), 0);
+  g_fake_ms += 5000;
+  _ak_reclaim_set_clock(fake_now);  // wakes the thread
+  EXPECT_TRUE(eventually([&] {
+    ak_pool_stats now;
+    ak_pool_stats_get(p, &now);
+    return now.bytes_spare == 0;
+  })) << "spares "
+      << stats(p).bytes_spare << " B";
+  ak_reclaim_thread_stop();
+  idle.finish();
+  idle2.finish();
+  ak_pool_destroy(p);
+}
+
+// ak_pool_trim gives back the spares of every thread at once, not only
+// the caller's.
+TEST_F(PoolReclaimThreads, TrimTakesTheSparesOfEveryThread) {
+  ak_pool *p = threads_pool();
+  ParkedThread other([p] { empty_slabs(p); }, [] {});
+  ASSERT_GT(stats(p).bytes_spare, 0u);
+  ak_pool_trim(p);
+  ak_pool_stats s = stats(p);
+  EXPECT_EQ(s.bytes_spare, 0u);
+  EXPECT_LE(s.slabs, 1u);
+  other.finish();
+  ak_pool_destroy(p);
+}
+
+// A thread's spares outlive it: the next thread takes them before it maps
+// a slab.
+TEST_F(PoolReclaimThreads, ANewThreadTakesTheSparesOfAnExitedOne) {
+  ak_pool *p = threads_pool();
+  std::vector<void *> v(20000);
+  std::vector<uintptr_t> emptied;
+  std::thread([&] {
+    for (auto &o : v) o = ak_pool_alloc(p);
+    emptied = slabs_of(v, slab_bytes(p));
+    for (void *o : v) ak_pool_free(p, o);
+  }).join();
+  size_t slabs = stats(p).slabs;
+  ASSERT_GT(slabs, 4u);
+  std::thread([&] {
+    for (auto &o : v) o = ak_pool_alloc(p);
+  }).join();
+  EXPECT_GE(overlap(emptied, slabs_of(v, slab_bytes(p))), emptied.size() - 1);
+  EXPECT_LE(stats(p).slabs, slabs) << "no slab mapped while spares were kept";
+  for (void *o : v) ak_pool_free(p, o);
+  ak_pool_destroy(p);
+}
+
+// A fork child gets the spares of the parent's other threads, whole, and
+// uses them.
+TEST_F(PoolReclaimThreads, AForkChildTakesTheSparesOfOtherThreads) {
+#if AK_TEST_SANITIZED
+  GTEST_SKIP() << "a sanitizer's malloc is not fork-safe with threads: its children can hang in it";
+#endif
+  ak_pool *p = threads_pool();
+  ParkedThread other([p] { empty_slabs(p); }, [] {});
+  ak_pool_stats before = stats(p);
+  ASSERT_GT(before.bytes_spare, 0u);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(20);
+    ak_pool_stats s = stats(p);
+    int rc = 0;
+    if (s.bytes_spare < before.bytes_spare) rc |= 1;  // and the other thread's empty current slab
+    std::vector<void *> v(15000);
+    for (auto &o : v) o = ak_pool_alloc(p);
+    if (stats(p).slabs > before.slabs) rc |= 2;  // the spares were used
+    for (void *o : v) ak_pool_free(p, o);
+    ak_pool_trim(p);
+    if (stats(p).slabs > 1) rc |= 4;
+    _exit(rc);
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st)) << "child died (signal " << WTERMSIG(st) << ")";
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "1: spares lost, 2: a slab mapped past them, 4: trim kept slabs";
+  other.finish();
+  ak_pool_destroy(p);
+}
+
 // Fork while the background thread purges and threads churn a pool: the
 // child finds no lock held, uses the pool (objects from before the fork
 // too) and exits; the parent's thread keeps running. A sanitizer's

@@ -78,11 +78,11 @@ typedef struct ak_pool_options {
   const char *path;   /**< AK_BACKING_FILE: the file (created or truncated;
                            locked while the pool lives: EBUSY for another) */
   bool defragment;    /**< start with strict fullest-first ordering */
-  size_t spare_slabs; /**< cap on the empty slabs kept for reuse (0: only the
-                           reclaim policy's delays; past it the oldest is
-                           unmapped). With release_empty: this many, undelayed.
-                           AK_SYNC_THREADS: each thread also keeps up to this
-                           many it emptied, until ak_pool_trim() or its exit */
+  size_t spare_slabs; /**< cap on the empty slabs kept for reuse (0: the
+                           reclaim policy's delays only, a THREADS thread's
+                           reused by it first); past it the oldest is unmapped.
+                           release_empty: this many, undelayed. THREADS: each
+                           thread also keeps this many, to ak_pool_trim/exit */
   const char *name;   /**< for messages and stats; copied; default "pool" */
   bool release_empty; /**< an emptied slab is unmapped at once, bar
                            `spare_slabs` kept until ak_pool_trim(): lowest

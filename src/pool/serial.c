@@ -28,7 +28,7 @@ int _ak_serial_reserve(_ak_pool_impl *p, size_t n) {
   while (room < n) {
     /* Spares are taken onto `avail`, not counted: the reclaim policy could
      * release them before they are used. */
-    _ak_slab *s = _ak_pool_slab_spare(p);
+    _ak_slab *s = _ak_pool_slab_spare(p, &p->spares);
     if (!s) s = _ak_pool_slab_new(p, "ak_pool_reserve");
     if (!s) {
       rc = errno ? errno : ENOMEM;

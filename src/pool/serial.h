@@ -71,7 +71,7 @@ static inline void *_ak_serial_pop_run(_ak_pool_impl *p, bool may_grow, uint32_t
         size_t live = _ak_serial_live(p);
         if (live > p->serial.peak_live) p->serial.peak_live = live;
       }
-      s = may_grow ? _ak_pool_slab_get(p) : _ak_pool_slab_spare(p);
+      s = may_grow ? _ak_pool_slab_get(p) : _ak_pool_slab_spare(p, &p->spares);
       if (!s) return NULL;
       _ak_slab_list_push_front(&p->serial.avail, s, AK_SLAB_AVAIL);
     }
@@ -120,7 +120,7 @@ static inline void _ak_serial_push(_ak_pool_impl *p, _ak_slab *s, void *o, bool 
    * allocate from (then alloc/free of one object does not map and unmap). */
   if (s->head.used == 0 && p->serial.avail.n + p->serial.pending.n > 1) {
     _ak_slab_list_remove(_ak_slab_avail_list(s, &p->serial.avail, &p->serial.pending), s);
-    _ak_pool_slab_put(p, s);
+    _ak_pool_slab_put(p, &p->spares, s);
   }
 }
 

@@ -69,6 +69,7 @@ typedef struct _ak_threads_state {
    * changed (full_push). */
   atomic_size_t full_epoch;
   atomic_bool adoptable; /* set when a slab is abandoned; cleared under mu when none is */
+  size_t gone_purged;    /* bytes the spare sets of exited heaps decommitted (under mu) */
 } _ak_threads_state;
 
 #endif /* AK_POOL_STATE_H */

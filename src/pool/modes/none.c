@@ -33,7 +33,7 @@ static void mirror_in(_ak_pool_impl *p) {
   p->pub.alt = NULL; /* its list and count live in its header: nothing to copy */
   if (s->head.used == 0 && p->serial.avail.n + p->serial.pending.n > 1) {
     _ak_slab_list_remove(&p->serial.avail, s);
-    _ak_pool_slab_put(p, s);
+    _ak_pool_slab_put(p, &p->spares, s);
   }
   /* Slabs the inline allocations filled (the current one and `alt`) go on
    * `full` now, so that a slab a free gives a slot is placed against a

@@ -15,13 +15,14 @@
 /* The slab whose header holds spare-set node `n`. */
 static _ak_slab *spare_slab(_ak_spare *n) { return (_ak_slab *)((char *)n - offsetof(_ak_slab, spare)); }
 
-/* A slab of the spare set, or NULL; `*failed` when a punched-out file
- * spare cannot get its blocks back (error reported; the spare is
- * released: put back, it would pass for a committed one). */
-static _ak_slab *spare_take(_ak_pool_impl *p, bool *failed) {
+/* A slab of spare set `set` (p's or one of its heaps'), or NULL;
+ * `*failed` when a punched-out file spare cannot get its blocks back
+ * (error reported; the spare is released: put back, it would pass for a
+ * committed one). */
+static _ak_slab *spare_take(_ak_pool_impl *p, _ak_spare_set *set, bool *failed) {
   *failed = false;
   bool cold = true;
-  _ak_spare *n = _ak_spare_take(&p->spares, &cold);
+  _ak_spare *n = _ak_spare_take(set, &cold);
   if (!n) return NULL;
   _ak_slab *s = spare_slab(n);
   /* A file spare that was punched out (_ak_pool_slab_decommit) has its
@@ -39,14 +40,14 @@ static _ak_slab *spare_take(_ak_pool_impl *p, bool *failed) {
   return s;
 }
 
-_ak_slab *_ak_pool_slab_spare(_ak_pool_impl *p) {
+_ak_slab *_ak_pool_slab_spare(_ak_pool_impl *p, _ak_spare_set *set) {
   bool failed;
-  return spare_take(p, &failed);
+  return spare_take(p, set, &failed);
 }
 
 _ak_slab *_ak_pool_slab_get(_ak_pool_impl *p) {
   bool failed;
-  _ak_slab *s = spare_take(p, &failed);
+  _ak_slab *s = spare_take(p, &p->spares, &failed);
   if (!s && !failed) s = _ak_pool_slab_new(p, "ak_pool_alloc");
   AK_ASSERT(!s || (s->head.used == 0 && !_ak_dnode_linked(&s->node) &&
                    s->head.pool == p)); /* empty, unlisted, p's */
@@ -72,12 +73,24 @@ void _ak_pool_slab_reset(_ak_slab *s) {
   s->flags |= AK_SLAB_F_REUSED;
 }
 
-void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s) {
+void _ak_pool_slab_put(_ak_pool_impl *p, _ak_spare_set *set, _ak_slab *s) {
   AK_ASSERT(!_ak_dnode_linked(&s->node)); /* on no list: the spare set holds it by `spare` */
   AK_ASSERT(s->head.used == 0 && _ak_slab_validate(s, "_ak_pool_slab_put")); /* empty before it is reset */
   _ak_pool_slab_reset(s);
   s->head.state = AK_SLAB_SPARE;
-  _ak_spare_put(&p->spares, &s->spare, p->slab_size);
+  _ak_spare_put(set, &s->spare, p->slab_size);
+}
+
+void _ak_pool_slab_hand_over(_ak_pool_impl *p, _ak_spare_set *from) {
+  bool cold;
+  for (_ak_spare *n; (n = _ak_spare_take(from, &cold)) != NULL;) {
+    _ak_slab *s = spare_slab(n);
+    AK_ASSERT(s->head.state == AK_SLAB_SPARE && s->head.used == 0); /* a spare, reset when put */
+    if (cold)
+      _ak_pool_slab_release(p, s); /* decommitted: reuse would fault its pages anyway */
+    else
+      _ak_pool_slab_put(p, &p->spares, s);
+  }
 }
 
 /* The spare set's view of a pool's slabs (common/reclaim.h). Decommit

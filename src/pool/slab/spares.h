@@ -16,14 +16,20 @@ extern const _ak_spare_ops _ak_pool_spare_ops;
 
 /** A spare or else a new slab for `p`. NULL + errno + message on failure. */
 _ak_slab *_ak_pool_slab_get(_ak_pool_impl *p);
-/** A spare slab of `p`, reset and ready for use; NULL if none (errno +
- *  message if a file spare's blocks cannot be allocated again). */
-_ak_slab *_ak_pool_slab_spare(_ak_pool_impl *p);
+/** A spare slab of `p` from `set` (the pool's `spares` or a set of its
+ *  own slabs that a mode keeps), reset and ready for use; NULL if none
+ *  (errno + message if a file spare's blocks cannot be allocated again). */
+_ak_slab *_ak_pool_slab_spare(_ak_pool_impl *p, _ak_spare_set *set);
 /** Makes an empty slab ready for reuse (lazy carving from its start). */
 void _ak_pool_slab_reset(_ak_slab *s);
-/** Gives an empty slab (on no list) to the pool's spare set, which keeps
- *  or releases it as the reclaim policy says; needs no pool lock. */
-void _ak_pool_slab_put(_ak_pool_impl *p, _ak_slab *s);
+/** Gives an empty slab of `p` (on no list) to spare set `set` (as in
+ *  _ak_pool_slab_spare), which keeps or releases it as the reclaim policy
+ *  says; needs no pool lock. */
+void _ak_pool_slab_put(_ak_pool_impl *p, _ak_spare_set *set, _ak_slab *s);
+/** Empties spare set `from` of `p` (not the pool's own) into the pool's:
+ *  committed spares are put there, decommitted ones released. Needs no
+ *  pool lock; `from` stays usable. */
+void _ak_pool_slab_hand_over(_ak_pool_impl *p, _ak_spare_set *from);
 /** Releases an empty slab (on no list) to the backing at once: out of the
  *  slab table, header invalidated; needs no pool lock. */
 void _ak_pool_slab_release(_ak_pool_impl *p, _ak_slab *s);

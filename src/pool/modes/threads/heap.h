@@ -6,6 +6,7 @@
 #ifndef AK_POOL_MODES_THREADS_HEAP_H
 #define AK_POOL_MODES_THREADS_HEAP_H
 
+#include "common/reclaim.h"
 #include "pool/modes.h"
 
 struct _ak_pool_heap {
@@ -17,11 +18,18 @@ struct _ak_pool_heap {
   _ak_slab_list pending; /* owner only: slabs an owner's free took off `full`,
                             to be placed on `avail` by fullness (refill) */
   _ak_slab_list stash;   /* owner only: empty slabs this heap keeps (at most spare_limit) */
-  atomic_int trim_req;   /* another thread asked for a trim */
-  size_t full_seen;      /* owner only: p->threads.full_epoch at the last walk of `full` */
-  unsigned takes;        /* owner only: slabs taken (take_slab) */
-  size_t hot_base;       /* pub.cur.hot_used when the current slab was checked out */
-  _ak_dnode node;        /* on the pool's heap list (under mu) */
+  /* The slabs this heap emptied, when spare_limit is 0 and the pool keeps
+   * spares (not release_empty): under the reclaim policy as the pool's
+   * set, but taken back by this heap only, so a thread that churns slabs
+   * shares no lock and no slab with the others. Its own leaf lock (the
+   * owner; the mode's tick, stats and trim under the pool's `mu`); its
+   * slabs have `heap` NULL. */
+  _ak_spare_set spares;
+  atomic_int trim_req; /* another thread asked for a trim */
+  size_t full_seen;    /* owner only: p->threads.full_epoch at the last walk of `full` */
+  unsigned takes;      /* owner only: slabs taken (take_slab) */
+  size_t hot_base;     /* pub.cur.hot_used when the current slab was checked out */
+  _ak_dnode node;      /* on the pool's heap list (under mu) */
 };
 
 /* The pool's heaps in list order (under mu). */
@@ -73,10 +81,15 @@ static inline _ak_pool_heap *heap_get(_ak_pool_impl *p, bool create) {
 
 /* heaps.c, under the locks each states: the abandoned slabs' remote lists
  * collected and the empty ones given back (released if `release`); the
- * pool's live objects; the mode's counts and fork_child. */
+ * pool's live objects; the mode's counts, stats, tick and fork hooks
+ * (_ak_pool_mode). */
 void _ak_threads_collect_abandoned(_ak_pool_impl *p, bool release);
 size_t _ak_threads_live(_ak_pool_impl *p);
 void _ak_threads_counts(_ak_pool_impl *p, size_t *live, size_t *peak);
+void _ak_threads_stats(_ak_pool_impl *p, ak_pool_stats *out);
+uint64_t _ak_threads_tick(_ak_pool_impl *p);
+void _ak_threads_fork_lock(_ak_pool_impl *p);
+void _ak_threads_fork_unlock(_ak_pool_impl *p);
 void _ak_threads_fork_child(_ak_pool_impl *p);
 
 #endif

@@ -2,9 +2,10 @@
 /* threads/heaps.c - AK_SYNC_THREADS: the life of the per-thread heaps.
  * A heap is created at a thread's first use of a pool (modes/tls.c calls
  * heap_create), abandoned at thread exit (its slabs go to the pool's
- * `abandoned` list for another thread to adopt), freed with its slabs at
- * ak_pool_destroy, and given up unread in a fork child for every thread
- * but the caller. The pool's live count sums the heaps' and the abandoned
+ * `abandoned` list for another thread to adopt, its spares to the pool's
+ * spare set), freed with its slabs at ak_pool_destroy, and given up
+ * unread in a fork child for every thread but the caller (its spare set,
+ * locked across the fork, handed over whole). The pool's live count sums the heaps' and the abandoned
  * slabs'. Locks: modes/tls.c's g_mu, then the pool's `mu`. */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -27,6 +28,8 @@ static void *heap_create(_ak_pool_impl *p) {
   if (!h) return NULL;
   h->pool = p;
   h->pub.cur.hot_slab = 1; /* no current slab; mask 0 until heap_out */
+  /* Unregistered: the mode's tick purges it (_ak_threads_tick). */
+  _ak_spare_set_init(&h->spares, &_ak_pool_spare_ops, p, SIZE_MAX, AK_SPARE_TIMED);
   _ak_pool_lock(&p->mu);
   _ak_dlist_push_front(&p->threads.heaps, &h->node);
   _ak_pool_unlock(&p->mu);
@@ -36,6 +39,17 @@ static void *heap_create(_ak_pool_impl *p) {
 /* Under p->mu: takes `h` off the pool's heap list. */
 static void heap_unlink(_ak_pool_impl *p, _ak_pool_heap *h) { _ak_dlist_remove(&p->threads.heaps, &h->node); }
 
+/* Under p->mu: the spare set of `h`, which is going away, handed to the
+ * pool's (its decommitted spares released) and finished; its count of
+ * bytes decommitted stays in the pool's stats. */
+static void spares_hand_over(_ak_pool_impl *p, _ak_pool_heap *h) {
+  _ak_spare_counts c;
+  _ak_spare_stats(&h->spares, &c);
+  p->threads.gone_purged += c.purged_bytes;
+  _ak_pool_slab_hand_over(p, &h->spares);
+  _ak_spare_set_fini(&h->spares);
+}
+
 /* Under p->mu, on the owner's thread: hands the slabs of `h` to the pool. */
 static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
   (void)heap_checkin(h);
@@ -43,8 +57,9 @@ static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
     _ak_slab *s = _ak_slab_first(&h->stash);
     _ak_slab_list_remove(&h->stash, s);
     s->heap = NULL;
-    _ak_pool_slab_put(p, s);
+    _ak_pool_slab_put(p, &p->spares, s);
   }
+  spares_hand_over(p, h); /* a new thread takes them before it maps a slab */
   _ak_slab_list *lists[3] = {&h->avail, &h->full, &h->pending};
   for (int i = 0; i < 3; i++) {
     while (_ak_slab_first(lists[i])) {
@@ -54,7 +69,7 @@ static void abandon(_ak_pool_impl *p, _ak_pool_heap *h) {
       s->heap = NULL;
       live_sub(h, _ak_slab_collect(s));
       if (s->head.used == 0) {
-        _ak_pool_slab_put(p, s);
+        _ak_pool_slab_put(p, &p->spares, s);
       } else {
         _ak_slab_list_push_back(&p->threads.abandoned, s, AK_SLAB_ABANDONED);
         atomic_store_explicit(&p->threads.adoptable, true, memory_order_relaxed);
@@ -105,10 +120,22 @@ static void heaps_destroy(_ak_pool_impl *p) {
         _ak_pool_slab_release(p, s);
       }
     }
+    _ak_spare_drain(&h->spares);
+    _ak_spare_set_fini(&h->spares);
     free(h);
   }
   AK_ASSERT(p->threads.heaps.n == 0); /* no heap outlives its pool */
   _ak_pool_unlock(&p->mu);
+}
+
+/* fork(): a heap's spare set is locked across the fork (after p->mu, as
+ * the background thread's pass takes them), so the child finds every set
+ * whole (_ak_threads_fork_lock). */
+void _ak_threads_fork_lock(_ak_pool_impl *p) {
+  for (_ak_pool_heap *h = heap_first(p); h; h = heap_next(h)) _ak_spare_set_lock(&h->spares);
+}
+void _ak_threads_fork_unlock(_ak_pool_impl *p) {
+  for (_ak_pool_heap *h = heap_first(p); h; h = heap_next(h)) _ak_spare_set_unlock(&h->spares);
 }
 
 /* fork(): a heap's lists are its owner's, changed without a lock (the
@@ -148,6 +175,7 @@ void _ak_threads_fork_child(_ak_pool_impl *p) {
     next = heap_next(h);
     if (h == f.mine) continue;
     heap_unlink(p, h);
+    spares_hand_over(p, h); /* whole: the fork handlers held its lock */
     free(h);
   }
   if (_ak_slab_first(&p->threads.abandoned))
@@ -173,7 +201,7 @@ void _ak_threads_collect_abandoned(_ak_pool_impl *p, bool release) {
       if (release)
         _ak_pool_slab_release(p, s);
       else
-        _ak_pool_slab_put(p, s);
+        _ak_pool_slab_put(p, &p->spares, s);
     }
   }
 }
@@ -187,4 +215,38 @@ void _ak_threads_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {
   _ak_pool_unlock(&p->mu);
   *peak = atomic_load(&p->threads.peak);
   if (*live > *peak) *peak = *live;
+}
+
+/* The heaps' spare sets (the mode's tick, under p->mu): due steps of the
+ * policy done; the earliest time one falls due next. */
+uint64_t _ak_threads_tick(_ak_pool_impl *p) {
+  uint64_t at = UINT64_MAX;
+  _ak_pool_lock(&p->mu);
+  for (_ak_pool_heap *h = heap_first(p); h; h = heap_next(h)) {
+    _ak_spare_tick(&h->spares);
+    uint64_t d = __atomic_load_n(&h->spares.deadline, __ATOMIC_RELAXED);
+    if (d < at) at = d;
+  }
+  _ak_pool_unlock(&p->mu);
+  return at;
+}
+
+/* The heaps' spares in the byte counts (the pool's set is counted by
+ * ak_pool_stats_get): spare, their decommitted bytes not committed, and
+ * what every heap's set decommitted so far. */
+void _ak_threads_stats(_ak_pool_impl *p, ak_pool_stats *out) {
+  size_t spare = 0, cold = 0, purged = 0;
+  _ak_pool_lock(&p->mu);
+  for (_ak_pool_heap *h = heap_first(p); h; h = heap_next(h)) {
+    _ak_spare_counts c;
+    _ak_spare_stats(&h->spares, &c);
+    spare += c.spare_bytes;
+    cold += c.spare_bytes - c.committed;
+    purged += c.purged_bytes;
+  }
+  purged += p->threads.gone_purged;
+  _ak_pool_unlock(&p->mu);
+  out->bytes_spare += spare;
+  out->bytes_committed = out->bytes_committed > cold ? out->bytes_committed - cold : 0;
+  out->bytes_purged += purged;
 }

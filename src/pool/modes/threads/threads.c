@@ -37,12 +37,12 @@
 #include "pool/slab/spares.h"
 
 /* Gives an empty slab of `h` (no longer listed, owner cleared) back: to
- * the heap's own spares if it keeps fewer than spare_limit (no lock), else
- * to the pool's spare set (its own leaf lock, no pool lock), which keeps
- * it for reuse by any thread and gives it back by time, or releases it at
- * once with release_empty (without a pool lock; the slab table has its
- * own leaf locks). Nobody else can reach the slab: it has no live object
- * to be freed into it. */
+ * the heap's stash if it keeps fewer than spare_limit (no lock); with
+ * release_empty to the backing at once; else to a spare set under the
+ * reclaim policy: the heap's own when spare_limit is 0 (its leaf lock,
+ * which only the background thread's pass shares: the heap takes the
+ * slab back first, see take_slab), the pool's past a full stash. Nobody
+ * else can reach the slab: it has no live object to be freed into it. */
 static void give_slab(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
   AK_ASSERT(!s->head.used && !s->head.state && !_ak_slab_owner(s, __ATOMIC_RELAXED)); /* empty, unowned */
   AK_ASSERT(_ak_slab_validate(s, "give_slab"));
@@ -51,11 +51,16 @@ static void give_slab(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
     _ak_slab_list_push_front(&h->stash, s, AK_SLAB_SPARE);
     return;
   }
-  s->heap = NULL;
-  if (p->release_empty)
+  s->heap = NULL; /* a spare is nobody's (a fork child's scan passes it by) */
+  if (p->release_empty) {
     _ak_pool_slab_release(p, s); /* at once (the pool's spares are exited threads') */
-  else
-    _ak_pool_slab_put(p, s);
+  } else if (!p->spare_limit) {
+    _ak_pool_slab_put(p, &h->spares, s);
+    /* A step falls due: the mode's tick purges it if the owner goes quiet. */
+    if (__atomic_load_n(&h->spares.deadline, __ATOMIC_RELAXED) != UINT64_MAX) _ak_reclaim_wake();
+  } else {
+    _ak_pool_slab_put(p, &p->spares, s);
+  }
 }
 
 /* Puts `s`, found without a free slot, on the heap's full list (owner).
@@ -174,6 +179,21 @@ static _ak_slab *new_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   return s;
 }
 
+/* A spare for `h` with no pool lock: its stash, then its own spare set
+ * (its leaf lock, uncontended but for the background thread's pass), then
+ * the pool's set (a leaf lock other heaps share); NULL if all are empty. */
+static _ak_slab *spare_for(_ak_pool_impl *p, _ak_pool_heap *h) {
+  _ak_slab *s = _ak_slab_first(&h->stash);
+  if (s) {
+    _ak_slab_list_remove(&h->stash, s);
+    return s;
+  }
+  s = _ak_pool_slab_spare(p, &h->spares);
+  if (!s) s = _ak_pool_slab_spare(p, &p->spares);
+  if (s) s->heap = h;
+  return s;
+}
+
 /* Takes a slab for `h`: an abandoned one (adopted), one of the heap's own
  * spares, a spare of the pool, or a new one from the backing, obtained
  * after p->mu is dropped (the system allocator is not called under the
@@ -182,37 +202,27 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   /* A stale `t_adoptable` only delays an adoption. */
   bool adopt = atomic_load_explicit(&p->threads.adoptable, memory_order_relaxed);
   bool sample = (++h->takes & 7) == 0;
-  /* The heap's own spares need no lock, and their lines are likelier to
-   * be in this thread's caches than those of a slab another thread
-   * emptied: taking them keeps threads that churn slabs off the pool's
-   * mutex and lists, whose cache lines would travel between cores. */
-  _ak_slab *s = adopt ? NULL : _ak_slab_first(&h->stash);
-  if (s) _ak_slab_list_remove(&h->stash, s);
-  /* With nothing to adopt, the pool's spare set (its own lock) or a new
-   * slab, no pool mutex: it is taken only for every 8th slab of a heap, to
-   * sample the high-water mark. */
+  /* With nothing to adopt, the heap's own spares, whose lines are likelier
+   * to be in this thread's caches than those of a slab another thread
+   * emptied and which keep threads that churn slabs off the pool's locks
+   * and lists (their cache lines would travel between cores); then the
+   * pool's spare set or a new slab, no pool mutex: it is taken only for
+   * every 8th slab of a heap, to sample the high-water mark. */
   if (!adopt && !sample) {
-    if (!s) {
-      s = _ak_pool_slab_spare(p);
-      if (!s) return new_slab(p, h);
-      s->heap = h;
-    }
+    _ak_slab *s = spare_for(p, h);
+    if (!s) return new_slab(p, h);
     _ak_slab_set_owner(s, (uintptr_t)h, __ATOMIC_SEQ_CST);
     return s;
   }
   _ak_pool_lock(&p->mu);
-  if (!s) {
-    s = _ak_slab_first(&p->threads.abandoned);
-    if (!s) atomic_store_explicit(&p->threads.adoptable, false, memory_order_relaxed);
-    if (s) {
-      _ak_slab_list_remove(&p->threads.abandoned, s);
-      /* Its live objects now count for this heap. */
-      live_add(h, s->head.used);
-    } else if ((s = _ak_slab_first(&h->stash)) != NULL) { /* `adopt` was stale */
-      _ak_slab_list_remove(&h->stash, s);
-    } else {
-      s = _ak_pool_slab_spare(p);
-    }
+  _ak_slab *s = _ak_slab_first(&p->threads.abandoned); /* `adopt` may be stale either way */
+  if (s) {
+    _ak_slab_list_remove(&p->threads.abandoned, s);
+    /* Its live objects now count for this heap. */
+    live_add(h, s->head.used);
+  } else {
+    atomic_store_explicit(&p->threads.adoptable, false, memory_order_relaxed);
+    s = spare_for(p, h);
   }
   if (!p->max_objects) {
     /* Sample the high-water mark whenever a heap needs a slab. */
@@ -331,6 +341,7 @@ static void *threads_alloc(_ak_pool_impl *p) {
     _ak_pool_error(p, ENOMEM, "ak_pool_alloc", "out of memory for the thread's heap");
     return NULL;
   }
+  _ak_spare_tick(&h->spares); /* also without the background thread */
   if (p->max_objects) {
     size_t n = atomic_fetch_add_explicit(&p->threads.live, 1, memory_order_relaxed) + 1;
     if (n > p->max_objects) {
@@ -364,7 +375,7 @@ static void remote_free(_ak_pool_impl *p, _ak_slab *s, void *o) {
       (void)_ak_slab_collect(s);
       if (s->head.used == 0) {
         _ak_slab_list_remove(&p->threads.abandoned, s);
-        _ak_pool_slab_put(p, s);
+        _ak_pool_slab_put(p, &p->spares, s);
       }
       _ak_pool_unlock(&p->mu);
       return;
@@ -421,8 +432,8 @@ static void threads_free(_ak_pool_impl *p, void *o) {
   heap_out(p, h);
 }
 
-/* ak_pool_trim: the caller's heap and the abandoned and spare slabs now;
- * other threads' heaps at their next slow path. */
+/* ak_pool_trim: the caller's heap, the abandoned slabs and every spare
+ * set now; other threads' heaps at their next slow path. */
 static void threads_trim(_ak_pool_impl *p) {
   _ak_pool_heap *mine = heap_get(p, false);
   if (mine) {
@@ -433,10 +444,12 @@ static void threads_trim(_ak_pool_impl *p) {
   _ak_pool_lock(&p->mu);
   _ak_threads_collect_abandoned(p, true);
   _ak_spare_drain(&p->spares);
-  /* Other threads' heaps: their lists are theirs alone; ask them to trim
-   * at their next slow path. */
-  for (_ak_pool_heap *h = heap_first(p); h; h = heap_next(h))
+  /* Other threads' heaps: their spare sets now (each has its lock), their
+   * lists, theirs alone, at their next slow path. */
+  for (_ak_pool_heap *h = heap_first(p); h; h = heap_next(h)) {
+    _ak_spare_drain(&h->spares);
     if (h != mine) atomic_store_explicit(&h->trim_req, 1, memory_order_relaxed);
+  }
   _ak_pool_unlock(&p->mu);
 }
 
@@ -453,10 +466,8 @@ static int threads_reserve(_ak_pool_impl *p, size_t n) {
   for (_ak_slab *s = _ak_slab_first(&h->avail); s; s = _ak_slab_next(s)) room += s->capacity - s->head.used;
   int rc = 0;
   while (room < n) {
-    _ak_slab *s = _ak_slab_first(&h->stash);
-    if (s) {
-      _ak_slab_list_remove(&h->stash, s);
-    } else {
+    _ak_slab *s = spare_for(p, h);
+    if (!s) {
       _ak_pool_lock(&p->mu);
       s = _ak_pool_slab_get(p);
       _ak_pool_unlock(&p->mu);
@@ -493,5 +504,9 @@ const _ak_pool_mode _ak_mode_threads = {
     .trim = threads_trim,
     .release = threads_release,
     .counts = _ak_threads_counts,
+    .stats = _ak_threads_stats,
+    .tick = _ak_threads_tick,
+    .fork_lock = _ak_threads_fork_lock,
+    .fork_unlock = _ak_threads_fork_unlock,
     .fork_child = _ak_threads_fork_child,
 };
