@@ -204,6 +204,13 @@ inline std::string basename_of(const std::string &p) {
   return s == std::string::npos ? p : p.substr(s + 1);
 }
 
+// Time limits of one measurement, in seconds: the simple column's is short
+// (its one locked first-fit list takes minutes where the others take
+// seconds, and its row only shows it), and a quick run's shorter still (a
+// smoke run shows the column is wired, not how far behind it is).
+constexpr double kLimitS = 120;
+inline double simple_limit_s(bool quick) { return quick ? 1 : 20; }
+
 // Runs `ak_bench child <scenario> <col.label> sub=1 args...` with the
 // column's LD_PRELOAD, kills it after limit_s seconds. Its stderr is ours.
 inline SubResult run_sub(const Column &col, const std::string &scenario, const std::vector<std::string> &args,

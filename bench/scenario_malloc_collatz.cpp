@@ -27,7 +27,6 @@ const char *const kName = "malloc-collatz";
 const char *const kProgs[] = {"ivec", "list"};
 constexpr int kThreads = 4;
 constexpr int kCores = 2;
-constexpr double kSimpleLimit = 20, kQuickSimpleLimit = 5, kLimit = 120;
 constexpr long kCheckTop = 100000;      // the acceptance row
 constexpr double kMinVsGlibc = 2.0;     // arenakit at most 0.5x glibc's time
 constexpr double kMinVsMimalloc = 1.0;  // arenakit at most mimalloc's time
@@ -45,8 +44,8 @@ akb::Params prepare(const akb::Options &opts) {
   p["tops"] = opts.quick ? "1000,5000,50000,100000" : "1000,5000,50000,100000,500000,1000000";
   if (opts.n > 0) p["tops"] = std::to_string(opts.n);
   p["threads"] = std::to_string(kThreads);
-  p["simple_limit_s"] = akmw::fmt("%.0f", opts.quick ? kQuickSimpleLimit : kSimpleLimit);
-  p["limit_s"] = akmw::fmt("%.0f", kLimit);
+  p["simple_limit_s"] = akmw::fmt("%.0f", akmw::simple_limit_s(opts.quick));
+  p["limit_s"] = akmw::fmt("%.0f", akmw::kLimitS);
   return p;
 }
 

@@ -76,7 +76,6 @@ constexpr std::size_t kSmallSize = 64;
 constexpr std::size_t kPoolObjects = 4000000;
 constexpr std::size_t kPoolSize = 48;
 constexpr double kIdleS = 2.0;
-constexpr double kSimpleLimit = 20, kQuickSimpleLimit = 5, kLimit = 120;  // each plus the idle time
 constexpr double kMaxIdleVsGlibc = 1.10;
 
 // ---- child side -------------------------------------------------------------------
@@ -284,8 +283,9 @@ akb::Params prepare(const akb::Options &opts) {
   akb::Params p;
   p["scale"] = opts.quick ? "0.15" : "1";
   p["idle_s"] = fmt("%.1f", kIdleS);
-  p["simple_limit_s"] = fmt("%.0f", (opts.quick ? kQuickSimpleLimit : kSimpleLimit) + kIdleS);
-  p["limit_s"] = fmt("%.0f", kLimit + kIdleS);
+  // Each limit plus the idle time.
+  p["simple_limit_s"] = fmt("%.0f", akmw::simple_limit_s(opts.quick) + kIdleS);
+  p["limit_s"] = fmt("%.0f", akmw::kLimitS + kIdleS);
   return p;
 }
 

@@ -91,7 +91,6 @@ const std::vector<const char *> &workload_names() {
   }();
   return names;
 }
-constexpr double kSimpleLimit = 20, kQuickSimpleLimit = 5, kLimit = 120;
 // The heap profiler's cost per workload is a ratio of two runs of the same
 // build, and the shortest workloads vary from run to run by more than the
 // check's margin: each repetition adds back-to-back pairs of arenakit and
@@ -108,8 +107,8 @@ constexpr double kMinSpeedVsMimalloc = 1.0;  // geometric mean time at most mima
 akb::Params prepare(const akb::Options &opts) {
   akb::Params p;
   p["scale"] = opts.quick ? "0.15" : "1";
-  p["simple_limit_s"] = akmw::fmt("%.0f", opts.quick ? kQuickSimpleLimit : kSimpleLimit);
-  p["limit_s"] = akmw::fmt("%.0f", kLimit);
+  p["simple_limit_s"] = akmw::fmt("%.0f", akmw::simple_limit_s(opts.quick));
+  p["limit_s"] = akmw::fmt("%.0f", akmw::kLimitS);
   p["prof_pair_s"] = akmw::fmt("%.1f", opts.quick ? 0.0 : kProfPairS);
   return p;
 }
@@ -179,8 +178,8 @@ int child(const akb::Params &p) {
       const akmw::Column *order[2] = {i % 2 ? on : off, i % 2 ? off : on};
       double t[2] = {NAN, NAN};
       for (int j = 0; j < 2; j++) {
-        akmw::SubResult r =
-            akmw::run_sub(*order[j], kName, {std::string("wl=") + wl, "scale=" + p.at("scale")}, kLimit);
+        akmw::SubResult r = akmw::run_sub(*order[j], kName,
+                                          {std::string("wl=") + wl, "scale=" + p.at("scale")}, akmw::kLimitS);
         if (r.kind == akmw::SubResult::kOk && r.kv.count("time")) t[j] = r.num("time");
       }
       if (std::isnan(t[0]) || std::isnan(t[1])) continue;

@@ -42,7 +42,6 @@ const char *const kName = "pool-random";
 constexpr std::size_t kObject = 48;
 constexpr std::uint64_t kSteps = 20000000, kQuickSteps = 2000000;
 constexpr std::size_t kSizes[] = {1000, 10000, 100000, 1000000};
-constexpr double kLimit = 120;
 
 // The rows measured in the glibc child besides its malloc.
 struct PoolRow {
@@ -155,8 +154,8 @@ akb::Params prepare(const akb::Options &opts) {
 // Runs (row, n) in `col`'s process and emits "<label>.<n>.<key>".
 void measure(const akmw::Column &col, const std::string &row, const std::string &label, std::size_t n,
              const akb::Params &p) {
-  akmw::SubResult r =
-      akmw::run_sub(col, kName, {"row=" + row, "n=" + std::to_string(n), "steps=" + p.at("steps")}, kLimit);
+  akmw::SubResult r = akmw::run_sub(
+      col, kName, {"row=" + row, "n=" + std::to_string(n), "steps=" + p.at("steps")}, akmw::kLimitS);
   std::string k = label + "." + std::to_string(n) + ".";
   if (r.kind == akmw::SubResult::kOver) {
     akb::emit(k + "over", 1);
@@ -213,7 +212,7 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
   ns.note = p.at("steps") +
             " steps of 48-byte objects per (row, live objects), each in a process of its own; medians. "
             "n/a: not installed (boost::pool<>), or past its time limit (" +
-            akmw::fmt("%.0f", kLimit) + " s).";
+            akmw::fmt("%.0f", akmw::kLimitS) + " s).";
   akb::Table rss =
       grid("peak_rss", "Peak resident memory of the process (VmHWM), MiB", "MiB", 1, "peak_rss", 1048576.0);
   rss.note = "Includes the benchmark program (about 4 MiB) and the array of N pointers.";

@@ -86,7 +86,6 @@ constexpr std::uint64_t kSteps = 5000000, kQuickSteps = 1000000;
 constexpr std::uint64_t kOps = 10000000, kQuickOps = 2000000;
 constexpr int kRounds = 5, kQuickRounds = 3;
 constexpr unsigned kNodes = 4096, kNodeStep = 7;
-constexpr double kLimit = 120;  // seconds per (row, workload) process
 // boost::object_pool's churn: its free() walks its address-ordered free list,
 // which makes a step cost microseconds; it gets this limit, and the report a
 // lower bound.
@@ -423,7 +422,7 @@ int child(const akb::Params &p) {
       a.push_back(std::string("w=") + w);
       akmw::SubResult r =
           akmw::run_sub({*preload ? row.key : "glibc", preload}, kName, a,
-                        row.kind == kObjectPool && std::string(w) == "churn" ? kOrderedLimit : kLimit);
+                        row.kind == kObjectPool && std::string(w) == "churn" ? kOrderedLimit : akmw::kLimitS);
       std::string k = std::string(row.key) + "." + w + ".";
       if (r.kind == akmw::SubResult::kOver) akb::emit(k + "over", 1);
       if (r.kind == akmw::SubResult::kCrash) return 1;
@@ -492,7 +491,7 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
   for (const Row &r : kRows)
     for (const char *w : kWorkloads)
       if (akmw::has(d, r.key, std::string(w) + ".over")) {
-        double lim = r.kind == kObjectPool && std::string(w) == "churn" ? kOrderedLimit : kLimit;
+        double lim = r.kind == kObjectPool && std::string(w) == "churn" ? kOrderedLimit : akmw::kLimitS;
         over += std::string(over.empty() ? "" : ", ") + r.label + " " + w + " (killed at " +
                 akb::fmt("%.0f", lim) + " s, unfinished)";
       }
