@@ -205,9 +205,9 @@ inline std::string basename_of(const std::string &p) {
 }
 
 // Time limits of one measurement, in seconds: the simple column's is short
-// (its one locked first-fit list takes minutes where the others take
-// seconds, and its row only shows it), and a quick run's shorter still (a
-// smoke run shows the column is wired, not how far behind it is).
+// (one locked first-fit list: its row shows how far behind a naive
+// allocator falls, not the exact time), and a quick run's shorter still (a
+// smoke run shows the column is wired).
 constexpr double kLimitS = 120;
 inline double simple_limit_s(bool quick) { return quick ? 1 : 20; }
 
