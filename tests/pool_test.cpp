@@ -374,42 +374,101 @@ TEST(PoolLockfree, EmptyPoolGetsAddressOrderBack) {
 // The page policies hold in AK_SYNC_NONE and (per thread heap) in
 // AK_SYNC_THREADS, whose inline paths free into slabs other than the
 // current one as AK_SYNC_NONE's do.
-class PoolPolicy : public ::testing::TestWithParam<ak_sync> {};
+class PoolPolicy : public ::testing::TestWithParam<ak_sync> {
+ protected:
+  // 64-byte objects in 4 KiB slabs (63 slots minus the header), the mode
+  // under test.
+  ak_pool_options small_slabs() const {
+    ak_pool_options o{};
+    o.object_size = 64;
+    o.sync = GetParam();
+    o.slab_size = 4096;
+    return o;
+  }
+};
 INSTANTIATE_TEST_SUITE_P(Modes, PoolPolicy, ::testing::Values(AK_SYNC_NONE, AK_SYNC_THREADS),
                          [](const auto &pi) { return mode_name(pi.param); });
 
 TEST_P(PoolPolicy, AllocationPacksTheFullestSlab) {
-  ak_pool_options o{};
-  o.object_size = 64;
-  o.sync = GetParam();
-  o.slab_size = 4096;  // 63 slots minus the header
+  ak_pool_options o = small_slabs();
   Pool t(o);
   size_t per = 0;
   std::vector<void *> v;
   while (t.stats().slabs < 4) v.push_back(ak_pool_alloc(t.p));
   per = (v.size() - 1) / 3;
-  // Slabs 0..2 are full. Free 50% of slab 0 and 10% of slab 1.
+  // Slabs 0..2 are full. Free 60% of slab 0, 10% of slab 1 and 40% of
+  // slab 2: more than a slab's worth in all, so the batch is not thin.
   std::vector<void *> s0(v.begin(), v.begin() + static_cast<long>(per));
   std::vector<void *> s1(v.begin() + static_cast<long>(per), v.begin() + static_cast<long>(2 * per));
-  for (size_t i = 0; i < per / 2; i++) ak_pool_free(t.p, s0[i]);
+  std::vector<void *> s2(v.begin() + static_cast<long>(2 * per), v.begin() + static_cast<long>(3 * per));
+  for (size_t i = 0; i < per * 6 / 10; i++) ak_pool_free(t.p, s0[i]);
   for (size_t i = 0; i < per / 10; i++) ak_pool_free(t.p, s1[i]);
+  for (size_t i = 0; i < per * 4 / 10; i++) ak_pool_free(t.p, s2[i]);
   // The current slab (slab 3, one object) serves until it is full: the
   // slabs the frees took off the full list wait for the next batch.
   uintptr_t mask = ~uintptr_t{4095};
   const uintptr_t s3 = reinterpret_cast<uintptr_t>(v.back()) & mask;
   for (size_t i = 1; i < per; i++)
     ASSERT_EQ(reinterpret_cast<uintptr_t>(ak_pool_alloc(t.p)) & mask, s3) << "allocation " << i;
-  // Then the batch, fullest first: slab 1 is refilled before slab 0.
-  void *n = ak_pool_alloc(t.p);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(n) & mask, reinterpret_cast<uintptr_t>(s1[0]) & mask);
-  EXPECT_EQ(t.stats().slabs, 4u) << "a slab was taken while two had free slots";
+  // Then the batch, fullest first: slab 1, then slab 2, then slab 0.
+  std::vector<uintptr_t> order;
+  for (size_t i = 0; i < per / 10 + per * 4 / 10 + 1; i++)
+    order.push_back(reinterpret_cast<uintptr_t>(ak_pool_alloc(t.p)) & mask);
+  EXPECT_EQ(order.front(), reinterpret_cast<uintptr_t>(s1[0]) & mask);
+  EXPECT_EQ(order[per / 10], reinterpret_cast<uintptr_t>(s2[0]) & mask);
+  EXPECT_EQ(order.back(), reinterpret_cast<uintptr_t>(s0[0]) & mask);
+  EXPECT_EQ(t.stats().slabs, 4u) << "a slab was taken while three had a slab's worth of free slots";
+}
+
+// Fills `slabs` slabs of `t` (4 KiB slabs of 64-byte objects), frees three
+// objects, then frees a random object and allocates one `steps` times: the
+// live count holds at slabs * per - 3. Returns the live objects.
+static std::vector<void *> churn_steady(Pool &t, size_t slabs, int steps) {
+  std::vector<void *> v;
+  while (t.stats().slabs < slabs) v.push_back(ak_pool_alloc(t.p));
+  const size_t per = (v.size() - 1) / (slabs - 1);
+  while (v.size() < slabs * per) v.push_back(ak_pool_alloc(t.p));
+  EXPECT_EQ(t.stats().slabs, slabs);  // all full
+  for (int i = 0; i < 3; i++) {
+    ak_pool_free(t.p, v.back());
+    v.pop_back();
+  }
+  std::mt19937 rng(7);
+  for (int step = 0; step < steps; step++) {
+    size_t i = rng() % v.size();
+    ak_pool_free(t.p, v[i]);
+    v[i] = ak_pool_alloc(t.p);
+    EXPECT_NE(v[i], nullptr);
+  }
+  EXPECT_EQ(t.stats().live, slabs * per - 3);
+  return v;
+}
+
+// A live count that holds steady keeps the number of free slots: with a
+// few of them spread over many slabs, every allocation would fill a slab
+// and every free take one off the full list (both slow paths, on every
+// step). A batch with less than a slab's worth of free slots gets one
+// empty slab of slack at its back, once.
+TEST_P(PoolPolicy, AThinBatchTakesOneSlabOfSlack) {
+  ak_pool_options o = small_slabs();
+  Pool t(o);
+  std::vector<void *> v = churn_steady(t, 9, 20000);
+  EXPECT_EQ(t.stats().slabs, 10u) << "no slab of slack, or more than one, for a live count that holds";
+  for (void *q : v) ak_pool_free(t.p, q);
+}
+
+// release_empty asks for the lowest memory: no slab of slack.
+TEST_P(PoolPolicy, ReleaseEmptyTakesNoSlack) {
+  ak_pool_options o = small_slabs();
+  o.release_empty = true;
+  Pool t(o);
+  std::vector<void *> v = churn_steady(t, 5, 5000);
+  EXPECT_EQ(t.stats().slabs, 5u);
+  for (void *q : v) ak_pool_free(t.p, q);
 }
 
 TEST_P(PoolPolicy, DefragmentKeepsStrictOrder) {
-  ak_pool_options o{};
-  o.object_size = 64;
-  o.sync = GetParam();
-  o.slab_size = 4096;
+  ak_pool_options o = small_slabs();
   Pool t(o);
   ak_pool_set_defragment(t.p, true);
   std::vector<void *> v;

@@ -85,8 +85,8 @@ typedef struct ak_pool_options {
                            thread also keeps this many, to ak_pool_trim/exit */
   const char *name;   /**< for messages and stats; copied; default "pool" */
   bool release_empty; /**< an emptied slab is unmapped at once, bar
-                           `spare_slabs` kept until ak_pool_trim(): lowest
-                           memory; a churning program faults slabs again */
+                           `spare_slabs` kept until ak_pool_trim(), and no
+                           slab of slack: lowest memory, churn faults again */
 } ak_pool_options;
 
 /** Statistics of one pool (ak_pool_stats_get()), version 2. */

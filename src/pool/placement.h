@@ -45,13 +45,35 @@ static inline void _ak_pool_list_unfull(_ak_pool_impl *p, _ak_slab_list *avail, 
 /** Places every pending slab on `avail` by fullness: the batch, run when
  *  `avail` has run dry (and by trim and reserve). A slab waits on
  *  `pending` for one batch of `avail` at least, gathering the owner's
- *  frees inline, so it comes back with many free slots, not one. */
-static inline void _ak_pool_pending_place(_ak_pool_impl *p, _ak_slab_list *avail, _ak_slab_list *pending) {
+ *  frees inline, so it comes back with many free slots, not one. Returns
+ *  the free slots the batch placed. */
+static inline size_t _ak_pool_pending_place(_ak_pool_impl *p, _ak_slab_list *avail, _ak_slab_list *pending) {
+  size_t slots = 0;
   for (_ak_slab *s; (s = _ak_slab_first(pending)) != NULL;) {
     _ak_slab_list_remove(pending, s);
+    slots += s->capacity - s->head.used;
     _ak_pool_list_place(p, avail, s);
   }
   AK_ASSERT(pending->n == 0); /* every pending slab placed */
+  return slots;
+}
+
+/** Whether an owner whose `avail` ran dry has too few free slots left,
+ *  `slots` in all: fewer than one slab holds. (The serial core's batch
+ *  holds them all; a THREADS heap counts the slots of its slabs less its
+ *  live count, in which objects other threads freed and it has not
+ *  collected still count, so their slabs take no slack.)
+ *  A steady live count keeps the number of free slots as it is, so with a
+ *  few of them spread over many slabs a slab fills again after a few
+ *  allocations, and nearly every allocation and free takes the slow path
+ *  (a slab leaves `avail` full, the next free into it takes it off
+ *  `full`). The owner then adds one empty slab of slack at the back of
+ *  `avail` (_ak_pool_slab_slack): from then on the batches hold a slab's
+ *  worth of free slots, and the rule does not fire again while the live
+ *  count holds. Not with release_empty (lowest memory, the user's
+ *  choice). */
+static inline bool _ak_pool_batch_thin(const _ak_pool_impl *p, size_t slots) {
+  return slots < p->capacity && !p->release_empty;
 }
 
 /** After `s` lost an object: keeps a defragmented list sorted. */

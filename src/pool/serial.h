@@ -45,9 +45,14 @@ static inline void _ak_serial_place_pending(_ak_pool_impl *p) {
 }
 
 /** `avail`'s head left it (full): the pending batch is placed if `avail`
- *  ran dry. */
-static inline void _ak_serial_head_left(_ak_pool_impl *p) {
-  if (!p->serial.avail.n && p->serial.pending.n) _ak_serial_place_pending(p);
+ *  ran dry, with a slab of slack at its back if the batch was thin and the
+ *  caller `may_grow` (placement.h). */
+static inline void _ak_serial_head_left(_ak_pool_impl *p, bool may_grow) {
+  if (p->serial.avail.n || !p->serial.pending.n) return;
+  size_t slots = _ak_pool_pending_place(p, &p->serial.avail, &p->serial.pending);
+  _ak_slab *s;
+  if (may_grow && _ak_pool_batch_thin(p, slots) && (s = _ak_pool_slab_slack(p, &p->spares)) != NULL)
+    _ak_slab_list_push_back(&p->serial.avail, s, AK_SLAB_AVAIL);
 }
 
 /** Pops slots for the serial core from the head of `avail` (fullest
@@ -64,7 +69,7 @@ static inline void *_ak_serial_pop_run(_ak_pool_impl *p, bool may_grow, uint32_t
       _ak_slab_list_remove(&p->serial.avail, s);
       _ak_slab_list_push_back(&p->serial.full, s, AK_SLAB_FULL);
     }
-    _ak_serial_head_left(p);
+    _ak_serial_head_left(p, may_grow);
     s = _ak_slab_first(&p->serial.avail);
     if (!s) {
       if (_ak_serial_inline(p)) { /* sample the high-water mark as memory grows */
@@ -82,7 +87,7 @@ static inline void *_ak_serial_pop_run(_ak_pool_impl *p, bool may_grow, uint32_t
     AK_ASSERT(_ak_slab_validate(s, "_ak_serial_pop"));
     _ak_slab_list_remove(&p->serial.avail, s);
     _ak_slab_list_push_back(&p->serial.full, s, AK_SLAB_FULL);
-    _ak_serial_head_left(p);
+    _ak_serial_head_left(p, may_grow);
   }
   p->serial.live += *n;
   if (p->serial.live > p->serial.peak_live) p->serial.peak_live = p->serial.live;

@@ -41,7 +41,7 @@ static void mirror_in(_ak_pool_impl *p) {
   while ((s = _ak_slab_first(&p->serial.avail)) != NULL && !s->head.free.first && s->bump == s->end) {
     _ak_slab_list_remove(&p->serial.avail, s);
     _ak_slab_list_push_back(&p->serial.full, s, AK_SLAB_FULL);
-    _ak_serial_head_left(p);
+    _ak_serial_head_left(p, true);
   }
   AK_ASSERT(p->pub.cur.hot_slab == 0 && p->pub.alt == NULL); /* nothing checked out */
 }

@@ -38,12 +38,13 @@ void _ak_pool_backing_put(_ak_pool_impl *p, void *m, size_t off) {
 }
 
 /* A new slab from the backing, registered and counted. NULL + errno +
- * message naming `call` on failure. */
+ * message naming `call` on failure (`call` NULL: no message, for a slab the
+ * caller can do without). */
 _ak_slab *_ak_pool_slab_new(_ak_pool_impl *p, const char *call) {
   size_t off = 0;
   void *m = backing_get(p, &off);
   if (!m) {
-    if (p->backing != AK_BACKING_FILE) _ak_pool_error(p, errno ? errno : ENOMEM, call, "out of memory");
+    if (call && p->backing != AK_BACKING_FILE) _ak_pool_error(p, errno ? errno : ENOMEM, call, "out of memory");
     return NULL;
   }
   /* _ak_slab_of finds the header by masking: slabs are aligned to their size. */
@@ -52,12 +53,12 @@ _ak_slab *_ak_pool_slab_new(_ak_pool_impl *p, const char *call) {
   if (p->guard && _ak_os_guard((char *)m + p->slab_size - p->guard, p->guard, true) != 0) {
     int e = errno;
     _ak_pool_backing_put(p, m, off);
-    _ak_pool_error(p, e, call, "cannot protect the slab's guard page");
+    if (call) _ak_pool_error(p, e, call, "cannot protect the slab's guard page");
     return NULL;
   }
   if (_ak_table_add(&p->table, (uintptr_t)m) != 0) {
     _ak_pool_backing_put(p, m, off);
-    _ak_pool_error(p, ENOMEM, call, "out of memory for the slab table");
+    if (call) _ak_pool_error(p, ENOMEM, call, "out of memory for the slab table");
     return NULL;
   }
   AK_ASSERT(_ak_table_known(&p->table, (uintptr_t)m)); /* known to the checks before any header is read */
@@ -69,7 +70,7 @@ _ak_slab *_ak_pool_slab_new(_ak_pool_impl *p, const char *call) {
     s->flags |= AK_SLAB_F_TRACKED;
     AK_TRACK_RELEASE((void *)s->start, s->end - s->start);
   }
-  AK_ASSERT(_ak_slab_validate(s, call));
+  AK_ASSERT(_ak_slab_validate(s, call ? call : "_ak_pool_slab_slack"));
   return s;
 }
 

@@ -45,6 +45,16 @@ _ak_slab *_ak_pool_slab_spare(_ak_pool_impl *p, _ak_spare_set *set) {
   return spare_take(p, set, &failed);
 }
 
+_ak_slab *_ak_pool_slab_slack(_ak_pool_impl *p, _ak_spare_set *set) {
+  int e = errno;
+  bool failed = false;
+  _ak_slab *s = set ? spare_take(p, set, &failed) : NULL;
+  if (!s && !failed && p->backing != AK_BACKING_FILE) s = _ak_pool_slab_new(p, NULL);
+  errno = e;
+  AK_ASSERT(!s || (s->head.used == 0 && !_ak_dnode_linked(&s->node))); /* empty, unlisted */
+  return s;
+}
+
 _ak_slab *_ak_pool_slab_get(_ak_pool_impl *p) {
   bool failed;
   _ak_slab *s = spare_take(p, &p->spares, &failed);

@@ -20,6 +20,12 @@ _ak_slab *_ak_pool_slab_get(_ak_pool_impl *p);
  *  own slabs that a mode keeps), reset and ready for use; NULL if none
  *  (errno + message if a file spare's blocks cannot be allocated again). */
 _ak_slab *_ak_pool_slab_spare(_ak_pool_impl *p, _ak_spare_set *set);
+/** An empty slab of slack for an owner whose batch was thin
+ *  (_ak_pool_batch_thin): a spare of `set` (NULL: none looked at), else a
+ *  new slab; NULL, with nothing reported and errno kept, when neither is
+ *  at hand (the caller allocates from what it has). A file-backed pool
+ *  takes spares only (its backing reports its own failures). */
+_ak_slab *_ak_pool_slab_slack(_ak_pool_impl *p, _ak_spare_set *set);
 /** Makes an empty slab ready for reuse (lazy carving from its start). */
 void _ak_pool_slab_reset(_ak_slab *s);
 /** Gives an empty slab of `p` (on no list) to spare set `set` (as in

@@ -102,8 +102,74 @@ static void full_push(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
 static inline void full_remove(_ak_pool_heap *h, _ak_slab *s) { _ak_slab_list_remove(&h->full, s); }
 
 /* Places the pending slabs on `avail` by fullness (owner, slow path). */
-static inline void pending_place(_ak_pool_impl *p, _ak_pool_heap *h) {
-  _ak_pool_pending_place(p, &h->avail, &h->pending);
+static inline size_t pending_place(_ak_pool_impl *p, _ak_pool_heap *h) {
+  return _ak_pool_pending_place(p, &h->avail, &h->pending);
+}
+
+/* A spare for `h` with no pool lock: its stash, then its own spare set
+ * (its leaf lock, uncontended but for the background thread's pass), then
+ * the pool's set (a leaf lock other heaps share); NULL if all are empty. */
+static _ak_slab *spare_for(_ak_pool_impl *p, _ak_pool_heap *h) {
+  _ak_slab *s = _ak_slab_first(&h->stash);
+  if (s) {
+    _ak_slab_list_remove(&h->stash, s);
+    return s;
+  }
+  s = _ak_pool_slab_spare(p, &h->spares);
+  if (!s) s = _ak_pool_slab_spare(p, &p->spares);
+  if (s) s->heap = h;
+  return s;
+}
+
+/* True if other threads freed into `s` since its last collection. */
+static inline bool has_remote(_ak_slab *s) {
+  return _ak_slab_remote_list(atomic_load_explicit(&s->remote, memory_order_relaxed)) != NULL;
+}
+
+/* Full slabs that other threads freed into go back on `avail`, their
+ * frees collected: walked only if a remote free may have reached one since
+ * the last walk (see full_push) (owner). */
+static void collect_full(_ak_pool_impl *p, _ak_pool_heap *h) {
+  size_t epoch = atomic_load_explicit(&p->threads.full_epoch, memory_order_acquire);
+  if (epoch == h->full_seen) return;
+  h->full_seen = epoch;
+  for (_ak_slab *s = _ak_slab_first(&h->full), *next; s; s = next) {
+    next = _ak_slab_next(s);
+    if (!has_remote(s)) continue;
+    uint32_t n = _ak_slab_collect(s);
+    live_sub(h, n);
+    if (n) {
+      full_remove(h, s);
+      _ak_slab_list_push_front(&h->avail, s, AK_SLAB_AVAIL);
+    }
+  }
+}
+
+/* The free slots of the heap's slabs (none pending): their slots less its
+ * live count, in which objects other threads freed into them and it has
+ * not collected still count. */
+static size_t heap_free_slots(const _ak_pool_impl *p, const _ak_pool_heap *h) {
+  AK_ASSERT(h->pending.n == 0 && (h->avail.n + h->full.n) * p->capacity >= h->pub.live);
+  return (h->avail.n + h->full.n) * p->capacity - h->pub.live;
+}
+
+/* `avail` ran dry: the pending batch is placed, and a slab of slack (a
+ * spare of the heap or the pool, else a new one) goes at its back if the
+ * heap has less than a slab's worth of free slots (placement.h), counted
+ * after the frees other threads made into its full slabs are collected:
+ * uncollected, they would count as live, and the slack would grow with
+ * them (owner, current slab checked in). */
+static void avail_dry(_ak_pool_impl *p, _ak_pool_heap *h) {
+  AK_ASSERT(h->avail.n == 0 && h->pub.cur.hot_slab <= 1); /* dry, checked in */
+  pending_place(p, h);
+  if (!_ak_pool_batch_thin(p, heap_free_slots(p, h))) return;
+  collect_full(p, h);
+  if (!_ak_pool_batch_thin(p, heap_free_slots(p, h))) return;
+  _ak_slab *s = spare_for(p, h);
+  if (!s && (s = _ak_pool_slab_slack(p, NULL)) != NULL) s->heap = h;
+  if (!s) return;
+  _ak_slab_set_owner(s, (uintptr_t)h, __ATOMIC_SEQ_CST);
+  _ak_slab_list_push_back(&h->avail, s, AK_SLAB_AVAIL);
 }
 
 /* `s`, on `avail`, has no free slot left: it goes on `full`, and the
@@ -111,17 +177,12 @@ static inline void pending_place(_ak_pool_impl *p, _ak_pool_heap *h) {
 static void avail_to_full(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
   _ak_slab_list_remove(&h->avail, s);
   full_push(p, h, s);
-  if (!h->avail.n && h->pending.n) pending_place(p, h);
+  if (!h->avail.n && h->pending.n) avail_dry(p, h);
 }
 
 /* The list of the heap that `s` (of kind AVAIL) is on. */
 static inline _ak_slab_list *avail_list(_ak_pool_heap *h, const _ak_slab *s) {
   return _ak_slab_avail_list(s, &h->avail, &h->pending);
-}
-
-/* True if other threads freed into `s` since its last collection. */
-static inline bool has_remote(_ak_slab *s) {
-  return _ak_slab_remote_list(atomic_load_explicit(&s->remote, memory_order_relaxed)) != NULL;
 }
 
 /* heap_checkin, first thing in every slow operation of the owner. If the
@@ -176,21 +237,6 @@ static _ak_slab *new_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
     s->heap = h;
     _ak_slab_set_owner(s, (uintptr_t)h, __ATOMIC_RELEASE);
   }
-  return s;
-}
-
-/* A spare for `h` with no pool lock: its stash, then its own spare set
- * (its leaf lock, uncontended but for the background thread's pass), then
- * the pool's set (a leaf lock other heaps share); NULL if all are empty. */
-static _ak_slab *spare_for(_ak_pool_impl *p, _ak_pool_heap *h) {
-  _ak_slab *s = _ak_slab_first(&h->stash);
-  if (s) {
-    _ak_slab_list_remove(&h->stash, s);
-    return s;
-  }
-  s = _ak_pool_slab_spare(p, &h->spares);
-  if (!s) s = _ak_pool_slab_spare(p, &p->spares);
-  if (s) s->heap = h;
   return s;
 }
 
@@ -275,7 +321,7 @@ static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
   if (atomic_load_explicit(&h->trim_req, memory_order_relaxed)) heap_trim(p, h);
   /* 0. With `avail` dry, the slabs owners' frees took off `full`, placed
    * by fullness (the batch). */
-  if (!h->avail.n) pending_place(p, h);
+  if (!h->avail.n && h->pending.n) avail_dry(p, h);
   /* 1. The avail slabs' remote lists. */
   while (_ak_slab_first(&h->avail)) {
     _ak_slab *s = _ak_slab_first(&h->avail);
@@ -284,22 +330,8 @@ static void *refill(_ak_pool_impl *p, _ak_pool_heap *h) {
     if (o) return o;
     avail_to_full(p, h, s);
   }
-  /* 2. Full slabs that other threads freed into: walked only if a remote
-   * free may have reached one since the last walk (see full_push). */
-  size_t epoch = atomic_load_explicit(&p->threads.full_epoch, memory_order_acquire);
-  if (epoch != h->full_seen) {
-    h->full_seen = epoch;
-    for (_ak_slab *s = _ak_slab_first(&h->full), *next; s; s = next) {
-      next = _ak_slab_next(s);
-      if (!has_remote(s)) continue;
-      uint32_t n = _ak_slab_collect(s);
-      live_sub(h, n);
-      if (n) {
-        full_remove(h, s);
-        _ak_slab_list_push_front(&h->avail, s, AK_SLAB_AVAIL);
-      }
-    }
-  }
+  /* 2. Full slabs that other threads freed into. */
+  collect_full(p, h);
   if (_ak_slab_first(&h->avail)) return _ak_slab_pop(_ak_slab_first(&h->avail));
   /* 3. An abandoned, spare or new slab (an adopted one may be full: keep
    * it and take the next). */
