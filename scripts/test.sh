@@ -66,8 +66,8 @@ fi
 # fresh-clone CI run measured them (its commit message has the run). A run
 # keeps what it measured in .cache/test-times (ignored by git) and the
 # next run quotes those instead.
-declare -A usual=([release]=284 [asan]=325 [tsan]=371 [valgrind]=18 [hardened]=179 [fuzz]=104
-  [soak]=73 [realprog]=81 [aarch64]=213 [musl]=28 [format]=2)
+declare -A usual=([release]=283 [asan]=304 [tsan]=360 [valgrind]=22 [hardened]=193 [fuzz]=105
+  [soak]=67 [realprog]=75 [aarch64]=227 [musl]=29 [format]=2)
 declare -A what=([release]="release build, every ctest suite and the consumer tests"
   [asan]="ASan+UBSan+checked build, unit tests" [tsan]="ThreadSanitizer build (clang), unit tests"
   [valgrind]="memcheck over the single-threaded suites" [hardened]="hardened build, unit tests"

@@ -44,7 +44,8 @@ _ak_slab *_ak_pool_slab_new(_ak_pool_impl *p, const char *call) {
   size_t off = 0;
   void *m = backing_get(p, &off);
   if (!m) {
-    if (call && p->backing != AK_BACKING_FILE) _ak_pool_error(p, errno ? errno : ENOMEM, call, "out of memory");
+    if (call && p->backing != AK_BACKING_FILE)
+      _ak_pool_error(p, errno ? errno : ENOMEM, call, "out of memory");
     return NULL;
   }
   /* _ak_slab_of finds the header by masking: slabs are aligned to their size. */
