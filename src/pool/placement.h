@@ -59,10 +59,12 @@ static inline size_t _ak_pool_pending_place(_ak_pool_impl *p, _ak_slab_list *ava
 }
 
 /** Whether an owner whose `avail` ran dry has too few free slots left,
- *  `slots` in all: fewer than one slab holds. (The serial core's batch
- *  holds them all; a THREADS heap counts the slots of its slabs less its
- *  live count, in which objects other threads freed and it has not
- *  collected still count, so their slabs take no slack.)
+ *  `slots` in all: fewer than one slab holds. (The serial core counts its
+ *  batch, which holds them all in NONE; SPINLOCK's magazines hold more, a
+ *  bounded number, so its slack is bounded too. A THREADS heap counts the
+ *  slots of its slabs less its live count, in which objects other threads
+ *  freed and it has not collected still count, so their slabs take no
+ *  slack.)
  *  A steady live count keeps the number of free slots as it is, so with a
  *  few of them spread over many slabs a slab fills again after a few
  *  allocations, and nearly every allocation and free takes the slow path

@@ -22,9 +22,11 @@ _ak_slab *_ak_pool_slab_get(_ak_pool_impl *p);
 _ak_slab *_ak_pool_slab_spare(_ak_pool_impl *p, _ak_spare_set *set);
 /** An empty slab of slack for an owner whose batch was thin
  *  (_ak_pool_batch_thin): a spare of `set` (NULL: none looked at), else a
- *  new slab; NULL, with nothing reported and errno kept, when neither is
- *  at hand (the caller allocates from what it has). A file-backed pool
- *  takes spares only (its backing reports its own failures). */
+ *  new slab; NULL, with errno kept, when neither is at hand (the caller
+ *  allocates from what it has). A failed new slab is not reported. A
+ *  file-backed pool takes spares only, since its backing reports its own
+ *  failures; a punched-out file spare whose blocks cannot be allocated
+ *  again is reported, as on every path that takes one. */
 _ak_slab *_ak_pool_slab_slack(_ak_pool_impl *p, _ak_spare_set *set);
 /** Makes an empty slab ready for reuse (lazy carving from its start). */
 void _ak_pool_slab_reset(_ak_slab *s);

@@ -102,8 +102,8 @@ static void full_push(_ak_pool_impl *p, _ak_pool_heap *h, _ak_slab *s) {
 static inline void full_remove(_ak_pool_heap *h, _ak_slab *s) { _ak_slab_list_remove(&h->full, s); }
 
 /* Places the pending slabs on `avail` by fullness (owner, slow path). */
-static inline size_t pending_place(_ak_pool_impl *p, _ak_pool_heap *h) {
-  return _ak_pool_pending_place(p, &h->avail, &h->pending);
+static inline void pending_place(_ak_pool_impl *p, _ak_pool_heap *h) {
+  _ak_pool_pending_place(p, &h->avail, &h->pending);
 }
 
 /* A spare for `h` with no pool lock: its stash, then its own spare set
