@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 /** What ak_arena_clear() keeps for reuse (Zig's reset modes). */
-typedef enum ak_arena_retain {
+typedef enum ak_arena_retain AK_ENUM_INT {
   /** Default. Keep every chunk that held an allocation since the previous
    *  clear; release chunks that sat unused through a whole cycle and every
    *  dedicated (large) chunk. Memory held after a clear is therefore bounded

@@ -45,6 +45,17 @@
 #define AK_ALLOC_ALIGN(n)
 #endif
 
+/* Written after the tag of every public enum: in C++ it fixes the enum's
+ * type to int. Without it a C++ enum holds only the values its enumerators
+ * span, and a bad value (a mode read from a file, an int cast) would be
+ * undefined behaviour before the library could refuse it with EINVAL; C
+ * enums are ints already. */
+#if defined(__cplusplus) && __cplusplus >= 201103L
+#define AK_ENUM_INT : int
+#else
+#define AK_ENUM_INT
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif

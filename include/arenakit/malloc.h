@@ -169,7 +169,7 @@ AK_API int ak_malloc_stats_print(FILE *f);
  *  environment < ak_option_set(). An environment value that is not valid
  *  (not a number, out of range, trailing text) is rejected with one line on
  *  stderr naming the variable and the value, and the default is used. */
-typedef enum ak_option {
+typedef enum ak_option AK_ENUM_INT {
   AK_OPTION_SHOW_STATS = 0,  /**< AK_SHOW_STATS: a report at exit by
                                   every process that used the heap
                                   (AK_SHOW_STATS_OFF, _TEXT, _JSON;

@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 /** How a pool synchronises. */
-typedef enum ak_sync {
+typedef enum ak_sync AK_ENUM_INT {
   /** Default. Thread-owned slabs: a thread allocates from and frees to its
    *  own slabs without atomics or locks; a free from another thread is one
    *  atomic push. A thread's slabs are handed back when it exits. */
@@ -54,7 +54,7 @@ typedef enum ak_sync {
 } ak_sync;
 
 /** Where slabs come from. */
-typedef enum ak_backing {
+typedef enum ak_backing AK_ENUM_INT {
   AK_BACKING_MMAP = 0, /**< anonymous memory from the OS layer (default) */
   AK_BACKING_HEAP = 1, /**< the C heap: aligned_alloc(slab_size, slab_size) */
   AK_BACKING_FILE = 2  /**< a MAP_SHARED mapping of the file at `path`, grown a

@@ -99,7 +99,7 @@ AK_API int ak_prof_set_dump_path(const char *path);
 
 /** Run-time options; each is read from the environment variable of its
  *  name once at load. */
-typedef enum ak_prof_option {
+typedef enum ak_prof_option AK_ENUM_INT {
   AK_PROF_OPTION_SAMPLE = 0,   /**< AK_PROF_SAMPLE: mean bytes between
                                     samples, 1 .. 2^40 (default 524288) */
   AK_PROF_OPTION_INTERVAL = 1, /**< AK_PROF_INTERVAL: bytes of growth in use

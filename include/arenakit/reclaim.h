@@ -82,7 +82,7 @@ AK_API long ak_reclaim_get_page_delay(void);
  *  segments, the large-block cache), sleeping until the next step is due
  *  (at most 250 ms), so the memory of a program that went idle goes back
  *  without any call of the program. */
-typedef enum ak_background {
+typedef enum ak_background AK_ENUM_INT {
   /** Default (AK_BACKGROUND unset or "auto"): started when memory first
    *  waits to be given back, at the end of the call that put it aside;
    *  ends once nothing has waited for a second; started again as needed
