@@ -16,9 +16,11 @@
 #             suites again with the heap profiler forced on (AK_PROF=1; the
 #             sanitizer stages do the same for the malloc's and profiler's)
 #   asan      AddressSanitizer + UndefinedBehaviorSanitizer + checked build
-#             (AK_CHECKED), unit tests: the arena and pools take their
-#             annotated paths (use-after-clear/free death tests) and misuse
-#             dies with its message (double free, foreign pointer, wrong pool)
+#             (AK_CHECKED) with clang, whose UBSan also checks that a C++
+#             enum holds one of its values (gcc's does not), unit tests:
+#             the arena and pools take their annotated paths
+#             (use-after-clear/free death tests) and misuse dies with its
+#             message (double free, foreign pointer, wrong pool)
 #   tsan      ThreadSanitizer build with clang, every unit test (the
 #             concurrent pool modes under many threads)
 #   valgrind  memcheck over the single-threaded suites of the release build
@@ -69,7 +71,7 @@ fi
 declare -A usual=([release]=283 [asan]=304 [tsan]=360 [valgrind]=22 [hardened]=193 [fuzz]=105
   [soak]=67 [realprog]=75 [aarch64]=227 [musl]=29 [format]=2)
 declare -A what=([release]="release build, every ctest suite and the consumer tests"
-  [asan]="ASan+UBSan+checked build, unit tests" [tsan]="ThreadSanitizer build (clang), unit tests"
+  [asan]="ASan+UBSan+checked build (clang), unit tests" [tsan]="ThreadSanitizer build (clang), unit tests"
   [valgrind]="memcheck over the single-threaded suites" [hardened]="hardened build, unit tests"
   [fuzz]="libFuzzer targets, ${AK_FUZZ_SECONDS:-24} s each" [soak]="soak, ${AK_SOAK_SECONDS:-45} s, release and hardened"
   [realprog]="real programs under LD_PRELOAD" [aarch64]="aarch64 cross build, unit suites under qemu-user"
@@ -209,7 +211,7 @@ for stage in "${stages[@]}"; do
       fi
       ;;
     asan)
-      if configure_build build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" \
+      if CC=clang CXX=clang++ configure_build build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" \
         -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DAK_SANITIZE=address,undefined -DAK_CHECKED=ON; then
         ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
           run_ctest build-asan asan -LE "$not_here"
