@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 // scenario_pool_random.cpp - pool-random: objects of one size with random
 // lifetimes, the use the README gives the pool first. N live objects of 48
-// bytes (N = 1,000 ... 1,000,000); each step frees a random one of them,
+// bytes (N = 1,000 ... 1,000,000, and a "thin" N: a few objects short of
+// a whole number of the default pool's slabs, below 100,000, so that its
+// free slots are a handful spread over many slabs); each step frees a
+// random one of them,
 // allocates a new one in its place and writes all 48 bytes of it; 20 M
 // steps (2 M with --quick). Each (row, N) runs in a process of its own, so
 // that its peak resident memory (VmHWM) is its own:
@@ -42,6 +45,36 @@ const char *const kName = "pool-random";
 constexpr std::size_t kObject = 48;
 constexpr std::uint64_t kSteps = 20000000, kQuickSteps = 2000000;
 constexpr std::size_t kSizes[] = {1000, 10000, 100000, 1000000};
+constexpr std::size_t kThinFree = 3;  // free slots of the thin N
+
+// Slots per slab of a default pool of kObject-byte objects: allocations
+// until a second slab is taken, less one.
+std::size_t slab_slots() {
+  ak_pool_options o{};
+  o.object_size = kObject;
+  o.sync = AK_SYNC_NONE;
+  ak_pool *pool = ak_pool_create(&o);
+  if (!pool) return 0;
+  std::size_t n = 0;
+  ak_pool_stats st{};
+  do {
+    if (!ak_pool_alloc(pool)) break;
+    n++;
+    st.version = AK_POOL_STATS_VERSION;
+    ak_pool_stats_get(pool, &st);
+  } while (st.slabs < 2 && n < 1000000);
+  ak_pool_destroy(pool);
+  return st.slabs == 2 ? n - 1 : 0;
+}
+
+// The live counts in increasing order: kSizes with the thin N ("thin" in
+// the parameters; absent where the slabs could not be counted).
+std::vector<std::size_t> sizes(const akb::Params &p) {
+  std::vector<std::size_t> v(std::begin(kSizes), std::end(kSizes));
+  std::size_t thin = static_cast<std::size_t>(akb::param_u64(p, "thin", 0));
+  if (thin) v.insert(v.begin() + 2, thin);
+  return v;
+}
 
 // The rows measured in the glibc child besides its malloc.
 struct PoolRow {
@@ -148,6 +181,8 @@ akb::Params prepare(const akb::Options &opts) {
   akb::Params p;
   p["steps"] = std::to_string(opts.n ? opts.n : (opts.quick ? kQuickSteps : kSteps));
   if (opts.quick) p["quick_sizes"] = "1"; /* up to 100,000 live objects */
+  std::size_t per = slab_slots();
+  if (per > kThinFree && per <= 100000) p["thin"] = std::to_string(100000 / per * per - kThinFree);
   return p;
 }
 
@@ -170,7 +205,7 @@ int child(const akb::Params &p) {
   if (p.count("sub")) return sub(p);
   akb::widen_affinity();
   bool host = !std::getenv("LD_PRELOAD") || !*std::getenv("LD_PRELOAD");
-  for (std::size_t n : kSizes) {
+  for (std::size_t n : sizes(p)) {
     if (p.count("quick_sizes") && n > 100000) continue;
     for (const akmw::Column &col : akmw::child_columns(akb::arenakit_only(p)))
       if (col.label != "simple") measure(col, "malloc", col.label, n, p);  // simple: a first-fit list, hours
@@ -198,7 +233,7 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
                   double scale) {
     akb::Table t = akb::make_table(id, title, "live objects", unit, prec);
     t.columns = labels;
-    for (std::size_t n : kSizes) {
+    for (std::size_t n : sizes(p)) {
       if (!akmw::has(d, cols[0], std::to_string(n) + ".ns")) continue;
       t.rows.push_back(std::to_string(n));
       std::vector<double> line;
@@ -212,13 +247,17 @@ akb::Report report(const akb::RunData &d, const akb::Params &p) {
   ns.note = p.at("steps") +
             " steps of 48-byte objects per (row, live objects), each in a process of its own; medians. "
             "n/a: not installed (boost::pool<>), or past its time limit (" +
-            akmw::fmt("%.0f", akmw::kLimitS) + " s).";
+            akmw::fmt("%.0f", akmw::kLimitS) + " s)." +
+            (p.count("thin") ? " " + p.at("thin") + ": " + std::to_string(kThinFree) +
+                                   " objects short of a whole number of the default pool's slabs (its free "
+                                   "slots few, over many slabs)."
+                             : std::string());
   akb::Table rss =
       grid("peak_rss", "Peak resident memory of the process (VmHWM), MiB", "MiB", 1, "peak_rss", 1048576.0);
   rss.note = "Includes the benchmark program (about 4 MiB) and the array of N pointers.";
   akb::Table flt = grid("minflt", "Minor page faults, thousands", "k", 1, "minflt", 1000.0);
   rep.tables = {ns, rss, flt};
-  for (std::size_t n : kSizes) {
+  for (std::size_t n : sizes(p)) {
     if (n > 100000 || !akmw::has(d, "mimalloc", std::to_string(n) + ".ns")) continue;
     std::string k = std::to_string(n) + ".";
     double mi = akmw::median(d, "mimalloc", k + "ns"), mi_rss = akmw::median(d, "mimalloc", k + "peak_rss");
