@@ -68,8 +68,8 @@ fi
 # fresh-clone CI run measured them (its commit message has the run). A run
 # keeps what it measured in .cache/test-times (ignored by git) and the
 # next run quotes those instead.
-declare -A usual=([release]=283 [asan]=304 [tsan]=360 [valgrind]=22 [hardened]=193 [fuzz]=105
-  [soak]=67 [realprog]=75 [aarch64]=227 [musl]=29 [format]=2)
+declare -A usual=([release]=300 [asan]=238 [tsan]=314 [valgrind]=27 [hardened]=181 [fuzz]=98
+  [soak]=66 [realprog]=76 [aarch64]=208 [musl]=30 [format]=2)
 declare -A what=([release]="release build, every ctest suite and the consumer tests"
   [asan]="ASan+UBSan+checked build (clang), unit tests" [tsan]="ThreadSanitizer build (clang), unit tests"
   [valgrind]="memcheck over the single-threaded suites" [hardened]="hardened build, unit tests"
