@@ -200,7 +200,8 @@ typedef enum ak_option AK_ENUM_INT {
  *  process on one line (bytes as integers). */
 enum { AK_SHOW_STATS_OFF = 0, AK_SHOW_STATS_TEXT = 1, AK_SHOW_STATS_JSON = 2 };
 
-/** Reads an option's value. */
+/** Reads an option's value (thread-safe). An unknown option gives 0 with
+ *  EINVAL. */
 AK_API long ak_option_get(ak_option o);
 /** Sets an option (thread-safe; takes effect at the next use). Unknown
  *  options, and values outside the option's range, are ignored with EINVAL
