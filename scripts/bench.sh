@@ -109,7 +109,8 @@ if [ ${#quick[@]} -ne 0 ]; then
 else
   echo "bench.sh: full run of ${names[*]}: writes tables, CSVs and plots to $out_dir/"
   [ "$out_dir" = "$root/results" ] &&
-    echo "bench.sh: and refreshes the generated tables of docs/benchmarks.md (between the bench-table markers)."
+    echo "bench.sh: and refreshes the generated tables of docs/benchmarks.md (between the bench-table markers)" &&
+    echo "bench.sh: and the README's list of failing checks (scripts/open_checks.sh)."
   [ "${names[*]}" = all ] && echo "bench.sh: every scenario: about 65 minutes on 2 quiet cores."
   echo "bench.sh: commit what it rewrote afterwards."
 fi
@@ -147,6 +148,12 @@ if [ ${#quick[@]} -eq 0 ] && [ "$out_dir" = "$root/results" ] && [ -f "$root/res
     !skip { print }
   ' "$doc" >"$doc.tmp" && mv "$doc.tmp" "$doc"
   echo "bench.sh: docs/benchmarks.md tables updated from results/headline-tables.md"
+fi
+# A full run into results/ also rewrites the README's list of the checks
+# the reports fail (scripts/open_checks.sh; a test compares the two).
+if [ ${#quick[@]} -eq 0 ] && [ "$out_dir" = "$root/results" ]; then
+  ROOT=$root "$root/scripts/open_checks.sh" --write ||
+    echo "bench.sh: the README's list of failing checks was not rewritten (see above)" >&2
 fi
 if [ ${#quick[@]} -eq 0 ] && [ "$out_dir" = "$root/results" ] && [ -f "$root/results/malloc-workloads.csv" ]; then
   py=python3
