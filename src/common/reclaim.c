@@ -64,12 +64,12 @@ void ak_reclaim_get_delays(long *purge_ms, long *release_ms) {
  * doubles, up to AK_PAGE_EXTEND_MAX_MS; once the window passes without
  * such a refault it is the set delay again. So a program that frees and
  * reuses memory in cycles a little longer than the delay (threads that
- * come and go every few tens of ms) does not fault every page in again on
- * each cycle (on the thread-churn workload 1.5 GiB of madvise a second and
- * 5x glibc's page faults without it), and one that goes idle has its
- * memory back within AK_PAGE_EXTEND_WINDOW_MS + AK_PAGE_EXTEND_MAX_MS at
- * worst. (A window of 4 delays missed the refaults of rounds that a
- * loaded machine stretched past it.) A delay <= 0 is never extended. */
+ * come and go every few tens of ms) does not decommit and fault every page
+ * in again on each cycle, and one that goes idle has its memory back
+ * within AK_PAGE_EXTEND_WINDOW_MS + AK_PAGE_EXTEND_MAX_MS at worst. The
+ * window is a fixed time, not a number of delays, so that cycles which a
+ * loaded machine stretches still fall inside it. A delay <= 0 is never
+ * extended. */
 #define AK_PAGE_EXTEND_MAX_MS 80
 #define AK_PAGE_EXTEND_WINDOW_MS 1000u
 #define AK_PAGE_DELAY_MAX_MS 86400000L

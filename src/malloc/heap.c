@@ -274,13 +274,9 @@ static bool sweep_abandoned(bool force, uint64_t now) {
   /* The page delay in force, extended while decommitted pages are taken
    * again soon after (_ak_reclaim_page_delay): a program that runs threads
    * in rounds adopts its exited threads' segments round after round, and
-   * with the set delay alone their free pages were decommitted between
-   * rounds and faulted in by the next (thread churn with 8 threads a
-   * round, medians of 7: 428k minor faults against 194k, ~730 MiB
-   * decommitted and faulted in again; peak RSS 0.81x mimalloc's against
-   * 0.94x). An adopted
-   * segment is stamped active, so its pages are not purged under the
-   * thread that took it. */
+   * with the set delay alone their free pages would be decommitted between
+   * rounds and faulted in again by the next. An adopted segment is stamped
+   * active, so its pages are not purged under the thread that took it. */
   long delay = force ? 0 : _ak_reclaim_page_delay(now);
   if (force)
     pthread_mutex_lock(&_ak_abandoned_mu);
@@ -516,9 +512,10 @@ static void free_slow(void *p, _ak_segment *seg) {
    * remote free like any other: the segment stays abandoned for a heap that
    * needs space (page_refill), and sweep_abandoned settles it meanwhile. The
    * thread that frees an exited thread's blocks is not the one likeliest to
-   * allocate there: adopting on free let the first thread of a generation
-   * take the segments that its peers' blocks share, so the peers mapped
-   * fresh ones (larson: 1.5-2x the page faults, 1.3x the peak RSS). */
+   * allocate there: adopting on free would let the first thread of a
+   * generation take the segments that its peers' blocks share, and the
+   * peers would map fresh ones (more page faults and resident memory in
+   * larson-style servers). */
   uintptr_t owner = atomic_load_explicit(&seg->owner, memory_order_relaxed);
   bool mine = h && owner == (uintptr_t)h;
   if (_ak_malloc_checked || ak_harden_double_free) _ak_block_free_check(pg, p, mine);

@@ -166,18 +166,15 @@ void _ak_segment_release(_ak_segment *seg) {
  *   - a running thread's heap: the reclaim policy's purge delay (250 ms),
  *     as for a spare: the free pages a thread holds, like the empty
  *     segment it keeps (span.c), are its spare memory, and a program whose
- *     demand ebbs and flows takes them again (realloc growth, 16 buffers a
- *     thread grown to 4 KiB - 1 MiB and freed: with the page delay, a
- *     quiet segment's 63 free pages went back 10 ms after its last span
- *     and 257 of them were faulted in again, 3 % of the workload's faults,
- *     for 8 % less peak resident memory);
+ *     demand ebbs and flows takes them again (buffers grown by realloc
+ *     and freed: with the shorter page delay a quiet segment's free pages
+ *     would go back between two growths and fault in again);
  *   - nobody (its thread exited; sweep_abandoned): the page delay in
  *     force (10 ms, AK_PURGE_DELAY, doubled up to 80 ms while decommitted
  *     pages are taken again soon after). Such a segment keeps a few live
  *     blocks among many free pages and no thread allocates there until one
- *     adopts it: programs that run threads in rounds kept more resident
- *     memory with 250 ms there (thread churn, 8 threads a
- *     round, 3 runs: 1.05-1.2x).
+ *     adopts it: with the longer delay, programs that run threads in
+ *     rounds would keep those pages resident between the rounds.
  * A page delay of 0 or -1 (at once, or only on ak_collect) holds for
  * both. */
 uint64_t _ak_segment_purge(_ak_segment *seg, long delay, uint64_t now_ms) {

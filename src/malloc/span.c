@@ -276,12 +276,12 @@ void _ak_solo_collect(_ak_mheap *h) {
 
 /* The place for a solo span of k pages in h's segments: best fit, the
  * shortest run of free pages (pages 1..63) that holds it, so that long
- * runs stay whole for long blocks. Measured on realloc growth: first fit,
- * or leaving room after the block, copies less but holds more segments.
- * A place whose pages are all committed comes before any with a
- * decommitted page, as for class spans: the decommitted ones fault in
- * again as the block is written (realloc growth took the long decommitted
- * run of a quiet segment and faulted its pages in: 5 % more faults). */
+ * runs stay whole for long blocks (first fit, or leaving room after the
+ * block, copies less on realloc growth but holds more segments). A place
+ * whose pages are all committed comes before any with a decommitted page,
+ * as for class spans: the decommitted ones would fault in again as the
+ * block is written (realloc growth would take the long decommitted run
+ * of a quiet segment). */
 _ak_segment *_ak_solo_place(_ak_mheap *h, unsigned k, int *at) {
   _ak_segment *best = NULL;
   unsigned best_score = 2 * AK_SEG_PAGES + 1; /* the run's length, + AK_SEG_PAGES if decommitted */

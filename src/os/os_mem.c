@@ -47,8 +47,8 @@
  * mapping larger than RAM + swap under the heuristic overcommit policy
  * (overcommit_memory 0), anything past the commit limit under the strict
  * one (2), and anything past RLIMIT_AS in every mode. With MAP_NORESERVE,
- * malloc(64 GiB) on a 24 GiB machine succeeded and the program died on a
- * page fault later. (The aligned region is only ever a hint, not a
+ * a malloc larger than RAM + swap would succeed and the program would die
+ * on a page fault later. (The aligned region is only ever a hint, not a
  * reservation, so there is nothing mapped NORESERVE at all.) */
 static void *sys_map(void *hint, size_t size, void *ctx) {
   (void)ctx;
@@ -61,16 +61,14 @@ static int sys_unmap(void *p, size_t size, void *ctx) {
   return munmap(p, size);
 }
 
-/* MADV_DONTNEED, not MADV_FREE, chosen by measurement (bench/madvise_churn,
- * 768 slabs of 64 KiB written and decommitted 20 times, one core of a loaded
- * 2-core VM): MADV_FREE made reuse 5x cheaper (13-16 ms a round against
- * 65-78 ms, 0 minor faults against 11,674) but took 0 bytes out of RSS,
- * where MADV_DONTNEED took all 48 MiB: the kernel frees MADV_FREE pages only
- * under memory pressure, so RSS, cgroup accounting and the user's monitor
- * show the memory as still used, and "RSS back to its baseline" cannot
- * hold. The reclaim policy (common/reclaim.h) decommits only spares left
- * unused for the purge delay, so the refault cost that MADV_FREE would save
- * is already rare by construction; what is decommitted must show as gone. */
+/* MADV_DONTNEED, not MADV_FREE (bench/madvise_churn compares them): reuse
+ * of a MADV_FREE page costs no fault, but the kernel frees MADV_FREE pages
+ * only under memory pressure, so they stay in RSS: cgroup accounting and
+ * the user's monitor show the memory as still used, and "RSS back to its
+ * baseline" cannot hold. MADV_DONTNEED takes the pages out of RSS at once.
+ * The reclaim policy (common/reclaim.h) decommits only spares left unused
+ * for the purge delay, so the refault cost that MADV_FREE would save is
+ * already rare by construction; what is decommitted must show as gone. */
 static int sys_decommit(void *p, size_t size, void *ctx) {
   (void)ctx;
   return madvise(p, size, MADV_DONTNEED);
