@@ -268,106 +268,121 @@ static void set_saved(cfi_state *s, uint64_t reg, uint8_t kind, int64_t off) {
   }
 }
 
+/* Depth of the DW_CFA_remember_state stack a CFA program may use. */
+enum { CFI_DEPTH = 8 };
+
+/* The remembered states of one CFA program run: saved[0 .. depth). */
+typedef struct cfi_stack {
+  cfi_state saved[CFI_DEPTH];
+  unsigned depth;
+} cfi_stack;
+
+/* Restores register `reg` to its state after the CIE's program `init`
+ * (DW_CFA_restore, DW_CFA_restore_extended): only the two registers the
+ * unwinder follows. */
+static void restore_reg(cfi_state *s, uint64_t reg, const cfi_state *init) {
+  if (reg == REG_RA) set_saved(s, reg, init->ra_kind, init->ra_off);
+  if (reg == REG_RBP) set_saved(s, reg, init->bp_kind, init->bp_off);
+}
+
+/* Applies one CFA instruction whose two high bits are 0 (the extended
+ * opcodes) to `s`, reading its operands from `c`; returns the location
+ * advance it encodes (DW_CFA_advance_loc1/2/4), 0 for every other. An
+ * instruction the unwinder does not model marks `s` bad. */
+static uintptr_t run_extended(uint8_t op, cursor *c, const cie *ci, cfi_state *s, const cfi_state *init,
+                              cfi_stack *st) {
+  uint64_t reg;
+  switch (op) {
+    case 0x00: return 0;                                       /* nop */
+    case 0x01: s->bad = true; return 0;                        /* set_loc: linkers do not emit it */
+    case 0x02: return (uintptr_t)fixed(c, 1) * ci->code_align; /* advance_loc1 */
+    case 0x03: return (uintptr_t)fixed(c, 2) * ci->code_align; /* advance_loc2 */
+    case 0x04: return (uintptr_t)fixed(c, 4) * ci->code_align; /* advance_loc4 */
+    case 0x05:                                                 /* offset_extended */
+      reg = uleb(c);
+      set_saved(s, reg, SAVED_AT, (int64_t)uleb(c) * ci->data_align);
+      return 0;
+    case 0x06: restore_reg(s, uleb(c), init); return 0;         /* restore_extended */
+    case 0x07: set_saved(s, uleb(c), SAVED_UNDEF, 0); return 0; /* undefined */
+    case 0x08: set_saved(s, uleb(c), SAVED_SAME, 0); return 0;  /* same_value */
+    case 0x09:                                                  /* register: a saved register in another */
+      reg = uleb(c);
+      (void)uleb(c);
+      set_saved(s, reg, SAVED_OTHER, 0);
+      return 0;
+    case 0x0a: /* remember_state */
+      if (st->depth == CFI_DEPTH)
+        s->bad = true;
+      else
+        st->saved[st->depth++] = *s;
+      return 0;
+    case 0x0b: /* restore_state: the CFA too, as GCC's unwinder does */
+      if (st->depth == 0)
+        s->bad = true;
+      else
+        *s = st->saved[--st->depth];
+      return 0;
+    case 0x0c: /* def_cfa */
+      s->cfa_reg = (unsigned)uleb(c);
+      s->cfa_off = (int64_t)uleb(c);
+      return 0;
+    case 0x0d: s->cfa_reg = (unsigned)uleb(c); return 0; /* def_cfa_register */
+    case 0x0e: s->cfa_off = (int64_t)uleb(c); return 0;  /* def_cfa_offset */
+    case 0x0f: s->bad = true; return 0;                  /* def_cfa_expression */
+    case 0x10:                                           /* expression */
+    case 0x16: {                                         /* val_expression */
+      reg = uleb(c);
+      uint64_t n = uleb(c);
+      if (n > (uint64_t)(c->end - c->p))
+        c->bad = true;
+      else
+        c->p += n;
+      set_saved(s, reg, SAVED_OTHER, 0);
+      return 0;
+    }
+    case 0x11: /* offset_extended_sf */
+      reg = uleb(c);
+      set_saved(s, reg, SAVED_AT, sleb(c) * ci->data_align);
+      return 0;
+    case 0x12: /* def_cfa_sf */
+      s->cfa_reg = (unsigned)uleb(c);
+      s->cfa_off = sleb(c) * ci->data_align;
+      return 0;
+    case 0x13: s->cfa_off = sleb(c) * ci->data_align; return 0; /* def_cfa_offset_sf */
+    case 0x14:                                                  /* val_offset */
+    case 0x15:                                                  /* val_offset_sf */
+      reg = uleb(c);
+      if (op == 0x14)
+        (void)uleb(c);
+      else
+        (void)sleb(c);
+      set_saved(s, reg, SAVED_OTHER, 0);
+      return 0;
+    case 0x2e: (void)uleb(c); return 0; /* GNU_args_size */
+    case 0x2f:                          /* GNU_negative_offset_extended */
+      reg = uleb(c);
+      set_saved(s, reg, SAVED_AT, -(int64_t)uleb(c) * ci->data_align);
+      return 0;
+    default: s->bad = true; return 0;
+  }
+}
+
 /* Runs the CFA program [p, end) from location `loc` up to and including
- * `target`. `init` is the state after the CIE's program (DW_CFA_restore). */
+ * `target`. `init` is the state after the CIE's program (DW_CFA_restore).
+ * Invariant at the top of each step: loc <= target (an advance past it
+ * ends the run), so only the advancing instructions need the test. */
 static void run_program(const uint8_t *p, const uint8_t *end, uintptr_t loc, uintptr_t target, const cie *ci,
                         cfi_state *s, const cfi_state *init) {
-  enum { DEPTH = 8 };
-  cfi_state saved[DEPTH];
-  unsigned depth = 0;
+  cfi_stack st = {.depth = 0};
   cursor c = {p, end, false};
   while (c.p < c.end && !c.bad && !s->bad) {
     uint8_t op = *c.p++;
-    uint64_t reg;
     uintptr_t delta = 0;
     switch (op >> 6) {
-      case 1: delta = (uintptr_t)(op & 0x3f) * ci->code_align; break;
-      case 2: set_saved(s, op & 0x3f, SAVED_AT, (int64_t)uleb(&c) * ci->data_align); continue;
-      case 3:
-        reg = op & 0x3f;
-        if (reg == REG_RA) set_saved(s, reg, init->ra_kind, init->ra_off);
-        if (reg == REG_RBP) set_saved(s, reg, init->bp_kind, init->bp_off);
-        continue;
-      default:
-        switch (op) {
-          case 0x00: continue;                /* nop */
-          case 0x01: s->bad = true; continue; /* set_loc: linkers do not emit it */
-          case 0x02: delta = (uintptr_t)fixed(&c, 1) * ci->code_align; break;
-          case 0x03: delta = (uintptr_t)fixed(&c, 2) * ci->code_align; break;
-          case 0x04: delta = (uintptr_t)fixed(&c, 4) * ci->code_align; break;
-          case 0x05: /* offset_extended */
-            reg = uleb(&c);
-            set_saved(s, reg, SAVED_AT, (int64_t)uleb(&c) * ci->data_align);
-            continue;
-          case 0x06: /* restore_extended */
-            reg = uleb(&c);
-            if (reg == REG_RA) set_saved(s, reg, init->ra_kind, init->ra_off);
-            if (reg == REG_RBP) set_saved(s, reg, init->bp_kind, init->bp_off);
-            continue;
-          case 0x07: set_saved(s, uleb(&c), SAVED_UNDEF, 0); continue; /* undefined */
-          case 0x08: set_saved(s, uleb(&c), SAVED_SAME, 0); continue;  /* same_value */
-          case 0x09: /* register: a saved register in another */
-            reg = uleb(&c);
-            (void)uleb(&c);
-            set_saved(s, reg, SAVED_OTHER, 0);
-            continue;
-          case 0x0a: /* remember_state */
-            if (depth == DEPTH) {
-              s->bad = true;
-              continue;
-            }
-            saved[depth++] = *s;
-            continue;
-          case 0x0b: /* restore_state: the CFA too, as GCC's unwinder does */
-            if (depth == 0) {
-              s->bad = true;
-              continue;
-            }
-            *s = saved[--depth];
-            continue;
-          case 0x0c: /* def_cfa */
-            s->cfa_reg = (unsigned)uleb(&c);
-            s->cfa_off = (int64_t)uleb(&c);
-            continue;
-          case 0x0d: s->cfa_reg = (unsigned)uleb(&c); continue; /* def_cfa_register */
-          case 0x0e: s->cfa_off = (int64_t)uleb(&c); continue;  /* def_cfa_offset */
-          case 0x0f: s->bad = true; continue;                   /* def_cfa_expression */
-          case 0x10:                                            /* expression */
-          case 0x16: {                                          /* val_expression */
-            reg = uleb(&c);
-            uint64_t n = uleb(&c);
-            if (n > (uint64_t)(c.end - c.p))
-              c.bad = true;
-            else
-              c.p += n;
-            set_saved(s, reg, SAVED_OTHER, 0);
-            continue;
-          }
-          case 0x11: /* offset_extended_sf */
-            reg = uleb(&c);
-            set_saved(s, reg, SAVED_AT, sleb(&c) * ci->data_align);
-            continue;
-          case 0x12: /* def_cfa_sf */
-            s->cfa_reg = (unsigned)uleb(&c);
-            s->cfa_off = sleb(&c) * ci->data_align;
-            continue;
-          case 0x13: s->cfa_off = sleb(&c) * ci->data_align; continue; /* def_cfa_offset_sf */
-          case 0x14:                                                   /* val_offset */
-          case 0x15:                                                   /* val_offset_sf */
-            reg = uleb(&c);
-            if (op == 0x14)
-              (void)uleb(&c);
-            else
-              (void)sleb(&c);
-            set_saved(s, reg, SAVED_OTHER, 0);
-            continue;
-          case 0x2e: (void)uleb(&c); continue; /* GNU_args_size */
-          case 0x2f:                           /* GNU_negative_offset_extended */
-            reg = uleb(&c);
-            set_saved(s, reg, SAVED_AT, -(int64_t)uleb(&c) * ci->data_align);
-            continue;
-          default: s->bad = true; continue;
-        }
+      case 1: delta = (uintptr_t)(op & 0x3f) * ci->code_align; break;                       /* advance_loc */
+      case 2: set_saved(s, op & 0x3f, SAVED_AT, (int64_t)uleb(&c) * ci->data_align); break; /* offset */
+      case 3: restore_reg(s, op & 0x3f, init); break;                                       /* restore */
+      default: delta = run_extended(op, &c, ci, s, init, &st); break;
     }
     loc += delta;
     if (loc > target) return;
