@@ -189,8 +189,8 @@ _ak_page *_ak_page_find(_ak_mheap *h, unsigned cls) {
     if (pg->bump < pg->end) {
       /* Blocks freed into full pages before blocks never used: carving
        * touches memory the process has not touched yet (a page fault per
-       * 4 KiB), so under random lifetimes it would grow the resident set
-       * while freed blocks waited in full pages. A full page comes back
+       * system page), so under random lifetimes it would grow the resident
+       * set while freed blocks waited in full pages. A full page comes back
        * here with at least an eighth of its blocks free, so that it serves
        * a run of allocations rather than one per slow call. */
       _ak_page *full = full_take(h, cls, (pg->capacity + 7) / 8);
