@@ -252,8 +252,8 @@ static _ak_page *page_refill_locked(_ak_mheap *h, unsigned cls) {
  * for the owner): collects the remote frees and gives back the spans they
  * emptied. True if the segment is now entirely free. */
 static bool abandoned_settle(_ak_segment *s) {
-  for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
-    _ak_page *pg = &s->pages[i];
+  for (uint64_t m = s->carved_mask; m; m &= m - 1) {
+    _ak_page *pg = &s->pages[__builtin_ctzll(m)];
     if (!pg->block_size || pg->head_off) continue;
     _ak_page_collect(pg);
     if (_ak_used(pg) == 0) {
@@ -589,9 +589,10 @@ static void heap_exit(void *arg) {
       _ak_segment_release(s);
       continue;
     }
-    for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
-      s->pages[i].node.prev = s->pages[i].node.next = NULL; /* the heap's lists go with it */
-      s->pages[i].in_queue = 0;
+    for (uint64_t m = s->carved_mask; m; m &= m - 1) { /* the others were never queued */
+      _ak_page *pg = &s->pages[__builtin_ctzll(m)];
+      pg->node.prev = pg->node.next = NULL; /* the heap's lists go with it */
+      pg->in_queue = 0;
     }
     pthread_mutex_lock(&_ak_abandoned_mu);
     AK_ASSERT(atomic_load_explicit(&s->owner, memory_order_relaxed) == (uintptr_t)h);

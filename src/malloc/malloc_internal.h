@@ -126,6 +126,9 @@ typedef struct _ak_segment {
   uint64_t decommit_mask;        /* free pages given back with madvise */
   uint64_t guard_mask;           /* hardened: pages whose last system page is PROT_NONE (kept
                                     when their span is freed, opened when a span covers them) */
+  uint64_t carved_mask;          /* pages whose descriptor a span ever wrote; the others are
+                                    as mmap gave them (zero), and so may be the header pages
+                                    they lie on: walks read only these (_ak_seg_carved) */
   uint64_t active_ms;            /* last span taken, freed or resized, or adoption: the
                                     free pages go once it is older than the purge delay */
   uint64_t purged_ms;            /* last decommit of free pages (refault detection) */
@@ -299,6 +302,19 @@ void _ak_heap_totals(uint64_t *blocks, uint64_t *bytes);
 #define AK_ALL_PAGES UINT64_MAX
 static inline uint64_t _ak_run_bits(unsigned at, unsigned k) {
   return (k == 64 ? AK_ALL_PAGES : ((UINT64_C(1) << k) - 1)) << at;
+}
+
+/** The pages of `seg` whose descriptors were ever written (carved_mask):
+ *  what a walk over the descriptors reads, so that it never maps a header
+ *  page that no span has touched (from the zero page, which the first span
+ *  there then faults again). Set by the owner only; relaxed atomic, as
+ *  other threads' walks read it. */
+static inline uint64_t _ak_seg_carved(const _ak_segment *seg) {
+  return __atomic_load_n(&seg->carved_mask, __ATOMIC_RELAXED);
+}
+/** Records that the descriptors of `bits` are written (owner). */
+static inline void _ak_seg_carve(_ak_segment *seg, uint64_t bits) {
+  __atomic_store_n(&seg->carved_mask, seg->carved_mask | bits, __ATOMIC_RELAXED);
 }
 
 /* ---- large.c ------------------------------------------------------------------- */

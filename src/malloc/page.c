@@ -135,7 +135,8 @@ void _ak_page_retire(_ak_mheap *h, _ak_page *pg) {
 }
 
 void _ak_pages_adopt(_ak_mheap *h, _ak_segment *seg) {
-  for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
+  for (uint64_t m = seg->carved_mask; m; m &= m - 1) {
+    unsigned i = (unsigned)__builtin_ctzll(m);
     _ak_page *pg = &seg->pages[i];
     if (pg->head_off || !pg->block_size) continue;
     _ak_page_collect(pg);

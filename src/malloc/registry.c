@@ -49,8 +49,8 @@ size_t _ak_allocated_walk(ak_malloc_stats *out) {
     _ak_segment *s = _ak_seg_gat(n);
     if (s->kind != AK_SEG_SMALL) continue; /* large blocks are counted apart */
     if (out) out->segments++;
-    for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
-      _ak_page *pg = &s->pages[i];
+    for (uint64_t m = _ak_seg_carved(s); m; m &= m - 1) {
+      _ak_page *pg = &s->pages[__builtin_ctzll(m)];
       /* Owners change these without our lock: relaxed atomic reads. */
       uint32_t bs = __atomic_load_n(&pg->block_size, __ATOMIC_RELAXED);
       if (__atomic_load_n(&pg->head_off, __ATOMIC_RELAXED) || !bs) continue;

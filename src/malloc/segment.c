@@ -123,10 +123,11 @@ _ak_segment *_ak_segment_new(_ak_mheap *h) {
      * the other free pages are committed (dirty, purgeable). The page
      * descriptors are all free (block_size 0) and stay as they are: their
      * last class guides find_same_class. */
-    uint64_t decommitted = seg->decommit_mask, guarded = seg->guard_mask;
+    uint64_t decommitted = seg->decommit_mask, guarded = seg->guard_mask, carved = seg->carved_mask;
     memset(seg, 0, offsetof(_ak_segment, pages));
     seg->decommit_mask = decommitted;
     seg->guard_mask = guarded;
+    seg->carved_mask = carved; /* the descriptors keep their last class */
     seg->dirty_mask = AK_ALL_PAGES & ~decommitted;
   } else {
     seg = _ak_segment_map(AK_SEG_SIZE, AK_SEG_SIZE); /* fresh mmap memory is zero: only set what is not */
@@ -139,8 +140,13 @@ _ak_segment *_ak_segment_new(_ak_mheap *h) {
   seg->free_mask = AK_ALL_PAGES;
   seg->first_page_start = (sizeof(_ak_segment) + 4095) & ~(size_t)4095;
   AK_ASSERT(_ak_segmap_has(seg) && seg->first_page_start < AK_PAGE_SIZE); /* the header fits page 0 */
+  /* The high-water mark can only have grown here. Sampled before the
+   * segment is listed: the walk reads every listed segment's page
+   * descriptors, and reading a fresh segment's would map its untouched
+   * header pages from the zero page, for the first span there to fault
+   * them again. The new segment holds nothing: the sample is the same. */
+  _ak_peak_sample();
   _ak_registry_add(seg);
-  _ak_peak_sample(); /* the high-water mark can only have grown here */
   _ak_dlist_push_front(&h->segs, &seg->node);
   return seg;
 }
@@ -178,9 +184,10 @@ void _ak_segment_release(_ak_segment *seg) {
  * A page delay of 0 or -1 (at once, or only on ak_collect) holds for
  * both. */
 uint64_t _ak_segment_purge(_ak_segment *seg, long delay, uint64_t now_ms) {
-  /* Dirty and decommitted pages are free pages, never both. */
+  /* Dirty and decommitted pages are free pages, never both; a page in a
+   * span was carved. */
   AK_ASSERT((seg->dirty_mask & ~seg->free_mask) == 0 && (seg->decommit_mask & ~seg->free_mask) == 0 &&
-            (seg->dirty_mask & seg->decommit_mask) == 0);
+            (seg->dirty_mask & seg->decommit_mask) == 0 && (~seg->free_mask & ~seg->carved_mask) == 0);
   if (delay > 0 && atomic_load_explicit(&seg->owner, memory_order_relaxed) != AK_OWNER_NONE) {
     long spare_delay = 0;
     ak_reclaim_get_delays(&spare_delay, NULL);

@@ -53,7 +53,8 @@ static int find_run(uint64_t free_mask, unsigned k, unsigned from) {
  * another class would carve further into it (a thread that follows
  * another with the same sizes keeps each page's resident part small). */
 static int find_same_class(const _ak_segment *s, unsigned cls) {
-  for (uint64_t m = s->free_mask & ~s->decommit_mask; m; m &= m - 1) {
+  /* Never-carved pages have no class to match (and no header line to read). */
+  for (uint64_t m = s->free_mask & ~s->decommit_mask & s->carved_mask; m; m &= m - 1) {
     unsigned i = (unsigned)__builtin_ctzll(m);
     if (s->pages[i].cls == cls && s->pages[i].span == 1 && !s->pages[i].head_off) return (int)i;
   }
@@ -95,6 +96,7 @@ static _ak_page *span_take(_ak_mheap *h, _ak_segment *seg, unsigned at, unsigned
   seg->free_mask &= ~bits;
   seg->dirty_mask &= ~bits;
   seg->decommit_mask &= ~bits;
+  _ak_seg_carve(seg, bits); /* before the walkers may read the descriptors */
   _ak_page *pg = &seg->pages[at];
   /* Relaxed atomic stores: the stats walker reads these fields from other
    * threads (under _ak_seg_mu, which the owner does not take here). */
@@ -259,7 +261,8 @@ void _ak_solo_collect(_ak_mheap *h) {
   for (_ak_dnode *n = h->segs.head, *next; n; n = next) {
     next = n->next; /* _ak_span_free may release s */
     _ak_segment *s = _ak_seg_at(n);
-    for (unsigned i = 1; i < AK_SEG_PAGES; i++) {
+    for (uint64_t m = s->carved_mask & ~UINT64_C(1); m; m &= m - 1) { /* a solo span is never page 0 */
+      unsigned i = (unsigned)__builtin_ctzll(m);
       _ak_page *pg = &s->pages[i];
       if (pg->head_off || !(pg->flags & AK_PG_SOLO) ||
           !atomic_load_explicit(&pg->remote, memory_order_relaxed))
@@ -358,6 +361,7 @@ static bool solo_resize(_ak_segment *seg, _ak_page *pg, size_t n) {
     seg->free_mask &= ~more;
     seg->dirty_mask &= ~more;
     seg->decommit_mask &= ~more;
+    _ak_seg_carve(seg, more);
     for (unsigned i = k; i < want; i++) {
       __atomic_store_n(&seg->pages[at + i].head_off, (uint8_t)i, __ATOMIC_RELAXED);
       seg->pages[at + i].head = pg;

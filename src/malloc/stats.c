@@ -109,8 +109,8 @@ static void walk_spans(uint64_t *live, uint64_t *span_bytes) {
   for (_ak_dnode *d = _ak_seg_list.head; d; d = d->next) {
     _ak_segment *s = _ak_seg_gat(d);
     if (s->kind != AK_SEG_SMALL) continue;
-    for (unsigned i = 0; i < AK_SEG_PAGES; i++) {
-      _ak_page *pg = &s->pages[i];
+    for (uint64_t m = _ak_seg_carved(s); m; m &= m - 1) {
+      _ak_page *pg = &s->pages[__builtin_ctzll(m)];
       /* Owners change these without our lock: relaxed atomic reads. */
       if (__atomic_load_n(&pg->head_off, __ATOMIC_RELAXED) ||
           !__atomic_load_n(&pg->block_size, __ATOMIC_RELAXED))
