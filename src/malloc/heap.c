@@ -252,6 +252,7 @@ static _ak_page *page_refill_locked(_ak_mheap *h, unsigned cls) {
  * for the owner): collects the remote frees and gives back the spans they
  * emptied. True if the segment is now entirely free. */
 static bool abandoned_settle(_ak_segment *s) {
+  AK_ASSERT(_ak_segment_validate(s, "abandoned_settle"));
   for (uint64_t m = s->carved_mask; m; m &= m - 1) {
     _ak_page *pg = &s->pages[__builtin_ctzll(m)];
     if (!pg->block_size || pg->head_off) continue;

@@ -21,6 +21,8 @@
  *                 segments' list, the fast paths' TLS block, committed
  *                 memory, live bytes and their peaks, cumulative counts
  *   options.c     the run-time options (AK_* environment, ak_option_*)
+ *   validate.c    the checked build's invariant checks of a segment and
+ *                 of a span's descriptor
  *   fatal.c       the message about a bad block (through _ak_fatal)
  *   size_class.c  size classes
  * A free that leaves the fast path goes down that list once: the block
@@ -83,8 +85,10 @@ typedef struct _ak_mheap _ak_mheap;
 
 /* A page (span) descriptor. Owner-only fields are changed by the owning
  * heap's thread alone; `remote` by anyone (atomic); `used` is read by the
- * stats walker (relaxed). Invariant (owner's view):
- *   used + |free| + |remote| + (end - bump) / block_size == capacity */
+ * stats walker (relaxed). Invariant (owner's view; the blocks on `remote`
+ * count in `used` until the owner collects them):
+ *   used + |free| + (end - bump) / block_size == capacity
+ * (_ak_page_validate checks it). */
 typedef struct _ak_page {
   void *free;                 /* owner: free blocks */
   _Atomic uint32_t used;      /* owner writes: live blocks not yet collected */
@@ -303,6 +307,17 @@ void _ak_heap_totals(uint64_t *blocks, uint64_t *bytes);
 static inline uint64_t _ak_run_bits(unsigned at, unsigned k) {
   return (k == 64 ? AK_ALL_PAGES : ((UINT64_C(1) << k) - 1)) << at;
 }
+
+/** The checked build's invariant checks, called as
+ *  AK_ASSERT(_ak_segment_validate(seg, where)) (so only that build
+ *  evaluates them); each aborts through _ak_fatal naming `where` and the
+ *  broken invariant, or returns true. _ak_segment_validate: a small
+ *  segment's masks, and its spans tiling its pages in use (the caller
+ *  holds the segment's lock, or _ak_abandoned_mu for an abandoned one).
+ *  _ak_page_validate: span head `pg`'s block area, counts and local free
+ *  list, walked (O(its length); the caller owns the span). */
+bool _ak_segment_validate(const _ak_segment *seg, const char *where);
+bool _ak_page_validate(const _ak_page *pg, const char *where);
 
 /** The pages of `seg` whose descriptors were ever written (carved_mask):
  *  what a walk over the descriptors reads, so that it never maps a header

@@ -77,6 +77,7 @@ uint32_t _ak_page_collect(_ak_page *pg) {
   /* Blocks freed by other threads still count as used until collected. */
   AK_ASSERT(n <= _ak_used(pg));
   _ak_used_set(pg, _ak_used(pg) - n);
+  AK_ASSERT(_ak_page_validate(pg, "_ak_page_collect"));
   return n;
 }
 
@@ -101,6 +102,7 @@ static bool carve(_ak_page *pg) {
    * with the shuffle mitigation. */
   pg->free = _ak_chain_blocks(b, pg->block_size, n, pg->free, pg->key, ak_harden_shuffle);
   pg->bump = b + n * pg->block_size;
+  AK_ASSERT(_ak_page_validate(pg, "carve")); /* the list holds what was free, and the new blocks */
   return true;
 }
 
@@ -109,7 +111,7 @@ static void page_release(_ak_mheap *h, _ak_page *pg) {
   /* The page invariant with no live block (so none on the remote list):
    * every block is free or never carved. */
   AK_ASSERT(_ak_used(pg) == 0 && atomic_load_explicit(&pg->remote, memory_order_relaxed) == NULL);
-  AK_ASSERT(_ak_page_free_count(pg) + (pg->end - pg->bump) / pg->block_size == pg->capacity);
+  AK_ASSERT(_ak_page_validate(pg, "page_release"));
   _ak_segment *seg = _ak_seg_of((void *)pg->start);
   if (pg->in_queue == 1)
     queue_remove(h, pg);

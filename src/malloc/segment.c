@@ -184,10 +184,11 @@ void _ak_segment_release(_ak_segment *seg) {
  * A page delay of 0 or -1 (at once, or only on ak_collect) holds for
  * both. */
 uint64_t _ak_segment_purge(_ak_segment *seg, long delay, uint64_t now_ms) {
-  /* Dirty and decommitted pages are free pages, never both; a page in a
-   * span was carved. */
+  /* Dirty and decommitted pages are free pages, never both (spares too);
+   * a live segment's other invariants. */
   AK_ASSERT((seg->dirty_mask & ~seg->free_mask) == 0 && (seg->decommit_mask & ~seg->free_mask) == 0 &&
-            (seg->dirty_mask & seg->decommit_mask) == 0 && (~seg->free_mask & ~seg->carved_mask) == 0);
+            (seg->dirty_mask & seg->decommit_mask) == 0);
+  AK_ASSERT(seg->magic != AK_SEG_MAGIC || _ak_segment_validate(seg, "_ak_segment_purge"));
   if (delay > 0 && atomic_load_explicit(&seg->owner, memory_order_relaxed) != AK_OWNER_NONE) {
     long spare_delay = 0;
     ak_reclaim_get_delays(&spare_delay, NULL);

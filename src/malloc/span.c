@@ -186,6 +186,7 @@ static _ak_page *span_alloc(_ak_mheap *h, unsigned cls) {
    * pages (before a hardened guard). */
   AK_ASSERT(pg->capacity >= 1 && pg->start >= (uintptr_t)seg + seg->first_page_start &&
             pg->end <= (uintptr_t)seg + (uintptr_t)(at + k) * AK_PAGE_SIZE);
+  AK_ASSERT(_ak_segment_validate(seg, "span_alloc") && _ak_page_validate(pg, "span_alloc"));
   return pg;
 }
 
@@ -208,6 +209,7 @@ static void span_free(_ak_mheap *h, _ak_segment *seg, _ak_page *pg) {
   pg->flags = 0;
   seg->free_mask |= bits;
   seg->dirty_mask |= bits;
+  AK_ASSERT(_ak_segment_validate(seg, "span_free"));
   seg->active_ms = _ak_reclaim_now(); /* a busy segment is not purged */
   long delay = ak_reclaim_get_page_delay();
   if (delay == 0) (void)_ak_segment_purge(seg, 0, seg->active_ms);
@@ -319,8 +321,11 @@ void *_ak_solo_take(_ak_mheap *h, _ak_segment *seg, int at, size_t n, bool zero)
   }
   uint64_t dirty = seg->dirty_mask & _ak_run_bits((unsigned)at, k); /* pages holding old data */
   _ak_page *pg = span_take(h, seg, (unsigned)at, k);
-  _ak_heap_seg_leave(h);
-  if (!pg) return NULL;
+  if (!pg) {
+    _ak_heap_seg_leave(h);
+    return NULL;
+  }
+  /* Under the lock: a purge pass (another thread) checks the segment. */
   __atomic_store_n(&pg->cls, (uint16_t)AK_CLS_SOLO, __ATOMIC_RELAXED);
   pg->end = solo_end(pg->start, n); /* within the span (and before a hardened guard) */
   __atomic_store_n(&pg->block_size, (uint32_t)(pg->end - pg->start), __ATOMIC_RELAXED);
@@ -328,6 +333,8 @@ void *_ak_solo_take(_ak_mheap *h, _ak_segment *seg, int at, size_t n, bool zero)
   pg->bump = pg->end;
   pg->flags = AK_PG_SOLO;
   _ak_used_set(pg, 1);
+  AK_ASSERT(_ak_segment_validate(seg, "_ak_solo_take") && _ak_page_validate(pg, "_ak_solo_take"));
+  _ak_heap_seg_leave(h);
   if (zero) /* fresh and decommitted pages read as zero already */
     for (; dirty; dirty &= dirty - 1) {
       uintptr_t from = (uintptr_t)seg + (uintptr_t)__builtin_ctzll(dirty) * AK_PAGE_SIZE;
