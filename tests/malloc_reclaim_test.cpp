@@ -358,7 +358,10 @@ TEST_F(MallocPurgeDelays, ExitedThreadsFreePagesWaitTheDoubledDelayAfterARefault
     seg = segment_of(keep);
     for (void *p : blocks) ak_free(p);
   }).join();
-  g_fake_ms += 100;
+  // Past the page delay, and past the purge delay too: a spare segment the
+  // blocks spilled into holds no committed page then, which a new span
+  // would take before the adopted segment's decommitted ones.
+  g_fake_ms += 400;
   ak_collect(false);
   long decommitted = resident_pages(seg);
   std::thread([&] {

@@ -125,6 +125,15 @@ static void span_page_never_carved(void) {
   (void)_ak_segment_validate(seg, "test");
 }
 
+static void dirty_page_never_carved(void) {
+  void *a = ak_malloc(48);
+  _ak_segment *seg = _ak_seg_of(a);
+  uint64_t untouched = seg->free_mask & ~seg->carved_mask;
+  if (!untouched) _exit(3);
+  seg->dirty_mask |= untouched & -untouched; /* a page no span took, marked as one that held data */
+  (void)_ak_segment_validate(seg, "test");
+}
+
 static void span_page_not_linked(void) {
   void *solo = ak_malloc(200000);
   _ak_page *pg = span_of(solo);
@@ -156,6 +165,8 @@ int main(void) {
   expect("a dirty page in a span", dirty_page_in_a_span,
          "is invalid: a dirty or decommitted page is in a span");
   expect("a page never carved", span_page_never_carved, "is invalid: a page in a span was never carved");
+  expect("a dirty page never carved", dirty_page_never_carved,
+         "is invalid: a dirty or decommitted page was never carved");
   expect("a page not linked", span_page_not_linked, "is invalid: a span's page is not linked to its head");
   expect("a free page's block size", free_page_with_a_block_size, "is invalid: a free page has a block size");
   printf("malloc_validate: %s\n", failures ? "FAILED" : "ok");

@@ -168,6 +168,15 @@ static void check_lists(const _ak_spare_set *set) {
   check_counts(set);
 }
 
+/* Under mu: sets `hot_bytes`, which _ak_spare_has_hot reads without it. */
+static void hot_bytes_set(_ak_spare_set *set, size_t v) {
+  __atomic_store_n(&set->hot_bytes, v, __ATOMIC_RELAXED);
+}
+
+bool _ak_spare_has_hot(const _ak_spare_set *set) {
+  return __atomic_load_n(&set->hot_bytes, __ATOMIC_RELAXED) != 0;
+}
+
 /* Takes `s` (hot or cold) out of the set and its counts (under mu). */
 static void set_unlink(_ak_spare_set *set, _ak_spare *s) {
   if (s->cold) {
@@ -175,7 +184,7 @@ static void set_unlink(_ak_spare_set *set, _ak_spare *s) {
   } else {
     _ak_dlist_remove(&set->hot, &s->node);
     AK_ASSERT(set->hot_bytes >= s->size);
-    set->hot_bytes -= s->size;
+    hot_bytes_set(set, set->hot_bytes - s->size);
   }
   AK_ASSERT(set->n > 0 && set->bytes >= s->size);
   set->n--;
@@ -206,7 +215,7 @@ static void cool(_ak_spare_set *set, _ak_spare *s) {
   AK_ASSERT(!s->cold && &s->node == set->hot.tail);
   _ak_dlist_remove(&set->hot, &s->node);
   AK_ASSERT(set->hot_bytes >= s->size);
-  set->hot_bytes -= s->size;
+  hot_bytes_set(set, set->hot_bytes - s->size);
   set->ops->decommit(s, set->ctx);
   s->cold = 1;
   set->purged_bytes += s->size;
@@ -268,7 +277,7 @@ void _ak_spare_put(_ak_spare_set *set, _ak_spare *s, size_t size) {
   _ak_dlist_push_front(&set->hot, &s->node);
   set->n++;
   set->bytes += size;
-  set->hot_bytes += size;
+  hot_bytes_set(set, set->hot_bytes + size);
   if (set->n > set->cap) { /* past the cap: the oldest spare goes */
     _ak_spare *o = oldest(set);
     set_unlink(set, o);
@@ -323,7 +332,8 @@ void _ak_spare_drain(_ak_spare_set *set) {
   check_lists(set);
   for (_ak_dnode *x; (x = _ak_dlist_pop_front(&set->hot)) != NULL;) _ak_dlist_push_back(&out, x);
   for (_ak_dnode *x; (x = _ak_dlist_pop_front(&set->cold)) != NULL;) _ak_dlist_push_back(&out, x);
-  set->n = set->bytes = set->hot_bytes = 0;
+  set->n = set->bytes = 0;
+  hot_bytes_set(set, 0);
   set_deadline(set);
   pthread_mutex_unlock(&set->mu);
   if (set->ops->release)

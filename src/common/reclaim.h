@@ -74,7 +74,8 @@ typedef struct _ak_spare_set {
   _ak_dlist hot;            /* committed, newest first */
   _ak_dlist cold;           /* decommitted, newest first */
   size_t n, bytes;          /* spares (hot.n + cold.n) and their bytes */
-  size_t hot_bytes;         /* of those, bytes still committed */
+  size_t hot_bytes;         /* of those, bytes still committed (stored with __atomic
+                               builtins: _ak_spare_has_hot reads it without mu) */
   size_t cap;               /* most spares kept (0: none; SIZE_MAX: no cap) */
   unsigned flags;           /* AK_SPARE_* */
   uint64_t deadline;        /* clock (ms) of the next due purge step; UINT64_MAX: none;
@@ -141,6 +142,10 @@ void _ak_spare_drain(_ak_spare_set *set);
 
 /** Reads the set's counts (under its lock). */
 void _ak_spare_stats(_ak_spare_set *set, _ak_spare_counts *out);
+
+/** True if the set holds a spare whose pages are still committed: a hint,
+ *  read without the set's lock (a take or a purge may change it at once). */
+bool _ak_spare_has_hot(const _ak_spare_set *set);
 
 /** fork(): takes (releases) the set's lock; the owner's atfork handlers
  *  call these after taking their own locks. */

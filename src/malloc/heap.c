@@ -9,9 +9,9 @@
  *     -> _ak_malloc_slow: heap creation; large sizes (large.c); solo
  *          sizes (_ak_heap_solo_alloc); page_refill: the class's pages
  *          (_ak_page_find: remote frees, carving, the next page, full
- *          pages with remote frees), an abandoned segment (leaving one
- *          per other running thread while the heap has committed free
- *          pages), or a fresh span (_ak_page_fresh)
+ *          pages with remote frees), an abandoned segment when the heap
+ *          is out of dirty free pages (one, that serves the class from
+ *          pages that held data), or a fresh span (_ak_page_fresh)
  *   ak_free (alloc.c) fast: owner pushes on the page's free list; the
  *          page's last block -> _ak_heap_retire
  *     -> _ak_free_slow: huge-aligned and large blocks (large.c); the
@@ -160,15 +160,70 @@ _ak_mheap *_ak_heap_get(void) {
   return h ? h : heap_new();
 }
 
-/* Adopts the most recently abandoned segment, if any: its pages join this
- * heap's queues (_ak_pages_adopt). */
-static bool adopt(_ak_mheap *h) {
+/* True if `s` has `k` consecutive pages in no span (from page 1 when
+ * k > 1: page 0 holds one-page spans only); with `dirty`, pages that were
+ * in use and are still committed (no fault to reuse). */
+static bool seg_has_run(const _ak_segment *s, unsigned k, bool dirty) {
+  uint64_t f = dirty ? s->dirty_mask : s->free_mask;
+  if (k > 1) f &= ~UINT64_C(1);
+  for (unsigned i = 1; i < k && f; i++) f &= f >> 1; /* bit j: pages j .. j+k-1 free */
+  return f != 0;
+}
+
+/* True if one of h's segments has such a run. */
+static bool heap_has_run(const _ak_mheap *h, unsigned k, bool dirty) {
+  for (_ak_dnode *n = h->segs.head; n; n = n->next)
+    if (seg_has_run(_ak_seg_at(n), k, dirty)) return true;
+  return false;
+}
+
+/* What adopt() looks for in an abandoned segment (read under
+ * _ak_abandoned_mu, which stands in for the owner): `cls` and `k` are the
+ * caller's class and span length. */
+typedef bool (*adopt_fit)(const _ak_segment *s, unsigned cls, unsigned k);
+
+static bool fits_any(const _ak_segment *s, unsigned cls, unsigned k) {
+  (void)s, (void)cls, (void)k;
+  return true;
+}
+
+/* Room for a solo span of k pages. */
+static bool fits_run(const _ak_segment *s, unsigned cls, unsigned k) {
+  (void)cls;
+  return seg_has_run(s, k, false);
+}
+
+/* Serves class `cls` from memory a span already touched: a span of the
+ * class with a block to spare, or k dirty pages in a row. */
+static bool fits_class(const _ak_segment *s, unsigned cls, unsigned k) {
+  if (seg_has_run(s, k, true)) return true;
+  for (uint64_t m = s->carved_mask & ~s->free_mask; m; m &= m - 1) {
+    const _ak_page *pg = &s->pages[__builtin_ctzll(m)];
+    if (!pg->head_off && pg->cls == cls && !(pg->flags & AK_PG_SOLO) && _ak_used(pg) < pg->capacity)
+      return true;
+  }
+  return false;
+}
+
+/* Abandoned segments adopt() looks at, most recent first: a bound on the
+ * work under _ak_abandoned_mu when many threads exited. */
+#define AK_ADOPT_SCAN 16
+
+/* Adopts the most recently abandoned segment that `fit` accepts among the
+ * first AK_ADOPT_SCAN, if any: its pages join this heap's queues
+ * (_ak_pages_adopt). One segment, the one that serves the need: a heap
+ * that took every abandoned segment it could would leave the threads
+ * starting beside it to map fresh ones. */
+static bool adopt(_ak_mheap *h, adopt_fit fit, unsigned cls, unsigned k) {
   if (!atomic_load_explicit(&abandoned_count, memory_order_relaxed)) return false;
   pthread_mutex_lock(&_ak_abandoned_mu);
   /* The abandoned list's length is what the count mirrors. */
   AK_ASSERT(_ak_abandoned.n == atomic_load_explicit(&abandoned_count, memory_order_relaxed));
-  _ak_segment *seg = _ak_seg_at(_ak_dlist_pop_front(&_ak_abandoned));
+  _ak_dnode *n = _ak_abandoned.head;
+  for (int seen = 1; n && !fit(_ak_seg_at(n), cls, k); seen++) n = seen < AK_ADOPT_SCAN ? n->next : NULL;
+  _ak_segment *seg = n ? _ak_seg_at(n) : NULL;
   if (seg) {
+    _ak_dlist_remove(&_ak_abandoned, n);
     AK_ASSERT(atomic_load_explicit(&seg->owner, memory_order_relaxed) == AK_OWNER_NONE);
     atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
     atomic_store_explicit(&seg->owner, (uintptr_t)h, memory_order_release);
@@ -185,35 +240,16 @@ static bool adopt(_ak_mheap *h) {
   return true;
 }
 
-/* True if one of h's segments has `k` consecutive pages in no span (from
- * page 1 when k > 1: page 0 holds one-page spans only); with `dirty`,
- * pages that were in use and are still committed (no fault to reuse). */
-static bool heap_has_run(const _ak_mheap *h, unsigned k, bool dirty) {
-  for (_ak_dnode *n = h->segs.head; n; n = n->next) {
-    const _ak_segment *s = _ak_seg_at(n);
-    uint64_t f = dirty ? s->dirty_mask : s->free_mask;
-    if (k > 1) f &= ~UINT64_C(1);
-    for (unsigned i = 1; i < k && f; i++) f &= f >> 1; /* bit j: pages j .. j+k-1 free */
-    if (f) return true;
-  }
-  return false;
-}
-
-/* Adopts abandoned segments (most recently abandoned first, at most 4)
- * until one of h's segments has `k` consecutive free pages: true then,
- * false otherwise. Their free pages are reused instead of a fresh segment's. */
-static bool adopt_for(_ak_mheap *h, unsigned k) {
-  for (int tries = 0; tries < 4 && adopt(h); tries++) /* a few: not every exited thread's segments */
-    if (heap_has_run(h, k, false)) return true;
-  return false;
-}
+/* Adopts an abandoned segment with `k` consecutive free pages for a solo
+ * span: true then. Its free pages are reused instead of a fresh segment's. */
+static bool adopt_for(_ak_mheap *h, unsigned k) { return adopt(h, fits_run, AK_CLS_SOLO, k); }
 
 /* A page of class `cls` with a free block on its list, or NULL: the
- * class's own pages (_ak_page_find), then abandoned segments before a
- * fresh span, but no more of them than it takes to have a page of this
- * class or a free page to carve one from (a thread that starts adopts
- * one, not all of its predecessors'), and none beyond one per other
- * running thread while this heap has committed free pages. */
+ * class's own pages (_ak_page_find), then an abandoned segment that
+ * serves the class from touched memory, then a fresh span
+ * (_ak_page_fresh: touched free pages, a spare's, pages never touched);
+ * a heap with no free page at all adopts any abandoned segment before a
+ * fresh segment is mapped. */
 static _ak_page *page_refill_locked(_ak_mheap *h, unsigned cls);
 static _ak_page *page_refill(_ak_mheap *h, unsigned cls) {
   _ak_page *pg = h->pages[cls];
@@ -230,21 +266,16 @@ static _ak_page *page_refill(_ak_mheap *h, unsigned cls) {
 static _ak_page *page_refill_locked(_ak_mheap *h, unsigned cls) {
   _ak_page *pg;
   unsigned k = _ak_cls_span[cls];
-  /* Abandoned segments before pages never touched; but a heap with free
-   * pages of its own that are still committed (no fault to reuse) leaves
-   * one abandoned segment per other running thread: a thread that starts
-   * beside it would otherwise find none and map a fresh segment. */
-  size_t live = atomic_load_explicit(&live_heaps, memory_order_relaxed);
-  size_t others = live > 0 ? live - 1 : 0; /* 0 while the first heap is being made */
-  if (!heap_has_run(h, k, true) || atomic_load_explicit(&abandoned_count, memory_order_relaxed) > others) {
-    while (adopt(h)) {
-      /* Its pages of this class, else room to carve one: enough (adopting
-       * on while the class's pages are all full took every segment). */
-      if (h->pages[cls] != &_ak_empty_page && ((pg = h->pages[cls])->free || (pg = _ak_page_find(h, cls))))
-        return pg;
-      if (heap_has_run(h, k, false)) break;
-    }
-  }
+  /* Only a heap out of touched free pages adopts: one that took abandoned
+   * segments while it had pages of its own would leave the threads
+   * starting beside it none, and they would map fresh ones. */
+  bool adopted = false;
+  if (!heap_has_run(h, k, true)) adopted = adopt(h, fits_class, cls, k);
+  if (!adopted && !heap_has_run(h, k, false) && !_ak_segment_hot_spare())
+    adopted = adopt(h, fits_any, cls, k);
+  if (adopted && h->pages[cls] != &_ak_empty_page &&
+      ((pg = h->pages[cls])->free || (pg = _ak_page_find(h, cls))))
+    return pg;
   return _ak_page_fresh(h, cls);
 }
 

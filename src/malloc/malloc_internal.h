@@ -126,7 +126,8 @@ typedef struct _ak_segment {
   _ak_dnode node;                /* on its owner's segments, or the abandoned list */
   _ak_dnode gnode;               /* on the registry of all segments (_ak_seg_list) */
   uint64_t free_mask;            /* pages not in any span */
-  uint64_t dirty_mask;           /* free pages not yet decommitted */
+  uint64_t dirty_mask;           /* free pages that a span carved, not yet decommitted (free
+                                    pages in neither mask were never touched) */
   uint64_t decommit_mask;        /* free pages given back with madvise */
   uint64_t guard_mask;           /* hardened: pages whose last system page is PROT_NONE (kept
                                     when their span is freed, opened when a span covers them) */
@@ -225,6 +226,9 @@ void *_ak_segment_map(size_t size, size_t align);
  *  pages free. NULL + errno (ENOMEM: no memory for a fresh mapping; the
  *  caller may free cached memory and ask again). */
 _ak_segment *_ak_segment_new(_ak_mheap *h);
+/** True if a spare segment still holds committed pages a span touched (a
+ *  hint, read without the spares' lock). */
+bool _ak_segment_hot_spare(void);
 /** Releases a small segment (all pages free, on no heap's list): into the
  *  spare segments (reclaim policy), or to the OS. */
 void _ak_segment_release(_ak_segment *seg);

@@ -102,6 +102,8 @@ void _ak_segment_cache_trim(bool force) {
     _ak_spare_tick(spares());
 }
 
+bool _ak_segment_hot_spare(void) { return _ak_spare_has_hot(spares()); }
+
 void *_ak_segment_map(size_t size, size_t align) {
   void *seg = _ak_os_alloc(size, align);
   if (!seg) return NULL;
@@ -127,8 +129,8 @@ _ak_segment *_ak_segment_new(_ak_mheap *h) {
     memset(seg, 0, offsetof(_ak_segment, pages));
     seg->decommit_mask = decommitted;
     seg->guard_mask = guarded;
-    seg->carved_mask = carved; /* the descriptors keep their last class */
-    seg->dirty_mask = AK_ALL_PAGES & ~decommitted;
+    seg->carved_mask = carved;               /* the descriptors keep their last class */
+    seg->dirty_mask = carved & ~decommitted; /* never-carved pages are untouched */
   } else {
     seg = _ak_segment_map(AK_SEG_SIZE, AK_SEG_SIZE); /* fresh mmap memory is zero: only set what is not */
     if (!seg) return NULL;

@@ -141,32 +141,43 @@ static _ak_page *span_alloc(_ak_mheap *h, unsigned cls) {
     for (_ak_dnode *n = h->segs.head; n && at < 0; n = n->next)
       if ((at = find_same_class(_ak_seg_at(n), cls)) >= 0) seg = _ak_seg_at(n);
   }
-  /* Committed free pages before decommitted ones (a decommitted page
-   * faults in again as it is carved, and a committed one left alone is
-   * decommitted after the delay), and among those the fullest segment of
-   * h's: new spans pack into segments in use, so that sparse ones (a few
-   * blocks left by threads that exited) drain, empty and go back instead of
-   * every segment keeping a few live spans among many free pages. */
+  /* Pages that held data and are still committed (dirty) first, then a
+   * spare segment's dirty pages, then pages never touched, then
+   * decommitted ones: a page that never held data, or was decommitted,
+   * faults in as it is carved, while a dirty one is resident already (and
+   * left alone, is decommitted after the delay). Within a tier the fullest
+   * segment of h's: new spans pack into segments in use, so that sparse
+   * ones (a few blocks left by threads that exited) drain, empty and go
+   * back instead of every segment keeping a few live spans among many free
+   * pages. */
   if (at < 0) {
     unsigned from = k == 1 ? 0 : 1, best = ~0u; /* page 0: one-page spans only */
     for (_ak_dnode *n = h->segs.head; n; n = n->next) {
       _ak_segment *s = _ak_seg_at(n);
       unsigned score = (unsigned)__builtin_popcountll(s->free_mask);
       if (score >= best) continue;
-      int a = find_run(s->free_mask & ~s->decommit_mask, k, from);
+      int a = find_run(s->dirty_mask, k, from); /* score: 1..64 dirty, 65.. untouched, 130.. decommitted */
       if (a < 0) {
-        score += AK_SEG_PAGES; /* decommitted pages only: after any committed run */
+        score += AK_SEG_PAGES + 1; /* untouched pages: after any dirty run */
+        if (score >= best) continue;
+        a = find_run(s->free_mask & ~s->decommit_mask, k, from);
+      }
+      if (a < 0) {
+        score += AK_SEG_PAGES + 1; /* decommitted pages only: after any committed run */
         if (score >= best || (a = find_run(s->free_mask, k, from)) < 0) continue;
       }
       best = score;
       seg = s;
       at = a;
     }
+    if (best > AK_SEG_PAGES && _ak_segment_hot_spare()) seg = NULL; /* no dirty run: a spare's */
   }
   if (!seg) {
-    seg = segment_new(h);
+    seg = segment_new(h); /* a spare (committed ones first), else a fresh mapping */
     if (!seg) return NULL;
-    at = find_run(seg->free_mask, k, k == 1 ? 0 : 1);
+    at = find_run(seg->dirty_mask, k, k == 1 ? 0 : 1); /* the same tiers */
+    if (at < 0) at = find_run(seg->free_mask & ~seg->decommit_mask, k, k == 1 ? 0 : 1);
+    if (at < 0) at = find_run(seg->free_mask, k, k == 1 ? 0 : 1);
   }
   _ak_page *pg = span_take(h, seg, (unsigned)at, k);
   if (!pg) return NULL;

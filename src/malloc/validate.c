@@ -40,11 +40,15 @@ bool _ak_segment_validate(const _ak_segment *seg, const char *where) {
   if (seg->first_page_start != ((sizeof(_ak_segment) + 4095) & ~(size_t)4095) ||
       seg->first_page_start >= AK_PAGE_SIZE)
     bad_segment(seg, where, "the first page's blocks do not start after the header");
-  /* Dirty and decommitted pages are free pages, never both; a page in a
-   * span was carved; guards belong to the hardened build. */
+  /* Dirty and decommitted pages are free pages, never both, and were in a
+   * span once (a never-carved page is untouched: span placement reuses
+   * dirty pages first); a page in a span was carved; guards belong to the
+   * hardened build. */
   if ((seg->dirty_mask | seg->decommit_mask) & ~seg->free_mask)
     bad_segment(seg, where, "a dirty or decommitted page is in a span");
   if (seg->dirty_mask & seg->decommit_mask) bad_segment(seg, where, "a page both dirty and decommitted");
+  if ((seg->dirty_mask | seg->decommit_mask) & ~seg->carved_mask)
+    bad_segment(seg, where, "a dirty or decommitted page was never carved");
   if (~seg->free_mask & ~seg->carved_mask) bad_segment(seg, where, "a page in a span was never carved");
   if (seg->guard_mask && !ak_harden_guards)
     bad_segment(seg, where, "guard pages without the guards mitigation");
