@@ -48,6 +48,19 @@ static int find_run(uint64_t free_mask, unsigned k, unsigned from) {
   return starts ? (int)__builtin_ctzll(starts) : -1;
 }
 
+/* The lowest run of `k` free pages of `s` from page `from` in the
+ * cheapest tier that has one (`*tier`): 0 dirty (held data, committed), 1
+ * never touched, 2 decommitted; the last two fault in as they are carved.
+ * -1 if none. */
+static int find_cheapest_run(const _ak_segment *s, unsigned k, unsigned from, unsigned *tier) {
+  const uint64_t tiers[3] = {s->dirty_mask, s->free_mask & ~s->decommit_mask, s->free_mask};
+  for (*tier = 0; *tier < 3; ++*tier) {
+    int a = find_run(tiers[*tier], k, from);
+    if (a >= 0) return a;
+  }
+  return -1;
+}
+
 /* A free, still committed one-page span whose last class was `cls`, or
  * -1. Reusing it touches no more of the page than that class did before;
  * another class would carve further into it (a thread that follows
@@ -150,22 +163,16 @@ static _ak_page *span_alloc(_ak_mheap *h, unsigned cls) {
    * ones (a few blocks left by threads that exited) drain, empty and go
    * back instead of every segment keeping a few live spans among many free
    * pages. */
+  unsigned from = k == 1 ? 0 : 1, tier; /* page 0: one-page spans only */
   if (at < 0) {
-    unsigned from = k == 1 ? 0 : 1, best = ~0u; /* page 0: one-page spans only */
+    unsigned best = ~0u; /* tier * 65 + free pages: 0..64 dirty, 65.. untouched, 130.. decommitted */
     for (_ak_dnode *n = h->segs.head; n; n = n->next) {
       _ak_segment *s = _ak_seg_at(n);
-      unsigned score = (unsigned)__builtin_popcountll(s->free_mask);
-      if (score >= best) continue;
-      int a = find_run(s->dirty_mask, k, from); /* score: 1..64 dirty, 65.. untouched, 130.. decommitted */
-      if (a < 0) {
-        score += AK_SEG_PAGES + 1; /* untouched pages: after any dirty run */
-        if (score >= best) continue;
-        a = find_run(s->free_mask & ~s->decommit_mask, k, from);
-      }
-      if (a < 0) {
-        score += AK_SEG_PAGES + 1; /* decommitted pages only: after any committed run */
-        if (score >= best || (a = find_run(s->free_mask, k, from)) < 0) continue;
-      }
+      unsigned nfree = (unsigned)__builtin_popcountll(s->free_mask);
+      if (nfree >= best) continue;
+      int a = find_cheapest_run(s, k, from, &tier);
+      unsigned score = tier * (unsigned)(AK_SEG_PAGES + 1) + nfree;
+      if (a < 0 || score >= best) continue;
       best = score;
       seg = s;
       at = a;
@@ -175,9 +182,7 @@ static _ak_page *span_alloc(_ak_mheap *h, unsigned cls) {
   if (!seg) {
     seg = segment_new(h); /* a spare (committed ones first), else a fresh mapping */
     if (!seg) return NULL;
-    at = find_run(seg->dirty_mask, k, k == 1 ? 0 : 1); /* the same tiers */
-    if (at < 0) at = find_run(seg->free_mask & ~seg->decommit_mask, k, k == 1 ? 0 : 1);
-    if (at < 0) at = find_run(seg->free_mask, k, k == 1 ? 0 : 1);
+    at = find_cheapest_run(seg, k, from, &tier);
   }
   _ak_page *pg = span_take(h, seg, (unsigned)at, k);
   if (!pg) return NULL;
