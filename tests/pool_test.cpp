@@ -1383,6 +1383,43 @@ TEST_P(PoolMagazine, StatsAddUpAcrossThreads) {
   EXPECT_EQ(e.bytes_reserved, e.slabs * 65536);
 }
 
+// Stats read while owners allocate and free: each magazine's count and the
+// pool's are read as of one instant, so `live` never exceeds what the
+// threads hold. Each thread holds kEach objects, frees kSwing and takes
+// them again: batches come and go (and trims steal chains, whose stale
+// lengths the owners then drop) while the stats read the counts.
+TEST_P(PoolMagazine, StatsWhileOwnersRunCountNoMoreThanTheyHold) {
+  Pool t(24, GetParam());
+  constexpr size_t kEach = 3000, kSwing = 150;
+  constexpr int kT = 3;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> th;
+  for (int id = 0; id < kT; id++)
+    th.emplace_back([&] {
+      std::vector<void *> mine;
+      mine.reserve(kEach);
+      while (!stop.load(std::memory_order_relaxed)) {
+        while (mine.size() < kEach) mine.push_back(ak_pool_alloc(t.p));
+        for (size_t i = 0; i < kSwing; i++) {
+          ak_pool_free(t.p, mine.back());
+          mine.pop_back();
+        }
+      }
+      for (void *o : mine) ak_pool_free(t.p, o);
+    });
+  size_t worst = 0;
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(800);
+  size_t reads = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    if (reads++ % 2) ak_pool_trim(t.p);  // steals chains: stale lengths the owners drop
+    worst = std::max(worst, t.stats().live);
+  }
+  stop = true;
+  for (auto &x : th) x.join();
+  EXPECT_LE(worst, kT * kEach) << "a stats read counted a batch or a flush twice (" << reads << " reads)";
+  EXPECT_EQ(t.stats().live, 0u);
+}
+
 // Trim racing with threads that allocate and free (TSan's target: a
 // magazine is taken by one exchange while its owner works on it).
 TEST_P(PoolMagazine, TrimRacesWithOwners) {

@@ -117,9 +117,9 @@ void _ak_mag_flush_all(_ak_pool_impl *p);
 uint64_t _ak_mag_tick(_ak_pool_impl *p);
 /** fork() child: no magazine of `p` is at work or being taken. */
 void _ak_mag_fork_child(_ak_pool_impl *p);
-/** Objects allocated and not yet freed (exact when no call is running)
- *  and their high-water mark (exact with max_objects, else sampled), as
- *  _ak_pool_mode.counts. */
+/** Objects allocated and not yet freed (exact when no call is running;
+ *  else each magazine's count as of one instant) and their high-water
+ *  mark (exact with max_objects, else sampled), as _ak_pool_mode.counts. */
 void _ak_mag_counts(_ak_pool_impl *p, size_t *live, size_t *peak);
 
 /* ---- calls nested in the calling thread's own call (a signal handler) ---- */

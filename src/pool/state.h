@@ -47,8 +47,9 @@ typedef struct _ak_mag_state {
    * for address order (0: never). */
   _Atomic uint64_t lf_reordered;
   /* live = this + the `net` of every magazine (exact when no thread is
-   * inside a call); with max_objects every call updates it, so it is
-   * exact at all times and the cap is enforced with it. */
+   * inside a call; _ak_mag_live reads each net and this as of one
+   * instant); with max_objects every call updates it, so it is exact at
+   * all times and the cap is enforced with it. */
   atomic_size_t live, peak;
   /* Bookkeeping, off the contended line. */
   _Alignas(64) _ak_dlist list; /* magazines of live threads (under the pool's mu) */

@@ -38,11 +38,12 @@
  *
  * Counting: each magazine's allocations minus frees not yet in the pool's
  * `mag.live` (net) are added to it by a refill or spill that finds them
- * AK_MAG_SETTLE batches or more off (net_settle), and by a drain; the
- * high-water mark is sampled there. The fast paths count nothing: an
- * allocation pops one object and a free pushes one, so net + n (`base`)
- * changes only on slow paths, and net is base - n. With max_objects
- * every call updates `mag.live` instead, exactly, and the cap is enforced.
+ * AK_MAG_SETTLE batches or more off, and by a drain; the high-water mark
+ * is sampled there. The fast paths count nothing: an allocation pops one
+ * object and a free pushes one, so net + n (`base`) changes only on slow
+ * paths, and net is base - n. The counts and their reader are count.c's.
+ * With max_objects every call updates `mag.live` instead, exactly, and
+ * the cap is enforced.
  *
  * The fast paths are the mark, a pop or push, and one compare each
  * (alloc: the chain is not empty; free: n is below `hi`, which folds the
@@ -74,6 +75,7 @@
 #include "common/error.h"
 #include "common/track.h"
 #include "os/os_mem.h"
+#include "pool/modes/magazine/count.h"
 #include "pool/modes/magazine/magazine.h"
 
 /* Thread-local: a direct-mapped cache of the thread's magazines, in front
@@ -89,11 +91,6 @@ typedef struct tl_entry {
 #define TL static __attribute__((tls_model("initial-exec"))) _Thread_local
 TL tl_entry tl_last;
 TL tl_entry tl_cache[8];
-
-/* ---- counting ----------------------------------------------------------------------- */
-
-static inline uint32_t n_get(_ak_pool_mag *m) { return __atomic_load_n(&m->head.n, __ATOMIC_RELAXED); }
-static inline void n_set(_ak_pool_mag *m, uint32_t v) { __atomic_store_n(&m->head.n, v, __ATOMIC_RELAXED); }
 
 /* ---- the owner and a taker ----------------------------------------------------------- */
 
@@ -148,7 +145,7 @@ static inline void *list_take(_ak_pool_mag *m) {
 }
 /* The owner stores the chain it holds (back). */
 static inline void list_put(_ak_pool_mag *m, void *c) {
-  AK_ASSERT((c == NULL) == (n_get(m) == 0)); /* `n` is the chain's length */
+  AK_ASSERT((c == NULL) == (_ak_mag_n(m) == 0)); /* `n` is the chain's length */
   owner_enter(m);
   __atomic_store_n(&m->head.list, c, __ATOMIC_RELAXED);
   _ak_pool_mag_leave(&m->head);
@@ -169,21 +166,6 @@ static void *steal_chain(_ak_pool_mag *m) {
   __atomic_store_n(&m->head.taken, 0, __ATOMIC_RELEASE);
   return c;
 }
-static inline intptr_t base_get(_ak_pool_mag *m) {
-  return atomic_load_explicit(&m->base, memory_order_relaxed);
-}
-static inline void base_set(_ak_pool_mag *m, intptr_t v) {
-  atomic_store_explicit(&m->base, v, memory_order_relaxed);
-}
-/* Allocations minus frees not yet in mag.live (exact from the owner or with no call running). */
-static inline intptr_t net_get(_ak_pool_mag *m) { return base_get(m) - (intptr_t)n_get(m); }
-/* Owner: `list` now holds `n` objects, net unchanged (a batch came or went). */
-static inline void n_move(_ak_pool_mag *m, uint32_t n) {
-  AK_ASSERT(n <= m->pool->mag.batch); /* `list` holds at most one batch */
-  base_set(m, base_get(m) + (intptr_t)n - (intptr_t)n_get(m));
-  n_set(m, n);
-}
-
 /* Owner, at the end of every slow path: the length at which a free must
  * take the slow path (see `hi`). A free that leaves n objects on `list`
  * may have freed the pool's last live object (drain_self) only if net =
@@ -195,45 +177,11 @@ static void set_hi(_ak_pool_mag *m) {
     hi = 0;
   } else if (m->takes >= 2) {
     intptr_t seen = (intptr_t)m->live_seen;
-    intptr_t drain = base_get(m) + (seen > 0 ? seen : 0) - 1; /* n before the push */
+    intptr_t drain = _ak_mag_base(m) + (seen > 0 ? seen : 0) - 1; /* n before the push */
     if (drain < hi) hi = drain < 0 ? 0 : drain;
   }
   AK_ASSERT(hi >= 0 && hi <= (intptr_t)m->pool->mag.batch && (!m->counted || hi == 0));
   m->head.hi = (uint32_t)hi;
-}
-
-/* Adds the magazine's count to the pool's and samples the high-water mark
- * (slow paths only: once per batch). */
-static void net_flush(_ak_pool_impl *p, _ak_pool_mag *m) {
-  intptr_t net = net_get(m);
-  base_set(m, (intptr_t)n_get(m));
-  size_t live = atomic_fetch_add_explicit(&p->mag.live, (size_t)net, memory_order_relaxed) + (size_t)net;
-  m->live_seen = live;
-  if (net > 0) _ak_mag_peak_raise(p, live);
-  AK_ASSERT(net_get(m) == 0); /* the magazine's count is the pool's now */
-}
-
-/* A refill or spill adds the count to the pool's once it is AK_MAG_SETTLE
- * batches off: a thread cycling through its own stash touches the shared
- * line once per AK_MAG_SETTLE batches. The sampled peak misses at most
- * that, plus the batch the fast paths move before the next slow path. */
-#define AK_MAG_SETTLE 8
-static void net_settle(_ak_pool_impl *p, _ak_pool_mag *m) {
-  intptr_t net = net_get(m), bound = AK_MAG_SETTLE * (intptr_t)p->mag.batch;
-  if (net >= bound || net <= -bound) net_flush(p, m);
-  AK_ASSERT(net_get(m) < bound && net_get(m) > -bound); /* settled within the bound */
-}
-static size_t mag_live(_ak_pool_impl *p) {
-  _ak_pool_lock(&p->mu);
-  size_t live = atomic_load(&p->mag.live);
-  for (_ak_pool_mag *m = _ak_mag_first(p); m; m = _ak_mag_next(m)) live += (size_t)net_get(m);
-  _ak_pool_unlock(&p->mu);
-  return (intptr_t)live < 0 ? 0 : live;
-}
-
-static size_t mag_peak(_ak_pool_impl *p) {
-  size_t live = mag_live(p), peak = atomic_load(&p->mag.peak);
-  return live > peak ? live : peak;
 }
 
 /* ---- finding the calling thread's magazine --------------------------------------- */
@@ -292,7 +240,7 @@ static void mag_empty(_ak_pool_impl *p, _ak_pool_mag *m, bool stash) {
     _ak_mag_shared_give(p, f, m->full_n);
     _ak_mag_owed_sub(m, m->full_n);
   }
-  uint32_t n = n_get(m);
+  uint32_t n = _ak_mag_n(m);
   void *c = list_take(m);
   if (c) {
     _ak_mag_shared_give(p, c, 0);
@@ -309,14 +257,14 @@ static void mag_exit(_ak_pool_impl *p, void *state) {
   AK_ASSERT(m->pool == p); /* the thread's table pairs each state with its pool */
   _ak_pool_lock(&p->mu);
   mag_unlink(p, m);
-  atomic_fetch_add(&p->mag.live, (size_t)net_get(m));
+  atomic_fetch_add(&p->mag.live, (size_t)_ak_mag_net(m));
   _ak_pool_unlock(&p->mu);
   mag_empty(p, m, true);
   AK_ASSERT(!_ak_dnode_linked(&m->node) && atomic_load(&m->full) == NULL &&
             _ak_batch_top(atomic_load(&m->stash)) == NULL); /* off the list, emptied */
   bool stashes = m->stashes;
   free(m);
-  if (stashes && mag_live(p) == 0) _ak_stash_flush_all(p);
+  if (stashes && _ak_mag_live(p) == 0) _ak_stash_flush_all(p);
   if (p->mode->thread_left) p->mode->thread_left(p);
 }
 
@@ -353,7 +301,7 @@ const _ak_tls_mode _ak_mag_tls = {
  * empties). */
 uint64_t _ak_mag_tick(_ak_pool_impl *p) {
   uint64_t at = UINT64_MAX;
-  if (_ak_stash_drain_due(p, &at) && mag_live(p) == 0) _ak_stash_flush_all(p);
+  if (_ak_stash_drain_due(p, &at) && _ak_mag_live(p) == 0) _ak_stash_flush_all(p);
   return at;
 }
 
@@ -386,7 +334,7 @@ void _ak_mag_fork_child(_ak_pool_impl *p) {
 
 /* The fast paths work on the chain inside the owner's mark (or, in the
  * hardened build, take it and store it back): `list` non-NULL holds
- * n_get(m) >= 1 free slots of the pool, held by nobody else. Everything
+ * _ak_mag_n(m) >= 1 free slots of the pool, held by nobody else. Everything
  * else (an empty or stolen chain, a spill, the drain check, a counted
  * magazine) is the slow path, which keeps `base`, `hi` and the counts.
  * With plain links the fast paths are the headers' _ak_pool_mag_pop and
@@ -400,7 +348,7 @@ static _Noreturn AK_COLD void corrupt(_ak_pool_impl *p, void *o, void *next) {
 
 /* The owner found `list` NULL: empty, or a thief took it (n is then
  * stale). Either way it holds nothing now; net is unchanged. */
-static void claim_lost(_ak_pool_mag *m) { n_move(m, 0); }
+static void claim_lost(_ak_pool_mag *m) { _ak_mag_n_move(m, 0); }
 
 /* Pops the first slot of chain `o` (n objects, claimed) and stores the
  * rest back. */
@@ -408,7 +356,7 @@ static inline void *chain_pop(_ak_pool_impl *p, _ak_pool_mag *m, void *o, uint32
   void *next = _ak_chain_next(p, o);
   if (ak_harden_links && AK_UNLIKELY(!_ak_pool_plausible(p, (uintptr_t)next))) corrupt(p, o, next);
   AK_ASSERT(n > 0 && n <= p->mag.batch); /* `list` holds at most one batch */
-  n_set(m, n - 1);
+  _ak_mag_n_set(m, n - 1);
   list_put(m, next);
   /* The next allocation reads `next` and its caller writes it: fetch its
    * line now (it may sit in another core's cache), overlapping the miss
@@ -426,11 +374,11 @@ static void *refill(_ak_pool_impl *p, _ak_pool_mag *m) {
   void *c = atomic_exchange_explicit(&m->full, NULL, memory_order_acquire);
   uint32_t n = m->full_n;
   if (!c) {
-    net_settle(p, m);
+    _ak_mag_net_settle(p, m);
     n = _ak_stash_take(p, m, &c);
     if (m->takes < 2) m->takes++;
   }
-  if (c) n_move(m, n);
+  if (c) _ak_mag_n_move(m, n);
   AK_ASSERT(!c || (n > 0 && n <= p->mag.batch)); /* a chain of at most one batch */
   return c;
 }
@@ -462,8 +410,14 @@ static AK_COLD __attribute__((noinline)) void *alloc_slow(_ak_pool_impl *p, _ak_
     set_hi(m);
     return NULL;
   }
-  chain_pop(p, m, o, n_get(m));
-  if (p->max_objects) base_set(m, (intptr_t)n_get(m)); /* counted in mag.live: net stays 0 */
+  if (p->max_objects) { /* counted in mag.live: net stays 0 */
+    _ak_mag_count_begin(m);
+    chain_pop(p, m, o, _ak_mag_n(m));
+    _ak_mag_base_set(m, (intptr_t)_ak_mag_n(m));
+    _ak_mag_count_end(m);
+  } else {
+    chain_pop(p, m, o, _ak_mag_n(m));
+  }
   if (AK_UNLIKELY(p->debug)) {
     _ak_pool_mark_live(p, _ak_slab_of(o, p->slab_size), o);
     _ak_pool_track_alloc(p, o);
@@ -490,7 +444,7 @@ static inline void *alloc_in(_ak_pool_impl *p, _ak_pool_mag *m) {
   void *o = list_take(m);
   if (AK_UNLIKELY(o == NULL)) return alloc_slow(p, m, o);
   /* net + 1 and n - 1: base unchanged. */
-  return chain_pop(p, m, o, n_get(m));
+  return chain_pop(p, m, o, _ak_mag_n(m));
 }
 
 /* The calling thread's magazine of `p` (NULL and an error if there is no
@@ -568,10 +522,10 @@ static AK_COLD bool hardened_is_free(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab
  * previous full batch goes back to the shared structure. */
 static void spill(_ak_pool_impl *p, _ak_pool_mag *m, void *c, uint32_t n) {
   AK_ASSERT(c != NULL && n == p->mag.batch); /* only a whole batch is spilled */
-  net_settle(p, m);
+  _ak_mag_net_settle(p, m);
   uint32_t old_n = m->full_n;
   m->full_n = n;
-  n_move(m, 0);
+  _ak_mag_n_move(m, 0);
   _ak_stash_keep(p, m, atomic_exchange_explicit(&m->full, c, memory_order_acq_rel), old_n);
 }
 
@@ -586,17 +540,17 @@ static void spill(_ak_pool_impl *p, _ak_pool_mag *m, void *c, uint32_t n) {
  * each time. */
 static void drain_self(_ak_pool_impl *p, _ak_pool_mag *m) {
   m->takes = 0;
-  net_flush(p, m);
+  _ak_mag_net_flush(p, m);
   if (_ak_stash_drain_now(p)) {
     mag_empty(p, m, true);
   } else { /* deferred: both chains wait in the stash with the rest */
     _ak_stash_keep(p, m, atomic_exchange_explicit(&m->full, NULL, memory_order_acquire), m->full_n);
-    uint32_t n = n_get(m);
+    uint32_t n = _ak_mag_n(m);
     void *c = list_take(m);
     if (c) _ak_stash_keep(p, m, c, n);
   }
   claim_lost(m);
-  AK_ASSERT(n_get(m) == 0 && atomic_load(&m->full) == NULL); /* both chains went back */
+  AK_ASSERT(_ak_mag_n(m) == 0 && atomic_load(&m->full) == NULL); /* both chains went back */
 }
 
 /* The slow free of `o` (slab `s`): `c` is the chain the caller claimed
@@ -610,18 +564,20 @@ static AK_COLD __attribute__((noinline)) void free_slow(_ak_pool_impl *p, _ak_po
   }
   if (AK_UNLIKELY(o == c)) _ak_pool_double_free(p, o);
   if (!c) claim_lost(m);
-  uint32_t n = n_get(m);
+  uint32_t n = _ak_mag_n(m);
   if (n == p->mag.batch) { /* a whole batch: spill it */
     spill(p, m, c, n);
     c = NULL;
     n = 0;
   }
   _ak_chain_set(p, o, c);
-  AK_ASSERT(n < p->mag.batch); /* a full batch was spilled above */
-  n_set(m, n + 1);
+  AK_ASSERT(n < p->mag.batch);                /* a full batch was spilled above */
+  if (p->max_objects) _ak_mag_count_begin(m); /* counted in mag.live: net stays 0 */
+  _ak_mag_n_set(m, n + 1);
   list_put(m, o);
   if (p->max_objects) {
-    base_set(m, (intptr_t)(n + 1)); /* counted in mag.live: net stays 0 */
+    _ak_mag_base_set(m, (intptr_t)(n + 1));
+    _ak_mag_count_end(m);
     if (AK_UNLIKELY(atomic_fetch_sub_explicit(&p->mag.live, 1, memory_order_relaxed) == 1) && m->takes >= 2)
       drain_self(p, m);
   } else {
@@ -629,7 +585,7 @@ static AK_COLD __attribute__((noinline)) void free_slow(_ak_pool_impl *p, _ak_po
      * saw it (no shared read on the fast path: set_hi), then confirmed:
      * exact when one thread uses the pool, a heuristic otherwise (trim and
      * thread exit are exact). */
-    intptr_t net = net_get(m);
+    intptr_t net = _ak_mag_net(m);
     if (net <= 0 && (intptr_t)m->live_seen + net <= 0 && m->takes >= 2 &&
         (intptr_t)atomic_load_explicit(&p->mag.live, memory_order_relaxed) + net <= 0)
       drain_self(p, m);
@@ -654,7 +610,7 @@ static inline void free_in(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab *s, void 
     return;
   }
   void *c = list_take(m);
-  uint32_t n = n_get(m);
+  uint32_t n = _ak_mag_n(m);
   if (ak_harden_double_free && AK_UNLIKELY(hardened_looks_free(p, o)) && hardened_is_free(p, m, s, c, o))
     _ak_pool_double_free(p, o);
   /* Fast path: a chain to push on, not the head of it (a double free in a
@@ -666,7 +622,7 @@ static inline void free_in(_ak_pool_impl *p, _ak_pool_mag *m, _ak_slab *s, void 
   }
   AK_ASSERT(n < p->mag.batch); /* below `hi`, which is at most a batch */
   _ak_chain_set(p, o, c);
-  n_set(m, n + 1);
+  _ak_mag_n_set(m, n + 1);
   list_put(m, o);
 }
 
@@ -695,6 +651,6 @@ void _ak_mag_free(_ak_pool_impl *p, void *o) {
 
 void _ak_mag_counts(_ak_pool_impl *p, size_t *live, size_t *peak) {
   /* Counted by the magazines (objects they cache are not live). */
-  *live = mag_live(p);
-  *peak = mag_peak(p);
+  *live = _ak_mag_live(p);
+  *peak = _ak_mag_peak(p);
 }

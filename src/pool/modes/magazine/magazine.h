@@ -4,7 +4,8 @@
  * list of them, the shared structure behind them (through the mode
  * table), and the stash of whole batches (stash.c) that keeps the objects
  * a thread freed for that thread. magazine.c is the front (alloc, free,
- * counting, thread exit, trim); stash.c calls nothing of it. */
+ * thread exit, trim), count.h and count.c keep the counts; stash.c calls
+ * nothing of magazine.c. */
 #ifndef AK_POOL_MODES_MAGAZINE_H
 #define AK_POOL_MODES_MAGAZINE_H
 
@@ -50,6 +51,11 @@ struct _ak_pool_mag {
    * and net by the opposite one, so base changes only on slow paths: the
    * fast paths keep no count of their own. */
   _Atomic intptr_t base;
+  /* Owner stores, stats read: a sequence count with one writer around
+   * every change of base and n together (count.h): odd while one is
+   * under way, so that a reader gets net and mag.live as of one instant
+   * (_ak_mag_live). The fast paths change n alone: no count. */
+  atomic_uint seq;
   _ak_pool_impl *pool;
   _ak_dnode node; /* on the pool's magazine list (under mu) */
 };
