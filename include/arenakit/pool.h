@@ -228,9 +228,9 @@ AK_API void ak_pool_trim(ak_pool *p);
  *  library. Thread-safe. */
 AK_API void ak_pool_set_defragment(ak_pool *p, bool on);
 
-/** Fills `out`, after the reclaim policy's due steps on the pool's spares
- *  (as the slow paths take them). Exact when no other thread uses the pool;
- *  else `live` adds up each thread's count as of one instant. Thread-safe. */
+/** Fills `out` after the reclaim policy's due steps on the pool's spares.
+ *  Thread-safe. Exact when no other thread uses the pool; else `live` adds
+ *  each thread's count as of one instant (a read retried up to 100 times). */
 AK_API void ak_pool_stats_get(const ak_pool *p, ak_pool_stats *out);
 
 /** Prints the stats of `p` in one readable block to `f` and flushes `f`.

@@ -52,8 +52,8 @@ struct _ak_pool_mag {
    * fast paths keep no count of their own. */
   _Atomic intptr_t base;
   /* Owner stores, stats read: a sequence count with one writer around
-   * every change of base and n together (count.h): odd while one is
-   * under way, so that a reader gets net and mag.live as of one instant
+   * every slow-path change of base (count.h): odd while one is under
+   * way, so that a reader gets net and mag.live as of one instant
    * (_ak_mag_live). The fast paths change n alone: no count. */
   atomic_uint seq;
   _ak_pool_impl *pool;
