@@ -320,12 +320,16 @@ void _ak_mag_flush_all(_ak_pool_impl *p) {
 }
 
 /* fork() child: the threads that owned the other magazines are gone, and
- * one may have been at work on its magazine: nobody is now. */
+ * one may have been at work on its magazine: nobody is now. A count left
+ * odd (a change under way at the fork) is closed, else every stats read
+ * would wait it out to the end of its tries. */
 void _ak_mag_fork_child(_ak_pool_impl *p) {
   _ak_pool_lock(&p->mu);
   for (_ak_pool_mag *m = _ak_mag_first(p); m; m = _ak_mag_next(m)) {
     __atomic_store_n(&m->head.busy, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&m->head.taken, 0, __ATOMIC_RELAXED);
+    unsigned seq = atomic_load_explicit(&m->seq, memory_order_relaxed);
+    if (seq & 1) atomic_store_explicit(&m->seq, seq + 1, memory_order_relaxed);
   }
   _ak_pool_unlock(&p->mu);
 }
