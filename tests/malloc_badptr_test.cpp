@@ -9,10 +9,13 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -154,6 +157,33 @@ TEST(MallocBadPointerDeathTest, DoubleFreeOfALargeBlock) {
         void *p = ak_malloc(8 << 20);
         ak_free(p);
         ak_free(p);
+      },
+      message("free", "not from arenakit"));
+}
+
+// The free fast path keeps the segment of the thread's last free (no map
+// lookup for the next one into it). Once that segment goes back to the
+// system (its blocks all freed, ak_collect(true)), a free into it is a
+// pointer like any unmapped one: the message, not a SIGSEGV from reading a
+// header that is gone.
+TEST(MallocBadPointerDeathTest, FreeIntoTheLastFreesReleasedSegment) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process: no other thread's segments
+  EXPECT_DEATH(
+      {
+        std::thread([] {
+          // 12 MiB of blocks: the last ones lie in a segment mapped for them.
+          std::vector<void *> blocks((12u << 20) / 1024);
+          for (void *&b : blocks) b = ak_malloc(1024);
+          void *p = blocks.back();
+          for (void *b : blocks) ak_free(b);  // p last: its segment is the kept one
+          ak_collect(true);                   // released and unmapped
+          void *seg = reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{(4 << 20) - 1});
+          if (msync(seg, 4096, MS_ASYNC) == 0) {
+            std::fprintf(stderr, "the segment is still mapped: the test proves nothing\n");
+            std::_Exit(3);
+          }
+          ak_free(p);
+        }).join();
       },
       message("free", "not from arenakit"));
 }

@@ -78,23 +78,34 @@ static void free_page_slow(_ak_mheap *h, _ak_page *pg, void *p, uint32_t used) {
   _ak_free_slow(p, _ak_seg_of(p));
 }
 
-/* Invariant: a segment's owner is a heap address or AK_OWNER_NONE (large
- * blocks, abandoned segments), never 0 = "no heap"; so owner == h alone
- * proves a small segment of this thread. The segment map is asked before
- * the header is read: NULL, huge-aligned blocks (no header in their 4 MiB)
- * and every pointer the malloc did not hand out take the slow path, which
- * diagnoses them. The block-start test (a multiply, a rotate, a compare)
- * sends a pointer inside a block, or into the segment header, to the slow
- * path too. Cost over the unchecked path: two loads that stay in L1 (a
- * top-table entry and a leaf word cover 256 MiB of segments) and four ALU
- * operations. */
+/* The free fast path. Invariant: a segment's owner is a heap address or
+ * AK_OWNER_NONE (large blocks, abandoned segments), never 0 = "no heap";
+ * so owner == heap alone proves a small segment of this thread. The
+ * header is read only once the segment map knows the segment: NULL,
+ * huge-aligned blocks (no header in their 4 MiB) and every pointer the
+ * malloc did not hand out take the slow path, which diagnoses them. The
+ * thread's cached segment (_ak_mtls.seg, a segment of its heap: mapped)
+ * skips the map, since a program frees mostly into one segment at a time;
+ * a segment that passes the map becomes the cached one, and leaves again
+ * when its owner is another. The block-start test (a multiply, a rotate,
+ * a compare) sends a pointer inside a block, or into the segment header,
+ * to the slow path too. */
 void ak_free(void *p) {
   _ak_segment *seg = _ak_seg_of(p);
-  if (AK_UNLIKELY(_ak_malloc_checked || !_ak_segmap_has(seg) ||
-                  atomic_load_explicit(&seg->owner, memory_order_relaxed) != (uintptr_t)_ak_tl.heap)) {
+  _ak_mtls *t = &_ak_tl;
+  if ((uintptr_t)seg != t->seg) {
+    if (AK_UNLIKELY(_ak_malloc_checked || !_ak_segmap_has(seg))) {
+      _ak_free_slow(p, seg);
+      return;
+    }
+    t->seg = (uintptr_t)seg;
+  }
+  if (AK_UNLIKELY(atomic_load_explicit(&seg->owner, memory_order_relaxed) != (uintptr_t)t->heap)) {
+    t->seg = AK_SEG_UNSEEN; /* another thread's, or nobody's: it may go at any time */
     _ak_free_slow(p, seg);
     return;
   }
+  AK_ASSERT(_ak_segmap_has(seg)); /* _ak_mtls.seg */
   _ak_page *pg = seg->pages[((uintptr_t)p & AK_SEG_MASK) >> AK_PAGE_SHIFT].head;
   uint32_t used = _ak_used(pg);
   /* A full page (flags == AK_PG_FULL) takes the free here too and stays on

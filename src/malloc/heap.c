@@ -615,6 +615,7 @@ static void heap_exit(void *arg) {
   _ak_tl.heap = NULL; /* a later malloc in this thread makes a new heap */
   _ak_tl.left = -1;   /* ... through the slow path */
   _ak_tl.allocs = 0;
+  _ak_mtls_forget(NULL); /* its segments are released or abandoned below */
   _ak_heap_seg_enter(h); /* the background thread's idle purge leaves h alone from here on */
   for (_ak_segment *s; (s = _ak_seg_at(_ak_dlist_pop_front(&h->segs))) != NULL;) {
     if (s->free_mask == UINT64_MAX) {

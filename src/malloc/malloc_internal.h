@@ -290,8 +290,23 @@ typedef struct _ak_mtls {
   _ak_mheap *heap; /* the thread's heap; NULL before its first block and after its exit */
   int64_t left;    /* bytes until the slow path must look (see above) */
   uint64_t allocs; /* blocks the malloc fast path handed out (folded into the heap's count) */
+  /* The segment of the thread's last fast-path free (AK_SEG_UNSEEN: none).
+   * Invariant: a segment that the segment map knows and `heap` owns. Only
+   * the owner's thread ends that ownership (it releases the segment, or
+   * abandons it at its exit), and both paths reset `seg` first
+   * (_ak_mtls_forget); nobody unmaps a segment a heap owns. So a free into
+   * `seg` needs neither the map nor the owner: ak_free. */
+  uintptr_t seg;
 } _ak_mtls;
+/** _ak_mtls.seg of a thread with no segment: not 4 MiB-aligned, so no
+ *  _ak_seg_of() equals it (NULL's is 0). */
+#define AK_SEG_UNSEEN ((uintptr_t)1)
 extern __attribute__((tls_model("initial-exec"))) _Thread_local _ak_mtls _ak_tl;
+/** The calling thread no longer owns `seg` (released, or NULL: every
+ *  segment, at its heap's exit): ak_free's cached segment goes. */
+static inline void _ak_mtls_forget(const void *seg) {
+  if (!seg || _ak_tl.seg == (uintptr_t)seg) _ak_tl.seg = AK_SEG_UNSEEN;
+}
 /** The live heaps (heap.c registers and retires them) and the abandoned
  *  segments (heap.c abandons and adopts them), each under its mutex; the
  *  statistics read their lengths. */

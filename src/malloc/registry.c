@@ -91,7 +91,7 @@ size_t _ak_peak_allocated(void) { return atomic_load(&peak_allocated); }
 /* ---- thread heaps ---------------------------------------------------------------- */
 
 /* Initial-exec TLS: no __tls_get_addr call (which may itself allocate). */
-__attribute__((tls_model("initial-exec"))) _Thread_local _ak_mtls _ak_tl = {NULL, -1, 0};
+__attribute__((tls_model("initial-exec"))) _Thread_local _ak_mtls _ak_tl = {NULL, -1, 0, AK_SEG_UNSEEN};
 
 pthread_mutex_t _ak_heaps_mu = PTHREAD_MUTEX_INITIALIZER;
 _ak_dlist _ak_heap_list;

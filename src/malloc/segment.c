@@ -157,6 +157,7 @@ void _ak_segment_release(_ak_segment *seg) {
   /* Entirely free, off every heap's list and the abandoned list, mapped. */
   AK_ASSERT(seg->kind == AK_SEG_SMALL && seg->free_mask == AK_ALL_PAGES && !_ak_dnode_linked(&seg->node));
   AK_ASSERT(_ak_segmap_has(seg));
+  _ak_mtls_forget(seg); /* the releasing owner's cached segment (no other thread caches it) */
   _ak_registry_remove(seg);
   seg->magic = 0;
   _ak_spare_put(spares(), &seg->spare, AK_SEG_SIZE); /* past the cap the oldest spare is unmapped */
