@@ -893,6 +893,29 @@ TEST(MallocPages, OneFreeIntoAFullPageDoesNotTakeOverFromTheCurrentPage) {
   }).join();
 }
 
+// A full page with as many free blocks as a carve of the current page
+// would hand out (blocks of this class: one or two per 4 KiB) comes back
+// before the carve, which would touch memory not touched yet, even with
+// fewer than an eighth of its blocks free.
+TEST(MallocPages, AFullPageWithACarvesWorthFreeComesBackBeforeACarve) {
+  std::thread([] {
+    std::vector<void *> v;
+    for (size_t i = 0; i < 2 * kPerPage + 3; i++) v.push_back(ak_malloc(kPageBlock));
+    uintptr_t full = page_of(v.front());
+    ASSERT_NE(full, page_of(v.back()));  // the first block's page is full
+    ak_free(v[0]);                       // two of its 21 blocks free: fewer than an eighth
+    ak_free(v[1]);
+    size_t from_full = 0;
+    for (size_t i = 0; i < 4; i++) {
+      void *p = ak_malloc(kPageBlock);
+      from_full += page_of(p) == full;
+      v.push_back(p);
+    }
+    EXPECT_GE(from_full, 1u) << "the current page carved on while the full page had two blocks free";
+    for (size_t i = 2; i < v.size(); i++) ak_free(v[i]);
+  }).join();
+}
+
 TEST(MallocPages, RefilledFullPagesAreReusedBeforeFreshSpans) {
   std::thread([] {
     std::vector<void *> v;

@@ -81,19 +81,24 @@ uint32_t _ak_page_collect(_ak_page *pg) {
   return n;
 }
 
-/* Carves the never-used blocks that start in the 4 KiB page of `bump`
- * onto the free list (at least one). Each block's link is written at its
- * start, so a carve touches that one page (which, when `bump` is inside
- * it, holds a block carved before): memory is faulted in a page at a time
- * as blocks are needed, never a page ahead. */
-static bool carve(_ak_page *pg) {
+/* The never-used blocks that start in the 4 KiB page of `bump`: what a
+ * carve hands out (0 when none is left). */
+static uint32_t carve_blocks(const _ak_page *pg) {
   /* Bump limits: block-aligned, within the span's block area. */
   AK_ASSERT(pg->bump >= pg->start && pg->bump <= pg->end && (pg->bump - pg->start) % pg->block_size == 0);
-  if (pg->bump >= pg->end) return false;
   uintptr_t stop = (pg->bump & ~(uintptr_t)4095) + 4096; /* the end of bump's page */
   size_t n = (stop - pg->bump + pg->block_size - 1) / pg->block_size;
   size_t left = (pg->end - pg->bump) / pg->block_size;
-  if (n > left) n = left;
+  return (uint32_t)(n < left ? n : left);
+}
+
+/* Carves those blocks onto the free list (at least one). Each block's link
+ * is written at its start, so a carve touches that one page (which, when
+ * `bump` is inside it, holds a block carved before): memory is faulted in
+ * a page at a time as blocks are needed, never a page ahead. */
+static bool carve(_ak_page *pg) {
+  if (pg->bump >= pg->end) return false;
+  size_t n = carve_blocks(pg);
   uintptr_t b = pg->bump;
   if (_ak_malloc_checked && pg->block_size > sizeof(void *))
     for (size_t i = 0; i < n; i++)
@@ -194,9 +199,13 @@ _ak_page *_ak_page_find(_ak_mheap *h, unsigned cls) {
        * touches memory the process has not touched yet (a page fault per
        * system page), so under random lifetimes it would grow the resident
        * set while freed blocks waited in full pages. A full page comes back
-       * here with at least an eighth of its blocks free, so that it serves
-       * a run of allocations rather than one per slow call. */
-      _ak_page *full = full_take(h, cls, (pg->capacity + 7) / 8);
+       * here once it has as many free blocks as a carve hands out (those
+       * starting in one 4 KiB page, carve_blocks), or an eighth of its
+       * blocks if that is fewer: it then serves a run of allocations as
+       * long as a carve would, so the slow calls are no more frequent, and
+       * touches nothing new. */
+      uint32_t run = carve_blocks(pg);
+      _ak_page *full = full_take(h, cls, run < (pg->capacity + 7) / 8 ? run : (pg->capacity + 7) / 8);
       if (full) return full;
       carve(pg);
       return pg;
