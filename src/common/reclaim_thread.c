@@ -321,7 +321,16 @@ void _ak_reclaim_start_wanted(void) {
   if (AK_LIKELY(!atomic_load_explicit(&g_start_wanted, memory_order_relaxed))) return;
   if (!atomic_exchange(&g_start_wanted, false)) return;
   pthread_once(&g_once, once_init);
-  pthread_mutex_lock(&g_ctl);
+  /* Only a try: g_ctl's holder is starting or stopping the thread, and
+   * that may be this very thread. pthread_create takes the new thread's
+   * TLS from malloc, which under the preload is this library; when another
+   * thread's wake has asked again meanwhile, a slow path there lands here
+   * (a lock would wait for itself). The wish stays for the next slow
+   * path, which finds the thread running or starts it. */
+  if (pthread_mutex_trylock(&g_ctl) != 0) {
+    atomic_store_explicit(&g_start_wanted, true, memory_order_relaxed);
+    return;
+  }
   if (atomic_load(&g_mode) == AK_BACKGROUND_AUTO && !(atomic_load(&g_state) & ST_RUNNING) &&
       start_locked("arenakit: background thread") != 0) {
     /* It cannot be had (a sandbox, a thread limit): AUTO gives up, the
