@@ -82,7 +82,7 @@ static void free_page_slow(_ak_mheap *h, _ak_page *pg, void *p, uint32_t used) {
  * AK_OWNER_NONE (large blocks, abandoned segments), never 0 = "no heap";
  * so owner == heap alone proves a small segment of this thread. The
  * header is read only once the segment map knows the segment: NULL,
- * huge-aligned blocks (no header in their 4 MiB) and every pointer the
+ * huge-aligned blocks (no header in their segment) and every pointer the
  * malloc did not hand out take the slow path, which diagnoses them. The
  * thread's cached segment (_ak_mtls.seg, a segment of its heap: mapped)
  * skips the map, since a program frees mostly into one segment at a time;

@@ -298,7 +298,7 @@ typedef struct _ak_mtls {
    * `seg` needs neither the map nor the owner: ak_free. */
   uintptr_t seg;
 } _ak_mtls;
-/** _ak_mtls.seg of a thread with no segment: not 4 MiB-aligned, so no
+/** _ak_mtls.seg of a thread with no segment: not AK_SEG_SIZE-aligned, so no
  *  _ak_seg_of() equals it (NULL's is 0). */
 #define AK_SEG_UNSEEN ((uintptr_t)1)
 extern __attribute__((tls_model("initial-exec"))) _Thread_local _ak_mtls _ak_tl;

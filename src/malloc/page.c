@@ -81,7 +81,7 @@ uint32_t _ak_page_collect(_ak_page *pg) {
   return n;
 }
 
-/* The never-used blocks that start in the 4 KiB page of `bump`: what a
+/* The never-used blocks that start in the system page of `bump`: what a
  * carve hands out (0 when none is left). */
 static uint32_t carve_blocks(const _ak_page *pg) {
   /* Bump limits: block-aligned, within the span's block area. */
@@ -200,7 +200,7 @@ _ak_page *_ak_page_find(_ak_mheap *h, unsigned cls) {
        * system page), so under random lifetimes it would grow the resident
        * set while freed blocks waited in full pages. A full page comes back
        * here once it has as many free blocks as a carve hands out (those
-       * starting in one 4 KiB page, carve_blocks), or an eighth of its
+       * starting in one system page, carve_blocks), or an eighth of its
        * blocks if that is fewer: it then serves a run of allocations as
        * long as a carve would, so the slow calls are no more frequent, and
        * touches nothing new. */
