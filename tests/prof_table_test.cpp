@@ -4,8 +4,9 @@
 // blocks) holds and counts what it turns away while the totals stay
 // right; forget takes back exactly what record added; 10,000 distinct
 // stacks shaped like an interpreter's take under 2 MiB, and unshared
-// stacks stay within the bounds' memory; the capture starts at the
-// caller; the validator sees a broken chain.
+// stacks stay within the bounds' memory; the hash heads grow with the
+// tables; the capture starts at the caller; the validator sees a broken
+// chain.
 #include <arenakit/prof.h>
 #include <gtest/gtest.h>
 
@@ -208,6 +209,33 @@ TEST_F(ProfTable, UnsharedStacksStayWithinTheBounds) {
   std::printf("10,000 unshared stacks of 64 frames: %zu kept, %zu dropped, %zu bytes mapped\n", st.stacks,
               st.dropped_stacks, st.memory);
   EXPECT_LE(st.memory, size_t{6} << 20);
+  _ak_prof_check();
+}
+
+// The hash heads start at a system page each and grow with their tables:
+// a profile of a few stacks maps little (it touched every page of the
+// heads at the bounds' size before), and every entry is found again after
+// the heads doubled (the validator walks every chain; the forgets look
+// each block up).
+TEST_F(ProfTable, TheHashHeadsGrowWithTheTables) {
+  start({});
+  auto one = interpreter_stack(0);
+  ASSERT_TRUE(_ak_prof_record_stack(block(0), 256, one.data(), 64, nullptr, nullptr));
+  const size_t small = stats().memory;
+  std::printf("one stack of 64 frames: %zu bytes mapped\n", small);
+  EXPECT_LE(small, size_t{192} << 10);
+  const uint64_t n = 4 * 4096 + 1;  // past the record heads' first doubling
+  for (uint64_t i = 1; i < n; i++) {
+    auto s = interpreter_stack(i % 5000);
+    ASSERT_TRUE(_ak_prof_record_stack(block(i), 256, s.data(), 64, nullptr, nullptr));
+  }
+  _ak_prof_check();
+  EXPECT_GT(stats().memory, small);
+  for (uint64_t i = 0; i < n; i++) ASSERT_TRUE(_ak_prof_forget_if_kept(block(i))) << i;
+  ak_prof_stats st = stats();
+  EXPECT_EQ(st.live_samples, 0u);
+  EXPECT_EQ(st.inuse_bytes, 0u);
+  EXPECT_EQ(st.unknown_frees, 0u);
   _ak_prof_check();
 }
 

@@ -260,8 +260,10 @@ static void emit_mappings(dump *d) {
 
 /* ---- locations and samples ----------------------------------------------------------------- */
 
+/* Read with no lock: a growth of the node heads may rewrite the word's
+ * chain bits meanwhile (atomically; frame and parent stay). */
 static _ak_prof_node node_at(const dump *d, uint32_t id) {
-  return *(const _ak_prof_node *)_ak_prof_vec_at(&d->nodes, id);
+  return __atomic_load_n((const _ak_prof_node *)_ak_prof_vec_at(&d->nodes, id), __ATOMIC_RELAXED);
 }
 
 /* One location per frame: id = frame id, its mapping, its address. */

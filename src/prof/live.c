@@ -28,9 +28,21 @@ static _ak_prof_site *site_at(const _ak_prof_tables *t, uint32_t id) {
   return (_ak_prof_site *)_ak_prof_vec_at(&t->sites, id);
 }
 
-static uint32_t rec_bucket(const _ak_prof_tables *t, uint64_t block) {
+static uint32_t rec_bucket(const _ak_prof_heads *h, uint64_t block) {
   uint64_t x = block * 0x9e3779b97f4a7c15ull;
-  return (uint32_t)(x >> 32) & t->rec_mask;
+  return (uint32_t)(x >> 32) & h->mask;
+}
+
+/* The relink of _ak_prof_heads_fit: every record in use (block set; the
+ * others are on the free list, through the same `next`). */
+static void recs_relink(_ak_prof_tables *t, _ak_prof_heads *h) {
+  for (uint32_t id = 1; id < t->recs.n; id++) {
+    _ak_prof_rec *r = rec_at(t, id);
+    if (r->block == 0) continue;
+    uint32_t *head = &h->a[rec_bucket(h, r->block)];
+    r->next = *head;
+    *head = id;
+  }
 }
 
 uint64_t _ak_prof_scaled_bytes(uint64_t obj, uint64_t size) {
@@ -49,7 +61,7 @@ static uint32_t rec_take(_ak_prof_tables *t) {
 }
 
 bool _ak_prof_live_remove(_ak_prof_tables *t, uintptr_t block) {
-  uint32_t *link = &t->rec_heads[rec_bucket(t, block)];
+  uint32_t *link = &t->rec_heads.a[rec_bucket(&t->rec_heads, block)];
   while (*link != 0 && rec_at(t, *link)->block != block) link = &rec_at(t, *link)->next;
   uint32_t id = *link;
   if (id == 0) return false;
@@ -84,11 +96,12 @@ bool _ak_prof_live_add(_ak_prof_tables *t, uintptr_t block, uint64_t size, uint6
   r->size = size;
   r->obj = obj;
   r->site = site;
-  uint32_t *head = &t->rec_heads[rec_bucket(t, block)];
+  uint32_t *head = &t->rec_heads.a[rec_bucket(&t->rec_heads, block)];
   r->next = *head;
   *head = id;
   t->inuse_bytes += bytes;
   t->live++;
+  _ak_prof_heads_fit(t, &t->rec_heads, t->live, AK_PROF_CHAIN_SITE, recs_relink);
   return true;
 }
 
@@ -104,10 +117,10 @@ void _ak_prof_live_sum(const _ak_prof_tables *t, uint64_t *obj, uint64_t *bytes,
 void _ak_prof_check_live(const _ak_prof_tables *t) {
   size_t live = 0, free_n = 0;
   uint64_t inuse = 0;
-  for (uint32_t b = 0; b <= t->rec_mask; b++)
-    for (uint32_t id = t->rec_heads[b]; id != 0; id = rec_at(t, id)->next) {
+  for (uint32_t b = 0; b <= t->rec_heads.mask; b++)
+    for (uint32_t id = t->rec_heads.a[b]; id != 0; id = rec_at(t, id)->next) {
       const _ak_prof_rec *r = rec_at(t, id);
-      if (r->block == 0 || rec_bucket(t, r->block) != b || r->site == 0 || r->site >= t->sites.n)
+      if (r->block == 0 || rec_bucket(&t->rec_heads, r->block) != b || r->site == 0 || r->site >= t->sites.n)
         _ak_fatal("prof: live record %u (block %#llx) is misplaced", id, (unsigned long long)r->block);
       live++;
       inuse += _ak_prof_scaled_bytes(r->obj, r->size);
@@ -183,8 +196,8 @@ size_t _ak_prof_forget_range(uintptr_t lo, uintptr_t hi) {
   size_t n = 0;
   pthread_mutex_lock(&_ak_prof_g.mu);
   _ak_prof_tables *t = &_ak_prof_g.t;
-  for (uint32_t b = 0; t->ready && b <= t->rec_mask; b++) {
-    uint32_t id = t->rec_heads[b];
+  for (uint32_t b = 0; t->ready && b <= t->rec_heads.mask; b++) {
+    uint32_t id = t->rec_heads.a[b];
     while (id != 0) {
       const _ak_prof_rec *r = rec_at(t, id);
       uint32_t next = r->next; /* the record is recycled by the remove */

@@ -138,6 +138,21 @@ typedef struct _ak_prof_rec {
   uint32_t next;  /* next record in the bucket or the free list; 0: none */
 } _ak_prof_rec;
 
+/** Entries a bucket of the heads may hold on average before they double:
+ *  frames and call-tree nodes (looked up a frame at a time), sites and
+ *  live records (one lookup a sample or a forget). */
+#define AK_PROF_CHAIN_STACK 8
+#define AK_PROF_CHAIN_SITE 4
+
+/** The hash heads of one table: `a` holds `mask` + 1 buckets (entry ids,
+ *  0: empty), one system page of them at first, doubled by
+ *  _ak_prof_heads_fit up to `max_mask` + 1 as the table fills, so a
+ *  profile with few stacks touches few pages. */
+typedef struct _ak_prof_heads {
+  uint32_t *a;
+  uint32_t mask, max_mask;
+} _ak_prof_heads;
+
 /** The tables and counters, guarded by `mu` (the one instance is
  *  _ak_prof_g.t). Invariants (_ak_prof_check):
  *  - every frame is on the bucket of its pc; every node but the root has
@@ -150,17 +165,17 @@ typedef struct _ak_prof_rec {
 typedef struct _ak_prof_tables {
   bool ready; /* the tables below are mapped */
   _ak_prof_vec frames;
-  uint32_t *frame_heads, frame_mask;
+  _ak_prof_heads frame_heads;
   _ak_prof_vec nodes;
-  uint32_t *node_heads, node_mask;
+  _ak_prof_heads node_heads;
   uint8_t *stack_end; /* a bit per node: some stack ends there */
   size_t stacks, max_stacks;
   _ak_prof_vec sites;
-  uint32_t *site_heads, site_mask;
+  _ak_prof_heads site_heads;
   _ak_prof_label *labels; /* AK_PROF_MAX_LABELS entries */
   uint32_t nlabels;       /* ids in use: 1 .. nlabels */
   _ak_prof_vec recs;
-  uint32_t *rec_heads, rec_mask;
+  _ak_prof_heads rec_heads;
   uint32_t rec_free; /* free list of records; 0: empty */
   size_t live;
   uint64_t inuse_bytes, alloc_bytes; /* scaled sums */
@@ -185,6 +200,14 @@ typedef struct _ak_prof_limits {
 int _ak_prof_tables_init(_ak_prof_tables *t, const _ak_prof_limits *limits);
 /** Unmaps the tables and zeroes `t`. */
 void _ak_prof_tables_fini(_ak_prof_tables *t);
+/** Relinks every entry of one table onto `h`, whose buckets are empty. */
+typedef void (*_ak_prof_relink_fn)(_ak_prof_tables *t, _ak_prof_heads *h);
+/** Doubles `h` (as often as needed, up to its bound) once its table holds
+ *  more than `per` entries a bucket (`entries`), rehashing them through
+ *  `relink`; left as it is if the new array cannot be mapped (the chains
+ *  then grow longer, nothing is lost). */
+void _ak_prof_heads_fit(_ak_prof_tables *t, _ak_prof_heads *h, size_t entries, unsigned per,
+                        _ak_prof_relink_fn relink);
 
 /** The node of the stack `pcs[0..depth)` (innermost first), added to the
  *  call tree; 0 (the root) when it does not fit (the node or frame bound,

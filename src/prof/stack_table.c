@@ -96,34 +96,55 @@ static uint32_t pow2_at_least(size_t n) {
 /* `v` clamped to [1, max]; 0 takes `def`. */
 static size_t bound(size_t v, size_t def, size_t max) { return v == 0 ? def : v > max ? max : v; }
 
-/* Maps the hash heads of `n` buckets; *mask = n - 1. */
-static uint32_t *heads_map(uint32_t n, uint32_t *mask) {
-  *mask = n - 1;
-  return (uint32_t *)_ak_prof_map((size_t)n * sizeof(uint32_t));
+/* Maps heads of up to `max` buckets (a power of two), one system page's
+ * worth at first (fewer if `max` is smaller): _ak_prof_heads_fit grows
+ * them with the table. */
+static bool heads_map(_ak_prof_heads *h, uint32_t max) {
+  uint32_t n = (uint32_t)(_ak_os_page_size() / sizeof(uint32_t));
+  if (n > max) n = max;
+  h->mask = n - 1;
+  h->max_mask = max - 1;
+  h->a = (uint32_t *)_ak_prof_map((size_t)n * sizeof(uint32_t));
+  return h->a != NULL;
 }
 
-static void heads_unmap(uint32_t *heads, uint32_t mask) {
-  if (heads) _ak_prof_unmap(heads, ((size_t)mask + 1) * sizeof(uint32_t));
+static void heads_unmap(_ak_prof_heads *h) {
+  if (h->a) _ak_prof_unmap(h->a, ((size_t)h->mask + 1) * sizeof(uint32_t));
+  h->a = NULL;
 }
 
-/* The arrays and heads; chains of about 8 at the frame and node bounds, 4
- * for sites and records. Item 0 of each array is "none" (the root node). */
+void _ak_prof_heads_fit(_ak_prof_tables *t, _ak_prof_heads *h, size_t entries, unsigned per,
+                        _ak_prof_relink_fn relink) {
+  uint32_t mask = h->mask;
+  while (entries > ((size_t)mask + 1) * per && mask < h->max_mask) mask = mask * 2 + 1;
+  if (mask == h->mask) return;
+  _ak_prof_heads grown = {(uint32_t *)_ak_prof_map(((size_t)mask + 1) * sizeof(uint32_t)), mask, h->max_mask};
+  if (!grown.a) return;
+  relink(t, &grown);
+  heads_unmap(h);
+  *h = grown;
+  AK_ASSERT(h->mask <= h->max_mask && (h->mask & (h->mask + 1)) == 0); /* a power of two, in bound */
+}
+
+/* The arrays and heads; the heads grow to their bound with the tables
+ * (chains of AK_PROF_CHAIN_STACK or AK_PROF_CHAIN_SITE entries at the
+ * bounds). Item 0 of each array is "none" (the root node). */
 static bool tables_map(_ak_prof_tables *t, const _ak_prof_limits *l) {
   int rc = vec_init(&t->frames, sizeof(_ak_prof_frame), 10, l->frames + 1);
   rc |= vec_init(&t->nodes, sizeof(_ak_prof_node), 11, l->nodes + 1);
   rc |= vec_init(&t->sites, sizeof(_ak_prof_site), 9, l->stacks + 2); /* + (0, 0) */
   rc |= vec_init(&t->recs, sizeof(_ak_prof_rec), 9, l->live + 1);
   if (rc != 0) return false;
-  t->frame_heads = heads_map(pow2_at_least(l->frames / 8), &t->frame_mask);
-  t->node_heads = heads_map(pow2_at_least(l->nodes / 8), &t->node_mask);
-  t->site_heads = heads_map(pow2_at_least(l->stacks / 4), &t->site_mask);
-  t->rec_heads = heads_map(pow2_at_least(l->live / 4), &t->rec_mask);
+  bool heads = heads_map(&t->frame_heads, pow2_at_least(l->frames / AK_PROF_CHAIN_STACK));
+  heads &= heads_map(&t->node_heads, pow2_at_least(l->nodes / AK_PROF_CHAIN_STACK));
+  heads &= heads_map(&t->site_heads, pow2_at_least(l->stacks / AK_PROF_CHAIN_SITE));
+  heads &= heads_map(&t->rec_heads, pow2_at_least(l->live / AK_PROF_CHAIN_SITE));
   t->stack_end = (uint8_t *)_ak_prof_map(l->nodes / 8 + 1);
   t->labels = (_ak_prof_label *)_ak_prof_map(AK_PROF_MAX_LABELS * sizeof(_ak_prof_label));
   uint32_t id;
-  return t->frame_heads && t->node_heads && t->site_heads && t->rec_heads && t->stack_end && t->labels &&
-         _ak_prof_vec_push(&t->frames, &id) && _ak_prof_vec_push(&t->nodes, &id) &&
-         _ak_prof_vec_push(&t->sites, &id) && _ak_prof_vec_push(&t->recs, &id);
+  return heads && t->stack_end && t->labels && _ak_prof_vec_push(&t->frames, &id) &&
+         _ak_prof_vec_push(&t->nodes, &id) && _ak_prof_vec_push(&t->sites, &id) &&
+         _ak_prof_vec_push(&t->recs, &id);
 }
 
 int _ak_prof_tables_init(_ak_prof_tables *t, const _ak_prof_limits *limits) {
@@ -154,10 +175,10 @@ void _ak_prof_tables_fini(_ak_prof_tables *t) {
   vec_fini(&t->nodes);
   vec_fini(&t->sites);
   vec_fini(&t->recs);
-  heads_unmap(t->frame_heads, t->frame_mask);
-  heads_unmap(t->node_heads, t->node_mask);
-  heads_unmap(t->site_heads, t->site_mask);
-  heads_unmap(t->rec_heads, t->rec_mask);
+  heads_unmap(&t->frame_heads);
+  heads_unmap(&t->node_heads);
+  heads_unmap(&t->site_heads);
+  heads_unmap(&t->rec_heads);
   if (t->labels) _ak_prof_unmap(t->labels, AK_PROF_MAX_LABELS * sizeof(_ak_prof_label));
   memset(t, 0, sizeof *t);
 }
@@ -172,34 +193,56 @@ static _ak_prof_node *node_at(const _ak_prof_tables *t, uint32_t id) {
   return (_ak_prof_node *)_ak_prof_vec_at(&t->nodes, id);
 }
 
-static uint32_t frame_bucket(const _ak_prof_tables *t, uint64_t pc) {
-  return (uint32_t)mix(pc) & t->frame_mask;
+static uint32_t frame_bucket(const _ak_prof_heads *h, uint64_t pc) { return (uint32_t)mix(pc) & h->mask; }
+
+static uint32_t node_bucket(const _ak_prof_heads *h, uint32_t parent, uint32_t frame) {
+  return (uint32_t)mix((uint64_t)parent << 32 | frame) & h->mask;
 }
 
-static uint32_t node_bucket(const _ak_prof_tables *t, uint32_t parent, uint32_t frame) {
-  return (uint32_t)mix((uint64_t)parent << 32 | frame) & t->node_mask;
+/* The relinks of _ak_prof_heads_fit: every frame, node, site. */
+static void frames_relink(_ak_prof_tables *t, _ak_prof_heads *h) {
+  for (uint32_t id = 1; id < t->frames.n; id++) {
+    _ak_prof_frame *f = frame_at(t, id);
+    uint32_t *head = &h->a[frame_bucket(h, _ak_prof_frame_pc(f))];
+    f->next = *head;
+    *head = id;
+  }
+}
+
+/* A dump reads the nodes it copied the count of with no lock held
+ * (dump.c): a node's word changes here in its chain bits only, frame and
+ * parent kept, and atomically, so the dump reads the same path. */
+static void nodes_relink(_ak_prof_tables *t, _ak_prof_heads *h) {
+  for (uint32_t id = 1; id < t->nodes.n; id++) {
+    _ak_prof_node *n = node_at(t, id);
+    uint32_t parent = _ak_prof_node_parent(*n), frame = _ak_prof_node_frame(*n);
+    uint32_t *head = &h->a[node_bucket(h, parent, frame)];
+    __atomic_store_n(n, _ak_prof_node_make(frame, parent, *head), __ATOMIC_RELAXED);
+    *head = id;
+  }
 }
 
 /* The frame id of `pc`, added when missing; 0 at the frame bound. */
 static uint32_t frame_intern(_ak_prof_tables *t, uint64_t pc) {
-  uint32_t b = frame_bucket(t, pc);
-  for (uint32_t id = t->frame_heads[b]; id != 0; id = frame_at(t, id)->next)
+  uint32_t b = frame_bucket(&t->frame_heads, pc);
+  for (uint32_t id = t->frame_heads.a[b]; id != 0; id = frame_at(t, id)->next)
     if (_ak_prof_frame_pc(frame_at(t, id)) == pc) return id;
   uint32_t id;
   _ak_prof_frame *f = (_ak_prof_frame *)_ak_prof_vec_push(&t->frames, &id);
   if (!f) return 0;
   f->pc_lo = (uint32_t)pc;
   f->pc_hi = (uint32_t)(pc >> 32);
-  f->next = t->frame_heads[b];
-  t->frame_heads[b] = id;
+  f->next = t->frame_heads.a[b];
+  t->frame_heads.a[b] = id;
+  _ak_prof_heads_fit(t, &t->frame_heads, t->frames.n - 1, AK_PROF_CHAIN_STACK, frames_relink);
   return id;
 }
 
 /* The child of `parent` for `frame`, added when missing; 0 at the node
  * bound. */
 static uint32_t node_child(_ak_prof_tables *t, uint32_t parent, uint32_t frame) {
-  uint32_t b = node_bucket(t, parent, frame);
-  for (uint32_t id = t->node_heads[b]; id != 0;) {
+  uint32_t b = node_bucket(&t->node_heads, parent, frame);
+  for (uint32_t id = t->node_heads.a[b]; id != 0;) {
     _ak_prof_node n = *node_at(t, id);
     if (_ak_prof_node_frame(n) == frame && _ak_prof_node_parent(n) == parent) return id;
     id = _ak_prof_node_next(n);
@@ -207,8 +250,9 @@ static uint32_t node_child(_ak_prof_tables *t, uint32_t parent, uint32_t frame) 
   uint32_t id;
   _ak_prof_node *n = (_ak_prof_node *)_ak_prof_vec_push(&t->nodes, &id);
   if (!n) return 0;
-  *n = _ak_prof_node_make(frame, parent, t->node_heads[b]);
-  t->node_heads[b] = id;
+  *n = _ak_prof_node_make(frame, parent, t->node_heads.a[b]);
+  t->node_heads.a[b] = id;
+  _ak_prof_heads_fit(t, &t->node_heads, t->nodes.n - 1, AK_PROF_CHAIN_STACK, nodes_relink);
   return id;
 }
 
@@ -266,21 +310,29 @@ static _ak_prof_site *site_at(const _ak_prof_tables *t, uint32_t id) {
   return (_ak_prof_site *)_ak_prof_vec_at(&t->sites, id);
 }
 
-static uint32_t site_bucket(const _ak_prof_tables *t, uint32_t key) {
-  return (uint32_t)mix(key) & t->site_mask;
+static uint32_t site_bucket(const _ak_prof_heads *h, uint32_t key) { return (uint32_t)mix(key) & h->mask; }
+
+static void sites_relink(_ak_prof_tables *t, _ak_prof_heads *h) {
+  for (uint32_t id = 1; id < t->sites.n; id++) {
+    _ak_prof_site *s = site_at(t, id);
+    uint32_t *head = &h->a[site_bucket(h, s->key)];
+    s->next = *head;
+    *head = id;
+  }
 }
 
 uint32_t _ak_prof_site_intern(_ak_prof_tables *t, uint32_t node, uint32_t label) {
   AK_ASSERT(node < (1u << AK_PROF_NODE_BITS) && label < AK_PROF_MAX_LABELS);
-  uint32_t key = node | label << AK_PROF_NODE_BITS, b = site_bucket(t, key);
-  for (uint32_t id = t->site_heads[b]; id != 0; id = site_at(t, id)->next)
+  uint32_t key = node | label << AK_PROF_NODE_BITS, b = site_bucket(&t->site_heads, key);
+  for (uint32_t id = t->site_heads.a[b]; id != 0; id = site_at(t, id)->next)
     if (site_at(t, id)->key == key) return id;
   uint32_t id;
   _ak_prof_site *s = (_ak_prof_site *)_ak_prof_vec_push(&t->sites, &id);
   if (!s) return 0;
   s->key = key;
-  s->next = t->site_heads[b];
-  t->site_heads[b] = id;
+  s->next = t->site_heads.a[b];
+  t->site_heads.a[b] = id;
+  _ak_prof_heads_fit(t, &t->site_heads, t->sites.n - 1, AK_PROF_CHAIN_SITE, sites_relink);
   return id;
 }
 
@@ -289,7 +341,7 @@ uint32_t _ak_prof_site_intern(_ak_prof_tables *t, uint32_t node, uint32_t label)
 static void check_frames(const _ak_prof_tables *t) {
   for (uint32_t id = 1; id < t->frames.n; id++) {
     uint64_t pc = _ak_prof_frame_pc(frame_at(t, id));
-    uint32_t x = t->frame_heads[frame_bucket(t, pc)];
+    uint32_t x = t->frame_heads.a[frame_bucket(&t->frame_heads, pc)];
     while (x != 0 && x != id) x = frame_at(t, x)->next;
     if (pc == 0 || x != id)
       _ak_fatal("prof: frame %u (pc %#llx) is not on its hash chain", id, (unsigned long long)pc);
@@ -304,7 +356,7 @@ void _ak_prof_check_stacks(const _ak_prof_tables *t) {
     uint32_t parent = _ak_prof_node_parent(n), frame = _ak_prof_node_frame(n);
     if (parent >= id || frame == 0 || frame >= t->frames.n)
       _ak_fatal("prof: call-tree node %u: parent %u, frame %u of %u", id, parent, frame, t->frames.n);
-    uint32_t x = t->node_heads[node_bucket(t, parent, frame)];
+    uint32_t x = t->node_heads.a[node_bucket(&t->node_heads, parent, frame)];
     while (x != 0 && x != id) x = _ak_prof_node_next(*node_at(t, x));
     if (x != id) _ak_fatal("prof: call-tree node %u is not on its hash chain", id);
     ends += (t->stack_end[id >> 3] >> (id & 7)) & 1u;
@@ -313,7 +365,7 @@ void _ak_prof_check_stacks(const _ak_prof_tables *t) {
     _ak_fatal("prof: %zu stack ends marked, %zu counted (bound %zu)", ends, t->stacks, t->max_stacks);
   for (uint32_t id = 1; id < t->sites.n; id++) {
     const _ak_prof_site *s = site_at(t, id);
-    uint32_t x = t->site_heads[site_bucket(t, s->key)];
+    uint32_t x = t->site_heads.a[site_bucket(&t->site_heads, s->key)];
     while (x != 0 && x != id) x = site_at(t, x)->next;
     if (x != id || _ak_prof_site_node(s) >= t->nodes.n || _ak_prof_site_label(s) > t->nlabels)
       _ak_fatal("prof: site %u (key %#x) is not on its chain or out of range", id, s->key);
