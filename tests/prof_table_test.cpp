@@ -213,10 +213,10 @@ TEST_F(ProfTable, UnsharedStacksStayWithinTheBounds) {
 }
 
 // The hash heads start at a system page each and grow with their tables:
-// a profile of a few stacks maps little (it touched every page of the
-// heads at the bounds' size before), and every entry is found again after
-// the heads doubled (the validator walks every chain; the forgets look
-// each block up).
+// a profile of a few stacks maps little (the heads were mapped at the
+// bounds' size before), the heads double as their tables fill, and every
+// entry is found again after they did (the validator walks every chain;
+// the forgets look each block up).
 TEST_F(ProfTable, TheHashHeadsGrowWithTheTables) {
   start({});
   auto one = interpreter_stack(0);
@@ -224,13 +224,17 @@ TEST_F(ProfTable, TheHashHeadsGrowWithTheTables) {
   const size_t small = stats().memory;
   std::printf("one stack of 64 frames: %zu bytes mapped\n", small);
   EXPECT_LE(small, size_t{192} << 10);
-  const uint64_t n = 4 * 4096 + 1;  // past the record heads' first doubling
+  const _ak_prof_tables &t = _ak_prof_g.t;
+  const uint32_t rec_buckets = t.rec_heads.mask + 1, node_buckets = t.node_heads.mask + 1;
+  // Past the record heads' second doubling.
+  const uint64_t n = uint64_t{4} * AK_PROF_CHAIN_SITE * rec_buckets + 1;
   for (uint64_t i = 1; i < n; i++) {
     auto s = interpreter_stack(i % 5000);
     ASSERT_TRUE(_ak_prof_record_stack(block(i), 256, s.data(), 64, nullptr, nullptr));
   }
   _ak_prof_check();
-  EXPECT_GT(stats().memory, small);
+  EXPECT_GE(t.rec_heads.mask + 1, 4 * rec_buckets);
+  EXPECT_GT(t.node_heads.mask + 1, node_buckets);
   for (uint64_t i = 0; i < n; i++) ASSERT_TRUE(_ak_prof_forget_if_kept(block(i))) << i;
   ak_prof_stats st = stats();
   EXPECT_EQ(st.live_samples, 0u);

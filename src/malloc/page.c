@@ -204,8 +204,8 @@ _ak_page *_ak_page_find(_ak_mheap *h, unsigned cls) {
        * blocks if that is fewer: it then serves a run of allocations as
        * long as a carve would, so the slow calls are no more frequent, and
        * touches nothing new. */
-      uint32_t run = carve_blocks(pg);
-      _ak_page *full = full_take(h, cls, run < (pg->capacity + 7) / 8 ? run : (pg->capacity + 7) / 8);
+      uint32_t run = carve_blocks(pg), eighth = (pg->capacity + 7) / 8;
+      _ak_page *full = full_take(h, cls, run < eighth ? run : eighth);
       if (full) return full;
       carve(pg);
       return pg;
