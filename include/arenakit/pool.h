@@ -96,10 +96,9 @@ typedef struct ak_pool_stats {
   size_t slot_size;      /**< bytes per slot (object size rounded) */
   size_t live;           /**< objects allocated, not yet freed (THREADS: remote
                               frees count until the owner collects them) */
-  size_t peak_live;      /**< high-water mark of `live`: exact with max_objects,
-                              else sampled (off by < 10 batches of 64-256
-                              per thread in SPINLOCK and LOCKFREE, < one
-                              slab in NONE, < 8 slabs per thread in THREADS) */
+  size_t peak_live;      /**< high-water mark of `live`: exact with max_objects, else sampled (off by
+                              < 10 batches of 64-256 per thread in SPINLOCK and LOCKFREE, < one slab in
+                              NONE; THREADS: < 8 slabs per thread past its own high, < 64 per other) */
   size_t slabs;          /**< slabs held (in use or spare) */
   size_t peak_slabs;     /**< high-water mark of `slabs`: exact while the pool
                               only grows, else sampled (at every stats call) */

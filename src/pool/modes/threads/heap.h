@@ -28,6 +28,7 @@ struct _ak_pool_heap {
   atomic_int trim_req; /* another thread asked for a trim */
   size_t full_seen;    /* owner only: p->threads.full_epoch at the last walk of `full` */
   unsigned takes;      /* owner only: slabs taken (take_slab) */
+  size_t peak_seen;    /* owner only: this heap's highest count at its samples of the peak */
   size_t hot_base;     /* pub.cur.hot_used when the current slab was checked out */
   _ak_dnode node;      /* on the pool's heap list (under mu) */
 };

@@ -240,6 +240,22 @@ static _ak_slab *new_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   return s;
 }
 
+/* Whether take_slab samples the pool's high-water mark (p->mu and every
+ * heap's count, whose lines then move between the cores): at every
+ * AK_PEAK_EVERY-th slab the heap takes while its own count passes the
+ * highest it had at its samples (a heap that grows: the pool's count may
+ * be at a new high), and at every AK_PEAK_IDLE-th otherwise (heaps that
+ * only churn slabs below their highs; several of them may still add up to
+ * a new high). So the mark misses less than AK_PEAK_EVERY slabs of a
+ * growing heap and AK_PEAK_IDLE slabs of any other, per heap (pool.h). */
+#define AK_PEAK_EVERY 8u
+#define AK_PEAK_IDLE 64u
+static bool sample_due(_ak_pool_heap *h) {
+  unsigned n = ++h->takes;
+  if (n % AK_PEAK_IDLE == 0) return true;
+  return n % AK_PEAK_EVERY == 0 && live_get(h) > h->peak_seen;
+}
+
 /* Takes a slab for `h`: an abandoned one (adopted), one of the heap's own
  * spares, a spare of the pool, or a new one from the backing, obtained
  * after p->mu is dropped (the system allocator is not called under the
@@ -247,13 +263,13 @@ static _ak_slab *new_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
 static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
   /* A stale `t_adoptable` only delays an adoption. */
   bool adopt = atomic_load_explicit(&p->threads.adoptable, memory_order_relaxed);
-  bool sample = (++h->takes & 7) == 0;
+  bool sample = sample_due(h);
   /* With nothing to adopt, the heap's own spares, whose lines are likelier
    * to be in this thread's caches than those of a slab another thread
    * emptied and which keep threads that churn slabs off the pool's locks
    * and lists (their cache lines would travel between cores); then the
-   * pool's spare set or a new slab, no pool mutex: it is taken only for
-   * every 8th slab of a heap, to sample the high-water mark. */
+   * pool's spare set or a new slab, no pool mutex: it is taken only to
+   * sample the high-water mark (sample_due). */
   if (!adopt && !sample) {
     _ak_slab *s = spare_for(p, h);
     if (!s) return new_slab(p, h);
@@ -270,10 +286,11 @@ static _ak_slab *take_slab(_ak_pool_impl *p, _ak_pool_heap *h) {
     atomic_store_explicit(&p->threads.adoptable, false, memory_order_relaxed);
     s = spare_for(p, h);
   }
-  if (!p->max_objects) {
-    /* Sample the high-water mark whenever a heap needs a slab. */
+  if (!p->max_objects) { /* sample the high-water mark (sample_due) */
     size_t live = _ak_threads_live(p);
     if (live > atomic_load(&p->threads.peak)) atomic_store(&p->threads.peak, live);
+    size_t mine = live_get(h);
+    if (mine > h->peak_seen) h->peak_seen = mine;
   }
   if (s) {
     s->heap = h;
