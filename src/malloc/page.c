@@ -81,12 +81,12 @@ uint32_t _ak_page_collect(_ak_page *pg) {
   return n;
 }
 
-/* The never-used blocks that start in the system page of `bump`: what a
- * carve hands out (0 when none is left). */
+/* The never-used blocks that start in the grain (AK_GRAIN) of `bump`:
+ * what a carve hands out (0 when none is left). */
 static uint32_t carve_blocks(const _ak_page *pg) {
   /* Bump limits: block-aligned, within the span's block area. */
   AK_ASSERT(pg->bump >= pg->start && pg->bump <= pg->end && (pg->bump - pg->start) % pg->block_size == 0);
-  uintptr_t stop = (pg->bump & ~(uintptr_t)4095) + 4096; /* the end of bump's page */
+  uintptr_t stop = (pg->bump & ~(AK_GRAIN - 1)) + AK_GRAIN; /* the end of bump's grain */
   size_t n = (stop - pg->bump + pg->block_size - 1) / pg->block_size;
   size_t left = (pg->end - pg->bump) / pg->block_size;
   return (uint32_t)(n < left ? n : left);

@@ -140,7 +140,7 @@ _ak_segment *_ak_segment_new(_ak_mheap *h) {
   seg->active_ms = _ak_reclaim_now();
   atomic_store_explicit(&seg->owner, (uintptr_t)h, memory_order_relaxed);
   seg->free_mask = AK_ALL_PAGES;
-  seg->first_page_start = (sizeof(_ak_segment) + 4095) & ~(size_t)4095;
+  seg->first_page_start = AK_GRAIN_UP(sizeof(_ak_segment));
   AK_ASSERT(_ak_segmap_has(seg) && seg->first_page_start < AK_PAGE_SIZE); /* the header fits page 0 */
   /* The high-water mark can only have grown here. Sampled before the
    * segment is listed: the walk reads every listed segment's page

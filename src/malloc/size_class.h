@@ -20,6 +20,12 @@
  * AK_SOLO_MAX (63 pages less a 4 KiB guard); above that, a mapping of its own. */
 #define AK_SOLO_MIN ((size_t)64 * 1024)
 #define AK_SOLO_MAX ((AK_SEG_PAGES - 1) * AK_PAGE_SIZE - 4096)
+/* The malloc's unit of layout inside a page: the smallest system page.
+ * A carve hands out the blocks of one grain (page.c), the segment header
+ * ends on a grain (segment.c), a solo block ends on one (span.c). */
+#define AK_GRAIN ((uintptr_t)4096)
+/** `x` rounded up to a whole number of grains. */
+#define AK_GRAIN_UP(x) (((x) + AK_GRAIN - 1) & ~(AK_GRAIN - 1))
 #define AK_SPAN_PAGES_MAX 32
 #define AK_NCLS 105
 

@@ -265,10 +265,10 @@ void _ak_span_free(_ak_mheap *h, _ak_segment *seg, _ak_page *pg) {
 
 /* Pages of a solo span holding `n` bytes (and the hardened guard). */
 /* The end of a solo block of `n` bytes starting at `start`: n rounded up
- * to 4 KiB, so that a request just above a page multiple is not handed
+ * to a grain, so that a request just above a page multiple is not handed
  * the rest of its last 64 KiB page (65,537 bytes got 131,072 usable). The
  * span's pages after the end stay untouched. */
-static uintptr_t solo_end(uintptr_t start, size_t n) { return start + ((n + 4095) & ~(uintptr_t)4095); }
+static uintptr_t solo_end(uintptr_t start, size_t n) { return start + AK_GRAIN_UP(n); }
 
 unsigned _ak_solo_pages(size_t n) {
   return (unsigned)((n + span_guard() + AK_PAGE_SIZE - 1) >> AK_PAGE_SHIFT);

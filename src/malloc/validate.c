@@ -37,8 +37,7 @@ static void check_span(const _ak_segment *seg, unsigned at, const char *where) {
 
 bool _ak_segment_validate(const _ak_segment *seg, const char *where) {
   if (seg->magic != AK_SEG_MAGIC || seg->kind != AK_SEG_SMALL) bad_segment(seg, where, "bad magic or kind");
-  if (seg->first_page_start != ((sizeof(_ak_segment) + 4095) & ~(size_t)4095) ||
-      seg->first_page_start >= AK_PAGE_SIZE)
+  if (seg->first_page_start != AK_GRAIN_UP(sizeof(_ak_segment)) || seg->first_page_start >= AK_PAGE_SIZE)
     bad_segment(seg, where, "the first page's blocks do not start after the header");
   /* Dirty and decommitted pages are free pages, never both, and were in a
    * span once (a never-carved page is untouched: span placement reuses
