@@ -1512,26 +1512,34 @@ TEST(PoolThreads, PeakOfHeapsBelowTheirOwnHighsIsWithinTheBound) {
   Pool t(100, AK_SYNC_THREADS);
   constexpr size_t kN = 100000;
   std::atomic<int> phase{0};
+  std::atomic<size_t> failed{0};
+  auto fill = [&](std::vector<void *> &v) {
+    for (size_t i = 0; i < kN; i++) {
+      void *o = ak_pool_alloc(t.p);
+      if (!o) failed++;
+      v.push_back(o);
+    }
+  };
   auto worker = [&](int me) {
     std::vector<void *> v;
     auto wait_for = [&](int ph) {
       while (phase.load(std::memory_order_acquire) != ph) std::this_thread::yield();
     };
     wait_for(me); /* alone: up to its own high and back to nothing */
-    for (size_t i = 0; i < kN; i++) v.push_back(ak_pool_alloc(t.p));
+    fill(v);
     for (void *o : v) ak_pool_free(t.p, o);
     v.clear();
     phase.fetch_add(1, std::memory_order_acq_rel);
     wait_for(me + 2); /* together: both hold kN */
-    for (size_t i = 0; i < kN; i++) v.push_back(ak_pool_alloc(t.p));
+    fill(v);
     phase.fetch_add(1, std::memory_order_acq_rel);
     wait_for(4); /* both hold kN: then back to nothing, so that the stats call sees only samples */
     for (void *o : v) ak_pool_free(t.p, o);
   };
-  phase.store(0);
   std::thread a(worker, 0), b(worker, 1);
   a.join();
   b.join();
+  ASSERT_EQ(failed.load(), 0u) << ak_last_error();
   ak_pool_stats s = t.stats();
   EXPECT_EQ(s.live, 0u);
   const size_t per_slab = 65536 / s.slot_size;
